@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what building and testing dsinfer needs on a fresh Debian 12 machine:
+# Debian packages for the build, PyPI packages for the test tooling. Installs
+# only what is missing, so a second run is quick.
+set -euo pipefail
+
+debian_packages=(cmake ninja-build g++ ccache pkg-config libgtest-dev libpcre2-dev nlohmann-json3-dev
+                 clang libclang-rt-14-dev python3-pip)
+missing=()
+for p in "${debian_packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python_packages=(gguf numpy pytest llama-cpp-python)
+need_pip=()
+for p in "${python_packages[@]}"; do
+  python3 -m pip show "$p" >/dev/null 2>&1 || need_pip+=("$p")
+done
+if [ ${#need_pip[@]} -gt 0 ]; then
+  # llama-cpp-python compiles llama.cpp (several minutes on two cores, once; pip caches the wheel).
+  echo "installing PyPI packages: ${need_pip[*]}"
+  python3 -m pip install -q "${need_pip[@]}"
+fi

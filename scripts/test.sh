@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs dependencies, builds,
+# runs the unit tests, the bad-file tests under AddressSanitizer, a bounded
+# fuzz smoke of the GGUF reader, and the reference comparisons against
+# llama.cpp (tests/reference). Ends with pytest's summary line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+scripts/install_deps.sh
+scripts/build.sh
+
+echo "== unit tests"
+(cd build && ctest --output-on-failure -j2)
+
+echo "== bad input under AddressSanitizer"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_ASAN=ON >/dev/null
+ninja -C build-asan -j2 dsinfer_tests
+ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_tests --gtest_filter='GgufFile.*:Model.Unknown*:Model.Malformed*:Tokenizer.*:Utf8.*'
+
+echo "== fuzz smoke of the GGUF reader (libFuzzer)"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_FUZZ=ON \
+  -DDSINFER_TESTS=OFF >/dev/null
+ninja -C build-fuzz -j2 gguf_fuzz
+corpus=$(mktemp -d)
+python3 tests/reference/make_fuzz_seed.py "$corpus"
+build-fuzz/gguf_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
+  "$corpus" 2>&1 | tail -n 5
+rm -rf "$corpus"
+
+echo "== reference comparisons (llama.cpp through llama-cpp-python)"
+cd "$root"
+python3 -m pytest -q tests/reference

@@ -1,0 +1,66 @@
+// dsinfer info: what a model file holds and what serving it costs in memory.
+
+#include <cstdio>
+#include <map>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+
+namespace ds {
+
+int cmd_info(int argc, char** argv) {
+  auto args = Args::parse(argc, argv, {"-m", "--model"}, {"--metadata"});
+  if (!args.ok()) {
+    std::fprintf(stderr, "dsinfer info: %s\n", args.message().c_str());
+    return 1;
+  }
+  const std::string path = first_value(args.value(), {"-m", "--model"});
+  auto file = GgufFile::open(path);
+  if (!file.ok()) {
+    std::fprintf(stderr, "dsinfer info: %s\n", file.message().c_str());
+    return 1;
+  }
+  const GgufFile& f = *file.value();
+  std::printf("file: %s (GGUF v%u, %zu bytes, %zu tensors, %zu metadata keys)\n", path.c_str(), f.version(),
+              f.file_bytes(), f.tensors().size(), f.metadata().size());
+  if (args.value().has("--metadata")) {
+    for (const auto& [key, value] : f.metadata()) std::printf("  %s = %s\n", key.c_str(), gguf_value_to_string(value).c_str());
+  }
+  std::map<std::string, std::pair<int64_t, uint64_t>> by_type;  // type -> (count, bytes)
+  uint64_t total = 0;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    auto& entry = by_type[dtype_name(t.type)];
+    ++entry.first;
+    entry.second += t.n_bytes;
+    total += t.n_bytes;
+  }
+  std::printf("tensor types:");
+  for (const auto& [name, entry] : by_type) std::printf(" %s x%lld (%.1f MiB)", name.c_str(), (long long)entry.first, entry.second / 1048576.0);
+  std::printf("\nweights: %.1f MiB\n", total / 1048576.0);
+
+  auto config = ModelConfig::from_gguf(f);
+  if (!config.ok()) {
+    std::printf("model: %s\n", config.message().c_str());
+    return f.tensors().empty() ? 0 : 1;
+  }
+  const ModelConfig& c = config.value();
+  int64_t n_params = 0;
+  for (const GgufTensorInfo& t : f.tensors()) n_params += t.n_elements();
+  std::printf("architecture: %s (%s)\n", c.arch->name, c.name.c_str());
+  std::printf("parameters: %.3f B\n", n_params / 1e9);
+  std::printf("layers %lld, embedding %lld, ffn %lld, heads %lld (kv %lld), head dim %lld, vocab %lld\n",
+              (long long)c.n_layer, (long long)c.n_embd, (long long)c.n_ff, (long long)c.n_head, (long long)c.n_head_kv,
+              (long long)c.head_dim, (long long)c.n_vocab);
+  const char* scaling[] = {"none", "linear", "yarn", "dynamic-ntk"};
+  std::printf("context %lld, rope %s base %.1f dims %d scaling %s x%.2f, norm eps %g\n", (long long)c.n_ctx_train,
+              c.rope.layout == RopeLayout::neox ? "neox" : "normal", c.rope.freq_base, c.rope.n_rot,
+              scaling[int(c.rope.scaling)], c.rope.scaling_factor, c.norm_eps);
+  std::printf("kv cache per 1K tokens: %.2f MiB (f16), %.2f MiB (f32)\n",
+              KvCache::bytes_per_token(c, DType::f16) * 1024 / 1048576.0,
+              KvCache::bytes_per_token(c, DType::f32) * 1024 / 1048576.0);
+  return 0;
+}
+
+}  // namespace ds

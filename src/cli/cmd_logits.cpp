@@ -1,0 +1,104 @@
+// dsinfer logits: run a token sequence teacher-forced (every position sees the
+// given tokens before it) and write the logits at every position, and on
+// request each layer's output, as .npy files for comparison with a reference.
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cli/npy_writer.h"
+
+namespace ds {
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "dsinfer logits: %s\n", message.c_str());
+  return 1;
+}
+
+Result<std::vector<int32_t>> parse_tokens(const std::string& list) {
+  std::vector<int32_t> tokens;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string item = list.substr(start, comma - start);
+    char* end = nullptr;
+    const long value = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || value < 0 || value > INT32_MAX) return Status::error("--tokens: '" + item + "' is not a token id");
+    tokens.push_back(int32_t(value));
+    start = comma + 1;
+  }
+  return tokens;
+}
+
+}  // namespace
+
+int cmd_logits(int argc, char** argv) {
+  auto values = model_value_options();
+  values.insert({"--tokens", "--out", "--dump-layers", "-b", "--batch-size"});
+  auto args = Args::parse(argc, argv, values, model_flags());
+  if (!args.ok()) return fail(args.message());
+  auto options = parse_model_options(args.value());
+  if (!options.ok()) return fail(options.message());
+  const Args& a = args.value();
+  auto tokens = parse_tokens(a.get("--tokens"));
+  if (!tokens.ok()) return fail(tokens.message());
+  auto batch_size = a.get_int(a.has("-b") ? "-b" : "--batch-size", 0);
+  if (!batch_size.ok()) return fail(batch_size.message());
+
+  auto model = Model::load(options.value().path, options.value().model);
+  if (!model.ok()) return fail(model.message());
+  const ModelConfig& config = model.value()->config();
+  const int64_t n = int64_t(tokens.value().size());
+  KvCacheOptions kv = options.value().kv;
+  kv.n_pages = (n + kv.page_tokens - 1) / kv.page_tokens;
+  auto cache = KvCache::create(config, kv);
+  if (!cache.ok()) return fail(cache.message());
+
+  const std::string dump_dir = a.get("--dump-layers");
+  if (!dump_dir.empty()) mkdir(dump_dir.c_str(), 0755);
+  const int64_t chunk = batch_size.value() > 0 ? batch_size.value() : n;
+  std::vector<int32_t> pages(size_t(kv.n_pages));
+  std::iota(pages.begin(), pages.end(), 0);
+  std::vector<float> logits(size_t(n * config.n_vocab));
+  std::vector<std::vector<float>> layer_outputs(dump_dir.empty() ? 0 : size_t(config.n_layer));
+
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const int64_t end = std::min(n, begin + chunk);
+    Batch batch;
+    batch.tokens.assign(tokens.value().begin() + begin, tokens.value().begin() + end);
+    batch.positions.resize(size_t(end - begin));
+    std::iota(batch.positions.begin(), batch.positions.end(), int32_t(begin));
+    batch.seq_of_token.assign(size_t(end - begin), 0);
+    batch.block_tables = {BlockTableView{pages.data(), int32_t(pages.size())}};
+    batch.logit_tokens.resize(size_t(end - begin));
+    std::iota(batch.logit_tokens.begin(), batch.logit_tokens.end(), 0);
+    LayerObserver observer;
+    if (!dump_dir.empty()) {
+      observer = [&](int64_t layer, const float* hidden, int64_t n_tokens) {
+        auto& out = layer_outputs[size_t(layer)];
+        out.insert(out.end(), hidden, hidden + n_tokens * config.n_embd);
+      };
+    }
+    const Status status = model.value()->forward(batch, *cache.value(), logits.data() + begin * config.n_vocab, observer);
+    if (!status.ok()) return fail(status.message());
+  }
+
+  const std::string out = a.get("--out", "logits.npy");
+  const Status written = write_npy(out, logits.data(), n, config.n_vocab);
+  if (!written.ok()) return fail(written.message());
+  for (size_t layer = 0; layer < layer_outputs.size(); ++layer) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/layer_%03zu.npy", layer);
+    const Status s = write_npy(dump_dir + name, layer_outputs[layer].data(), n, config.n_embd);
+    if (!s.ok()) return fail(s.message());
+  }
+  std::fprintf(stderr, "wrote logits [%lld, %lld] to %s\n", (long long)n, (long long)config.n_vocab, out.c_str());
+  return 0;
+}
+
+}  // namespace ds

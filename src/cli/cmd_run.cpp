@@ -1,0 +1,117 @@
+// dsinfer run: stream a completion of a prompt to stdout, then print prompt
+// and generation speed (tokens/s) to stderr as llama.cpp does.
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "engine/generator.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/detokenizer.h"
+
+namespace ds {
+namespace {
+
+Result<ChatFormat> chat_format_for(const Args& args, const GgufFile& file) {
+  if (args.has("--chat-template")) return chat_format_from_name(args.get("--chat-template"));
+  auto jinja = file.get_string("tokenizer.chat_template");
+  if (!jinja.ok()) {
+    return Status::error("chat: the model has no tokenizer.chat_template (choose one with --chat-template deepseek-r1|chatml|llama3)");
+  }
+  return detect_chat_format(jinja.value());
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "dsinfer run: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  auto values = model_value_options();
+  values.insert({"-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
+                 "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size"});
+  auto flags = model_flags();
+  flags.insert({"--chat", "--ignore-eos"});
+  auto args = Args::parse(argc, argv, values, flags);
+  if (!args.ok()) return fail(args.message());
+  auto options = parse_model_options(args.value());
+  if (!options.ok()) return fail(options.message());
+  const Args& a = args.value();
+
+  const std::string prompt = first_value(a, {"-p", "--prompt"});
+  if (prompt.empty()) return fail("missing -p PROMPT");
+  GenerateOptions gen;
+  auto n_predict = a.get_int(a.has("-n") ? "-n" : "--n-predict", 128);
+  auto temp = a.get_float("--temp", 0.8);
+  auto seed = a.get_int("--seed", 0);
+  auto top_k = a.get_int("--top-k", 40);
+  auto top_p = a.get_float("--top-p", 0.95);
+  auto min_p = a.get_float("--min-p", 0.05);
+  auto repeat = a.get_float("--repeat-penalty", 1.0);
+  auto presence = a.get_float("--presence-penalty", 0.0);
+  auto frequency = a.get_float("--frequency-penalty", 0.0);
+  auto batch = a.get_int(a.has("-b") ? "-b" : "--batch-size", 512);
+  for (const Status& s : {n_predict.status(), temp.status(), seed.status(), top_k.status(), top_p.status(), min_p.status(),
+                          repeat.status(), presence.status(), frequency.status(), batch.status()}) {
+    if (!s.ok()) return fail(s.message());
+  }
+  if (n_predict.value() < 0 || batch.value() < 1) return fail("-n must be >= 0 and --batch-size >= 1");
+  gen.max_tokens = int32_t(n_predict.value());
+  gen.prefill_chunk = batch.value();
+  gen.sampling.temperature = float(temp.value());
+  gen.sampling.seed = uint64_t(seed.value());
+  gen.sampling.top_k = int32_t(top_k.value());
+  gen.sampling.top_p = float(top_p.value());
+  gen.sampling.min_p = float(min_p.value());
+  gen.sampling.repetition_penalty = float(repeat.value());
+  gen.sampling.presence_penalty = float(presence.value());
+  gen.sampling.frequency_penalty = float(frequency.value());
+  gen.stop_at_end_of_generation = !a.has("--ignore-eos");
+
+  auto model = Model::load(options.value().path, options.value().model);
+  if (!model.ok()) return fail(model.message());
+  auto tokenizer = Tokenizer::from_gguf(model.value()->file());
+  if (!tokenizer.ok()) return fail(tokenizer.message());
+  const Tokenizer& tok = *tokenizer.value();
+
+  std::vector<int32_t> tokens;
+  if (a.has("--chat")) {
+    auto format = chat_format_for(a, model.value()->file());
+    if (!format.ok()) return fail(format.message());
+    const std::string bos = tok.vocab().bos != k_no_token ? tok.vocab().tokens[size_t(tok.vocab().bos)] : "";
+    auto text = render_chat(format.value(), {{"user", prompt}}, true, bos);
+    if (!text.ok()) return fail(text.message());
+    tokens = tok.encode(text.value(), false, true);
+  } else {
+    tokens = tok.encode(prompt, true, true);
+    std::fputs(prompt.c_str(), stdout);
+  }
+
+  int64_t n_ctx = options.value().n_ctx;
+  if (n_ctx == 0) n_ctx = std::min<int64_t>(model.value()->config().n_ctx_train, 4096);
+  n_ctx = std::max<int64_t>(n_ctx, std::min<int64_t>(int64_t(tokens.size()) + gen.max_tokens + 1, model.value()->config().n_ctx_train));
+  auto generator = Generator::create(*model.value(), n_ctx, options.value().kv);
+  if (!generator.ok()) return fail(generator.message());
+
+  IncrementalDetokenizer detokenizer(tok, false, false);
+  auto stats = generator.value()->generate(tokens, gen, &tok, [&](int32_t token) {
+    const std::string text = detokenizer.push(token);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  const std::string rest = detokenizer.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  if (!stats.ok()) return fail(stats.message());
+  const GenerateStats& s = stats.value();
+  std::fprintf(stderr, "\nprompt: %lld tokens in %.3f s, %.2f tokens/s\n", (long long)s.n_prompt, s.prompt_seconds,
+               s.prompt_seconds > 0 ? double(s.n_prompt) / s.prompt_seconds : 0.0);
+  std::fprintf(stderr, "generation: %lld tokens in %.3f s, %.2f tokens/s\n", (long long)s.n_decode_steps, s.generate_seconds,
+               s.generate_seconds > 0 ? double(s.n_decode_steps) / s.generate_seconds : 0.0);
+  return 0;
+}
+
+}  // namespace ds

@@ -1,0 +1,12 @@
+#pragma once
+// The `dsinfer` subcommands. Each takes the arguments after its name and
+// returns the process exit code.
+
+namespace ds {
+
+int cmd_run(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_info(int argc, char** argv);
+
+}  // namespace ds

@@ -1,0 +1,34 @@
+#include <cstdio>
+#include <cstring>
+
+#include "cli/commands.h"
+
+namespace {
+
+void print_usage() {
+  std::fprintf(stderr,
+               "usage: dsinfer COMMAND [options]\n"
+               "\n"
+               "commands:\n"
+               "  run       generate text:  dsinfer run -m MODEL.gguf -p PROMPT [-n N] [--chat] [--temp T] [--seed S] [-t THREADS]\n"
+               "  logits    teacher-forced logits:  dsinfer logits -m MODEL.gguf --tokens ID,ID,... [--out FILE.npy] [--dump-layers DIR]\n"
+               "  tokenize  text to token ids:  dsinfer tokenize -m MODEL.gguf [--no-bos] [--pieces] TEXT\n"
+               "  info      model summary:  dsinfer info -m MODEL.gguf\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    print_usage();
+    return argc < 2 ? 1 : 0;
+  }
+  const char* command = argv[1];
+  if (std::strcmp(command, "run") == 0) return ds::cmd_run(argc - 2, argv + 2);
+  if (std::strcmp(command, "logits") == 0) return ds::cmd_logits(argc - 2, argv + 2);
+  if (std::strcmp(command, "tokenize") == 0) return ds::cmd_tokenize(argc - 2, argv + 2);
+  if (std::strcmp(command, "info") == 0) return ds::cmd_info(argc - 2, argv + 2);
+  std::fprintf(stderr, "dsinfer: unknown command '%s'\n\n", command);
+  print_usage();
+  return 1;
+}

@@ -1,0 +1,46 @@
+#include "cli/model_options.h"
+
+#include <thread>
+
+namespace ds {
+
+std::set<std::string> model_value_options() {
+  return {"-m", "--model", "-t", "--threads", "-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype"};
+}
+
+std::set<std::string> model_flags() { return {"--mmap"}; }
+
+std::string first_value(const Args& args, std::initializer_list<const char*> names, const std::string& fallback) {
+  for (const char* name : names) {
+    if (args.has(name)) return args.get(name);
+  }
+  return fallback;
+}
+
+Result<CommonModelOptions> parse_model_options(const Args& args) {
+  CommonModelOptions o;
+  o.path = first_value(args, {"-m", "--model"});
+  if (o.path.empty()) return Status::error("missing -m MODEL.gguf");
+  const std::string threads = first_value(args, {"-t", "--threads"});
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  o.model.n_threads = threads.empty() ? int(hardware) : std::atoi(threads.c_str());
+  if (o.model.n_threads < 1 || o.model.n_threads > 1024) return Status::error("--threads must be between 1 and 1024");
+  o.model.load_mode = args.has("--mmap") ? LoadMode::mmap : LoadMode::copy;
+  const std::string ctx = first_value(args, {"-c", "--ctx-size"}, "0");
+  o.n_ctx = std::atoll(ctx.c_str());
+  if (o.n_ctx < 0) return Status::error("--ctx-size must be positive");
+  auto page = args.get_int("--kv-page-tokens", 16);
+  if (!page.ok()) return page.status();
+  o.kv.page_tokens = page.value();
+  const std::string dtype = args.get("--kv-cache-dtype", "f16");
+  if (dtype == "f16") {
+    o.kv.dtype = DType::f16;
+  } else if (dtype == "f32") {
+    o.kv.dtype = DType::f32;
+  } else {
+    return Status::error("--kv-cache-dtype must be f16 or f32, got '" + dtype + "'");
+  }
+  return o;
+}
+
+}  // namespace ds

@@ -1,0 +1,31 @@
+#pragma once
+// Options every model-loading command shares, and their parsing.
+
+#include <set>
+#include <string>
+
+#include "base/status.h"
+#include "cli/args.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace ds {
+
+// Options taking a value: -m/--model, -t/--threads, -c/--ctx-size,
+// --kv-page-tokens, --kv-cache-dtype. Flag: --mmap.
+std::set<std::string> model_value_options();
+std::set<std::string> model_flags();
+
+struct CommonModelOptions {
+  std::string path;
+  ModelOptions model;
+  KvCacheOptions kv;
+  int64_t n_ctx = 0;  // 0: the model's training context, capped at 4096
+};
+
+Result<CommonModelOptions> parse_model_options(const Args& args);
+
+// First value given among aliases (e.g. "-m", "--model").
+std::string first_value(const Args& args, std::initializer_list<const char*> names, const std::string& fallback = "");
+
+}  // namespace ds

@@ -1,0 +1,108 @@
+#pragma once
+// A bounds-checked reader for GGUF v2/v3 files over a read-only memory mapping.
+//
+// Every length, count, offset, dimension and type is validated against the
+// file size and sane limits before it is used; a bad file yields an error that
+// names the field and its byte offset. Tensor data stays in the mapping: the
+// pointers returned by tensor_data() live as long as the GgufFile.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+namespace ds {
+
+enum class GgufType : uint32_t {
+  u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7,
+  string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
+};
+const char* gguf_type_name(GgufType type);
+
+struct GgufValue;
+struct GgufArray {
+  GgufType element_type;
+  std::vector<GgufValue> items;
+};
+
+// One metadata value. Integers keep their signedness; the typed getters on
+// GgufFile convert between widths where the value fits.
+struct GgufValue {
+  GgufType type;
+  std::variant<uint64_t, int64_t, double, bool, std::string, GgufArray> data;
+};
+
+constexpr int k_max_dims = 4;
+
+struct GgufTensorInfo {
+  std::string name;
+  int n_dims = 0;
+  int64_t ne[k_max_dims] = {1, 1, 1, 1};  // ne[0] is the contiguous (row) dimension
+  DType type = DType::f32;
+  uint64_t offset = 0;  // relative to the data section
+  uint64_t n_bytes = 0;
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+};
+
+class GgufFile {
+ public:
+  // Maps the file read-only.
+  static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+  // Parses a buffer the caller keeps alive (tests, fuzzing).
+  static Result<std::unique_ptr<GgufFile>> parse(const uint8_t* data, size_t size);
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  uint32_t version() const { return version_; }
+  const std::string& path() const { return path_; }
+  size_t file_bytes() const { return size_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }
+
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
+  const GgufValue* find(std::string_view key) const;
+
+  // Typed getters: an error names the key when it is missing or of another type.
+  Result<uint64_t> get_uint(std::string_view key) const;
+  Result<double> get_float(std::string_view key) const;
+  Result<bool> get_bool(std::string_view key) const;
+  Result<std::string> get_string(std::string_view key) const;
+  Result<const GgufArray*> get_array(std::string_view key) const;
+  // Getters with a default for keys that may be absent (a present key of the
+  // wrong type is still an error).
+  Result<uint64_t> get_uint_or(std::string_view key, uint64_t fallback) const;
+  Result<double> get_float_or(std::string_view key, double fallback) const;
+  Result<bool> get_bool_or(std::string_view key, bool fallback) const;
+
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* find_tensor(std::string_view name) const;
+  const uint8_t* tensor_data(const GgufTensorInfo& info) const { return base_ + data_offset_ + info.offset; }
+
+ private:
+  GgufFile() = default;
+  Status parse_all();
+
+  std::string path_;
+  const uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  bool mapped_ = false;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::vector<std::pair<std::string, GgufValue>> metadata_;
+  std::unordered_map<std::string, size_t> metadata_index_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::unordered_map<std::string, size_t> tensor_index_;
+};
+
+// Printable form of a value (arrays abbreviated), for `dsinfer info`.
+std::string gguf_value_to_string(const GgufValue& value, size_t max_items = 8);
+
+}  // namespace ds

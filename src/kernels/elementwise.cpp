@@ -1,0 +1,41 @@
+#include "kernels/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ds {
+
+void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, int64_t n, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r, x += n, y += n) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += double(x[i]) * double(x[i]);
+    const float scale = 1.0f / std::sqrt(float(sum / double(n)) + eps);
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+  }
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void softmax(float* x, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = float(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void add_bias(float* y, const float* bias, int64_t n_rows, int64_t n) {
+  for (int64_t r = 0; r < n_rows; ++r, y += n) add_inplace(y, bias, n);
+}
+
+}  // namespace ds

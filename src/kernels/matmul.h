@@ -1,0 +1,37 @@
+#pragma once
+// y = x · Wᵀ for a weight matrix in any supported type: every token's row of
+// activations against every weight row. All tokens of a step go through one
+// call, so each weight row is read from memory once per step.
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace ds {
+
+// A row-major weight matrix: n_rows rows of n_cols elements in `type`.
+struct WeightMatrix {
+  DType type = DType::f32;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+  const uint8_t* data = nullptr;
+  int64_t row_stride_bytes() const { return row_bytes(type, n_cols); }
+};
+
+// Reusable buffers for converted activations; owned by the caller so that the
+// hot path does not allocate.
+struct MatmulScratch {
+  std::vector<uint8_t> activations;
+};
+
+// x: [n_tokens, w.n_cols] f32; y: [n_tokens, w.n_rows] f32.
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+            MatmulScratch& scratch);
+
+// The plain reference: dequantize the weights and activations' converted form
+// to f32 and accumulate in double.
+void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
+
+}  // namespace ds

@@ -1,0 +1,58 @@
+#pragma once
+// Causal attention that reads keys and values only through block tables over
+// fixed-size KV pages, with grouped-query heads.
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace ds {
+
+// One layer's KV page memory: k and v are [n_pages][page_tokens][kv_dim] in dtype.
+struct KvLayerView {
+  DType dtype = DType::f16;  // f32 or f16
+  uint8_t* k = nullptr;
+  uint8_t* v = nullptr;
+  int64_t page_tokens = 0;
+  int64_t kv_dim = 0;  // n_kv_heads * head_dim
+};
+
+// The pages of one sequence in position order: position p lives in page
+// block_table[p / page_tokens] at slot p % page_tokens.
+struct BlockTableView {
+  const int32_t* pages = nullptr;
+  int32_t n_pages = 0;
+};
+
+struct AttentionShape {
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  float scale = 1.0f;  // applied to q·k
+};
+
+// Per-thread buffers for scores, so that the hot path does not allocate.
+struct AttentionScratch {
+  std::vector<std::vector<float>> scores;
+  std::vector<std::vector<uint16_t>> q_converted;
+};
+
+// Stores the keys and values of each token at its position:
+// k, v: [n_tokens, kv_dim] f32; token t belongs to sequence seq_of_token[t].
+void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens, const int32_t* positions,
+              const int32_t* seq_of_token, const BlockTableView* tables);
+
+// out[t, h, :] = softmax(q[t,h]·K[0..pos_t] * scale) · V[0..pos_t] over the
+// token's own sequence. q: [n_tokens, n_head, head_dim]; out likewise.
+void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionShape& shape, const float* q,
+                     int64_t n_tokens, const int32_t* positions, const int32_t* seq_of_token,
+                     const BlockTableView* tables, float* out, AttentionScratch& scratch);
+
+// The plain reference: gathers each sequence's keys and values to f32 first.
+void paged_attention_reference(const KvLayerView& kv, const AttentionShape& shape, const float* q, int64_t n_tokens,
+                               const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables,
+                               float* out);
+
+}  // namespace ds

@@ -1,0 +1,217 @@
+// AVX2 + FMA + F16C dot products. Compiled with -mavx2 -mfma -mf16c and only
+// called when cpu_features() reports all three.
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "base/fp16.h"
+#include "kernels/vec_dot.h"
+#include "tensor/quant_blocks.h"
+
+namespace ds {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  const __m128 hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+inline float load_fp16(uint16_t h) { return _cvtsh_ss(h); }
+
+float dot_f32(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const float*>(w);
+  const auto* y = static_cast<const float*>(a);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), acc3);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+  for (; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
+inline __m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+float dot_f16(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const uint16_t*>(w);
+  const auto* y = static_cast<const uint16_t*>(a);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), acc0);
+    acc1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), load_f16x8(y + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), load_f16x8(y + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), load_f16x8(y + i + 24), acc3);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), acc0);
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+  for (; i < n; ++i) sum += load_fp16(x[i]) * load_fp16(y[i]);
+  return sum;
+}
+
+// Signed int8 x int8 products summed pairwise to 8 floats: maddubs needs an
+// unsigned operand, so |x| times y with x's sign moved onto y.
+inline __m256 mul_sum_i8(__m256i x, __m256i y) {
+  const __m256i ax = _mm256_sign_epi8(x, x);
+  const __m256i sy = _mm256_sign_epi8(y, x);
+  const __m256i dot16 = _mm256_maddubs_epi16(ax, sy);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(dot16, _mm256_set1_epi16(1)));
+}
+
+// 32 nibbles -> 32 bytes: low nibbles first (elements 0..15), then high (16..31).
+inline __m256i nibbles_to_bytes(const uint8_t* p) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i both = _mm256_insertf128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+float dot_q8_0(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ8_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / k_qk; ++i) {
+    const __m256 d = _mm256_set1_ps(load_fp16(x[i].d) * load_fp16(y[i].d));
+    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs));
+    acc = _mm256_fmadd_ps(d, mul_sum_i8(qx, qy), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q4_0(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i eight = _mm256_set1_epi8(8);
+  for (int64_t i = 0; i < n / k_qk; ++i) {
+    const __m256 d = _mm256_set1_ps(load_fp16(x[i].d) * load_fp16(y[i].d));
+    const __m256i qx = _mm256_sub_epi8(nibbles_to_bytes(x[i].qs), eight);
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs));
+    acc = _mm256_fmadd_ps(d, mul_sum_i8(qx, qy), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q4_1(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ4_1*>(w);
+  const auto* y = static_cast<const BlockQ8_1*>(a);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  for (int64_t i = 0; i < n / k_qk; ++i) {
+    mins += load_fp16(x[i].m) * load_fp16(y[i].s);
+    const __m256 d = _mm256_set1_ps(load_fp16(x[i].d) * load_fp16(y[i].d));
+    const __m256i qx = nibbles_to_bytes(x[i].qs);  // unsigned 0..15
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs));
+    const __m256i dot16 = _mm256_maddubs_epi16(qx, qy);
+    const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(dot16, _mm256_set1_epi16(1)));
+    acc = _mm256_fmadd_ps(d, dot, acc);
+  }
+  return hsum(acc) + mins;
+}
+
+// Q4_K x Q8_K: per sub-block of 32, an integer dot scaled by the 6-bit scale;
+// the mins term comes from the activation's per-16 sums.
+float dot_q4_k(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ4_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / k_qk_k; ++i) {
+    uint8_t scales[8], mins[8];
+    for (int sub = 0; sub < 8; ++sub) k_scale_min(sub, x[i].scales, &scales[sub], &mins[sub]);
+    int32_t sum_mins = 0;
+    for (int sub = 0; sub < 8; ++sub) sum_mins += mins[sub] * (y[i].bsums[2 * sub] + y[i].bsums[2 * sub + 1]);
+    __m256i acc = _mm256_setzero_si256();
+    for (int pair = 0; pair < 4; ++pair) {
+      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + pair * 32));
+      const __m256i q_lo = _mm256_and_si256(packed, low_mask);
+      const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
+      const __m256i y_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + pair * 64));
+      const __m256i y_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + pair * 64 + 32));
+      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q_lo, y_lo), _mm256_set1_epi16(scales[2 * pair]));
+      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, y_hi), _mm256_set1_epi16(scales[2 * pair + 1]));
+      acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_hadd_epi32(s, s);
+    s = _mm_hadd_epi32(s, s);
+    const int32_t sum_scaled = _mm_cvtsi128_si32(s);
+    sum += y[i].d * (load_fp16(x[i].d) * float(sum_scaled) - load_fp16(x[i].dmin) * float(sum_mins));
+  }
+  return sum;
+}
+
+// Q6_K x Q8_K: weights are 6-bit with an offset of 32; the offset is removed
+// through the activation sums so maddubs can take the unsigned weights.
+float dot_q6_k(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ6_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m2 = _mm256_set1_epi8(0x03);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / k_qk_k; ++i) {
+    const uint8_t* ql = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    const int8_t* q8 = y[i].qs;
+    __m256i acc = _mm256_setzero_si256();
+    int32_t offset_sum = 0;
+    for (int sub = 0; sub < 16; ++sub) offset_sum += x[i].scales[sub] * y[i].bsums[sub];
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, q8 += 128) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4)),
+      };
+      for (int part = 0; part < 4; ++part) {
+        const __m256i yv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + part * 32));
+        const __m256i prod = _mm256_maddubs_epi16(q[part], yv);  // 16 x int16, pairs of elements
+        // elements [0,16) use scale sub = half*8 + part*2, [16,32) the next one
+        const int sub = half * 8 + part * 2;
+        const __m256i scale = _mm256_setr_epi16(
+            x[i].scales[sub], x[i].scales[sub], x[i].scales[sub], x[i].scales[sub], x[i].scales[sub], x[i].scales[sub],
+            x[i].scales[sub], x[i].scales[sub], x[i].scales[sub + 1], x[i].scales[sub + 1], x[i].scales[sub + 1],
+            x[i].scales[sub + 1], x[i].scales[sub + 1], x[i].scales[sub + 1], x[i].scales[sub + 1], x[i].scales[sub + 1]);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale));
+      }
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_hadd_epi32(s, s);
+    s = _mm_hadd_epi32(s, s);
+    const int32_t total = _mm_cvtsi128_si32(s) - 32 * offset_sum;
+    sum += load_fp16(x[i].d) * y[i].d * float(total);
+  }
+  return sum;
+}
+
+}  // namespace
+
+VecDotFn vec_dot_avx2(DType weight_type) {
+  switch (weight_type) {
+    case DType::f32: return dot_f32;
+    case DType::f16: return dot_f16;
+    case DType::q4_0: return dot_q4_0;
+    case DType::q4_1: return dot_q4_1;
+    case DType::q8_0: return dot_q8_0;
+    case DType::q4_k: return dot_q4_k;
+    case DType::q6_k: return dot_q6_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace ds

@@ -1,0 +1,25 @@
+#pragma once
+// The input of one forward pass: every token of the step, from any number of
+// sequences. Token t sits at positions[t] of sequence seq_of_token[t], whose
+// KV pages are block_tables[seq_of_token[t]]; its keys and values are written
+// there before attention, and it attends to positions [0, positions[t]].
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/paged_attention.h"
+
+namespace ds {
+
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> seq_of_token;
+  std::vector<BlockTableView> block_tables;
+  // Tokens whose logits are wanted, in the order the logits are returned.
+  std::vector<int32_t> logit_tokens;
+
+  int64_t n_tokens() const { return int64_t(tokens.size()); }
+};
+
+}  // namespace ds

@@ -1,0 +1,46 @@
+#pragma once
+// KV page memory: for each layer one K and one V buffer of n_pages pages of
+// page_tokens slots. Which page belongs to which sequence is not known here:
+// callers pass block tables (the engine's page pool decides them).
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/paged_attention.h"
+#include "model/model_config.h"
+
+namespace ds {
+
+struct KvCacheOptions {
+  DType dtype = DType::f16;  // f16 or f32
+  int64_t page_tokens = 16;
+  int64_t n_pages = 0;
+};
+
+class KvCache {
+ public:
+  static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, const KvCacheOptions& options);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  KvLayerView layer(int64_t index) const;
+  int64_t n_pages() const { return options_.n_pages; }
+  int64_t page_tokens() const { return options_.page_tokens; }
+  DType dtype() const { return options_.dtype; }
+  // Bytes one page takes across all layers, keys and values.
+  int64_t page_bytes() const { return page_bytes_per_layer_ * 2 * n_layer_; }
+  static int64_t bytes_per_token(const ModelConfig& config, DType dtype);
+
+ private:
+  KvCache() = default;
+  KvCacheOptions options_;
+  int64_t n_layer_ = 0;
+  int64_t kv_dim_ = 0;
+  int64_t page_bytes_per_layer_ = 0;  // one of K or V
+  uint8_t* memory_ = nullptr;
+  size_t memory_bytes_ = 0;
+};
+
+}  // namespace ds

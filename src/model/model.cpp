@@ -1,0 +1,152 @@
+#include "model/model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/elementwise.h"
+#include "kernels/matmul.h"
+#include "kernels/rope.h"
+#include "tensor/quantize.h"
+
+namespace ds {
+namespace {
+
+template <typename T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(size_t(n));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options) {
+  auto file = GgufFile::open(path);
+  if (!file.ok()) return file.status();
+  auto config = ModelConfig::from_gguf(*file.value());
+  if (!config.ok()) return config.status();
+  auto weights = ModelWeights::load(file.take(), config.value(), options.load_mode);
+  if (!weights.ok()) return weights.status();
+  return std::unique_ptr<Model>(new Model(config.value(), weights.take(), options.n_threads));
+}
+
+Model::Model(const ModelConfig& config, std::unique_ptr<ModelWeights> weights, int n_threads)
+    : config_(config), weights_(std::move(weights)), pool_(n_threads) {}
+
+void Model::ensure_workspace(int64_t n, int64_t n_logits) {
+  const ModelConfig& c = config_;
+  grow(x_, n * c.n_embd);
+  grow(h_, n * c.n_embd);
+  grow(q_, n * c.q_dim());
+  grow(k_, n * c.kv_dim());
+  grow(v_, n * c.kv_dim());
+  grow(attn_, n * c.q_dim());
+  grow(proj_, n * c.n_embd);
+  grow(gate_, n * c.n_ff);
+  grow(up_, n * c.n_ff);
+  grow(last_, n_logits * c.n_embd);
+}
+
+Status Model::validate(const Batch& batch, const KvCache& cache) const {
+  const int64_t n = batch.n_tokens();
+  if (n == 0) return Status::error("forward: empty batch");
+  if (int64_t(batch.positions.size()) != n || int64_t(batch.seq_of_token.size()) != n) {
+    return Status::error("forward: tokens, positions and seq_of_token differ in length");
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= config_.n_vocab) {
+      return Status::error("forward: token id " + std::to_string(batch.tokens[t]) + " is outside the vocabulary of " +
+                           std::to_string(config_.n_vocab));
+    }
+    const int32_t s = batch.seq_of_token[t];
+    if (s < 0 || s >= int32_t(batch.block_tables.size())) return Status::error("forward: token has no block table");
+    const int64_t pos = batch.positions[t];
+    if (pos < 0 || pos / cache.page_tokens() >= batch.block_tables[size_t(s)].n_pages) {
+      return Status::error("forward: position " + std::to_string(pos) + " has no KV page");
+    }
+  }
+  for (const BlockTableView& table : batch.block_tables) {
+    for (int32_t i = 0; i < table.n_pages; ++i) {
+      if (table.pages[i] < 0 || table.pages[i] >= cache.n_pages()) return Status::error("forward: block table names a page outside the pool");
+    }
+  }
+  for (int32_t t : batch.logit_tokens) {
+    if (t < 0 || t >= n) return Status::error("forward: logit row outside the batch");
+  }
+  return Status();
+}
+
+Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const LayerObserver& observer) {
+  DS_RETURN_IF_ERROR(validate(batch, cache));
+  const ModelConfig& c = config_;
+  const int64_t n = batch.n_tokens();
+  const int64_t n_logits = int64_t(batch.logit_tokens.size());
+  ensure_workspace(n, n_logits);
+
+  const int64_t embd_row_bytes = weights_->token_embd.row_stride_bytes();
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      dequantize_row(weights_->token_embd.type, weights_->token_embd.data + batch.tokens[t] * embd_row_bytes,
+                     x_.data() + t * c.n_embd, c.n_embd);
+    }
+  });
+
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    attention_block(layer, batch, cache);
+    ffn_block(layer, n);
+    if (observer) observer(layer, x_.data(), n);
+  }
+
+  if (n_logits == 0) return Status();
+  for (int64_t i = 0; i < n_logits; ++i) {
+    std::memcpy(last_.data() + i * c.n_embd, x_.data() + int64_t(batch.logit_tokens[i]) * c.n_embd, c.n_embd * sizeof(float));
+  }
+  rms_norm(last_.data(), weights_->output_norm.data(), c.norm_eps, n_logits, c.n_embd, last_.data());
+  matmul(pool_, weights_->output, last_.data(), n_logits, logits, matmul_scratch_);
+  return Status();
+}
+
+void Model::attention_block(int64_t layer, const Batch& batch, KvCache& cache) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_->layers[size_t(layer)];
+  const int64_t n = batch.n_tokens();
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+    rms_norm(x_.data() + begin * c.n_embd, w.attn_norm.data(), c.norm_eps, end - begin, c.n_embd,
+             h_.data() + begin * c.n_embd);
+  });
+  matmul(pool_, w.wq, h_.data(), n, q_.data(), matmul_scratch_);
+  matmul(pool_, w.wk, h_.data(), n, k_.data(), matmul_scratch_);
+  matmul(pool_, w.wv, h_.data(), n, v_.data(), matmul_scratch_);
+  if (!w.bq.empty()) add_bias(q_.data(), w.bq.data(), n, c.q_dim());
+  if (!w.bk.empty()) add_bias(k_.data(), w.bk.data(), n, c.kv_dim());
+  if (!w.bv.empty()) add_bias(v_.data(), w.bv.data(), n, c.kv_dim());
+
+  int64_t n_ctx = 0;
+  for (int32_t p : batch.positions) n_ctx = std::max<int64_t>(n_ctx, p + 1);
+  rope(c.rope, q_.data(), n, c.n_head, c.head_dim, batch.positions.data(), n_ctx);
+  rope(c.rope, k_.data(), n, c.n_head_kv, c.head_dim, batch.positions.data(), n_ctx);
+
+  const KvLayerView kv = cache.layer(layer);
+  kv_write(kv, k_.data(), v_.data(), n, batch.positions.data(), batch.seq_of_token.data(), batch.block_tables.data());
+  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
+  paged_attention(pool_, kv, shape, q_.data(), n, batch.positions.data(), batch.seq_of_token.data(),
+                  batch.block_tables.data(), attn_.data(), attention_scratch_);
+  matmul(pool_, w.wo, attn_.data(), n, proj_.data(), matmul_scratch_);
+  add_inplace(x_.data(), proj_.data(), n * c.n_embd);
+}
+
+void Model::ffn_block(int64_t layer, int64_t n) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_->layers[size_t(layer)];
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+    rms_norm(x_.data() + begin * c.n_embd, w.ffn_norm.data(), c.norm_eps, end - begin, c.n_embd,
+             h_.data() + begin * c.n_embd);
+  });
+  matmul(pool_, w.w_gate, h_.data(), n, gate_.data(), matmul_scratch_);
+  matmul(pool_, w.w_up, h_.data(), n, up_.data(), matmul_scratch_);
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+    silu_mul(gate_.data() + begin * c.n_ff, up_.data() + begin * c.n_ff, (end - begin) * c.n_ff);
+  });
+  matmul(pool_, w.w_down, gate_.data(), n, proj_.data(), matmul_scratch_);
+  add_inplace(x_.data(), proj_.data(), n * c.n_embd);
+}
+
+}  // namespace ds

@@ -1,0 +1,282 @@
+// Every fast kernel against its plain reference, over a grid of shapes that
+// includes sizes off the block and vector widths, every weight type, and 1 and
+// 2 threads. Outputs are surrounded by guard values that must stay untouched.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "base/fp16.h"
+#include "base/thread_pool.h"
+#include "kernels/cpu_features.h"
+#include "kernels/elementwise.h"
+#include "kernels/matmul.h"
+#include "kernels/paged_attention.h"
+#include "kernels/rope.h"
+#include "kernels/vec_dot.h"
+#include "tensor/quant_blocks.h"
+#include "tensor/quantize.h"
+
+namespace ds {
+namespace {
+
+constexpr float k_guard = -12345.678f;
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, float scale = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// Weight bytes for a [n_rows, n_cols] matrix: quantized from random values
+// where a quantizer exists, random blocks with small scales for the K types.
+std::vector<uint8_t> random_weights(std::mt19937& rng, DType type, int64_t n_rows, int64_t n_cols) {
+  const int64_t bytes_per_row = row_bytes(type, n_cols);
+  std::vector<uint8_t> data(size_t(bytes_per_row * n_rows));
+  const std::vector<float> values = random_floats(rng, n_rows * n_cols);
+  if (quantize_row(type, values.data(), data.data(), 0)) {
+    for (int64_t r = 0; r < n_rows; ++r) quantize_row(type, values.data() + r * n_cols, data.data() + r * bytes_per_row, n_cols);
+    return data;
+  }
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (uint8_t& b : data) b = uint8_t(byte(rng));
+  const int64_t block_bytes = dtype_traits(type).block_bytes;
+  std::uniform_real_distribution<float> small(0.001f, 0.02f);
+  for (size_t off = 0; off < data.size(); off += size_t(block_bytes)) {
+    uint8_t* block = data.data() + off;
+    const uint16_t d = fp32_to_fp16(small(rng)), dmin = fp32_to_fp16(small(rng));
+    switch (type) {
+      case DType::q4_k: reinterpret_cast<BlockQ4_K*>(block)->d = d; reinterpret_cast<BlockQ4_K*>(block)->dmin = dmin; break;
+      case DType::q5_k: reinterpret_cast<BlockQ5_K*>(block)->d = d; reinterpret_cast<BlockQ5_K*>(block)->dmin = dmin; break;
+      case DType::q6_k: reinterpret_cast<BlockQ6_K*>(block)->d = d; break;
+      default: ADD_FAILURE() << "no random blocks for " << dtype_name(type);
+    }
+  }
+  return data;
+}
+
+const DType k_weight_types[] = {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
+                                DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+
+std::vector<int64_t> column_sizes(DType type) {
+  const int64_t block = dtype_traits(type).block_elements;
+  if (block == 1) return {1, 7, 8, 33, 100, 256, 1000};
+  if (block == 32) return {32, 64, 96, 288, 1024};
+  return {256, 512, 1280};
+}
+
+// Tolerance for a dot product: relative to the sum of |w|·|a| so that
+// cancellation does not make the bound meaningless.
+// Q8_1 activations store d * sum(q) in f16, so the min term of the *_1 types
+// carries f16 rounding (as in llama.cpp, whose format this is).
+double dot_tolerance(const std::vector<float>& w, const std::vector<float>& a, DType act_type) {
+  double magnitude = 0.0;
+  for (size_t i = 0; i < w.size(); ++i) magnitude += std::fabs(double(w[i]) * a[i]);
+  return (act_type == DType::q8_1 ? 2e-3 : 1e-5) * magnitude + 1e-6;
+}
+
+class VecDotTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(VecDotTest, EveryIsaMatchesDequantizedReference) {
+  const DType type = GetParam();
+  const DType act_type = activation_type_for(type);
+  std::mt19937 rng(42);
+  std::vector<std::pair<const char*, VecDotFn>> isas = {{"portable", vec_dot_portable(type)}};
+  const CpuFeatures& cpu = cpu_features();
+  if (cpu.avx2 && cpu.fma && cpu.f16c && vec_dot_avx2(type)) isas.push_back({"avx2", vec_dot_avx2(type)});
+  ASSERT_NE(isas[0].second, nullptr);
+  for (int64_t n : column_sizes(type)) {
+    for (int trial = 0; trial < 4; ++trial) {
+      const std::vector<uint8_t> w = random_weights(rng, type, 1, n);
+      const std::vector<float> x = random_floats(rng, n);
+      std::vector<uint8_t> a(size_t(row_bytes(act_type, n)));
+      ASSERT_TRUE(quantize_row(act_type, x.data(), a.data(), n));
+      std::vector<float> wf(static_cast<size_t>(n)), af(static_cast<size_t>(n));
+      dequantize_row(type, w.data(), wf.data(), n);
+      dequantize_row(act_type, a.data(), af.data(), n);
+      double expected = 0.0;
+      for (int64_t i = 0; i < n; ++i) expected += double(wf[size_t(i)]) * af[size_t(i)];
+      for (const auto& [name, fn] : isas) {
+        EXPECT_NEAR(fn(n, w.data(), a.data()), expected, dot_tolerance(wf, af, act_type))
+            << dtype_name(type) << " isa " << name << " n " << n;
+      }
+    }
+  }
+}
+
+class MatmulTest : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+
+TEST_P(MatmulTest, MatchesReferenceWithGuards) {
+  const auto [type, n_threads] = GetParam();
+  ThreadPool pool(n_threads);
+  MatmulScratch scratch;
+  std::mt19937 rng(7);
+  const int64_t n_cols = column_sizes(type)[1];
+  for (int64_t n_rows : {1, 5, 16, 37}) {
+    for (int64_t n_tokens : {1, 3, 33}) {
+      const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);
+      const WeightMatrix w{type, n_rows, n_cols, w_data.data()};
+      const std::vector<float> x = random_floats(rng, n_tokens * n_cols);
+      const int64_t n_out = n_rows * n_tokens;
+      std::vector<float> y(size_t(n_out + 32), k_guard), expected(static_cast<size_t>(n_out));
+      matmul(pool, w, x.data(), n_tokens, y.data() + 16, scratch);
+      matmul_reference(w, x.data(), n_tokens, expected.data());
+      for (int i = 0; i < 16; ++i) {
+        ASSERT_EQ(y[size_t(i)], k_guard) << "write before the output";
+        ASSERT_EQ(y[size_t(16 + n_out + i)], k_guard) << "write past the output";
+      }
+      const double f16_sums = activation_type_for(type) == DType::q8_1 ? 3e-3 : 1e-4;  // see dot_tolerance
+      for (int64_t i = 0; i < n_out; ++i) {
+        EXPECT_NEAR(y[size_t(16 + i)], expected[size_t(i)], f16_sums * std::sqrt(double(n_cols)) + 1e-4 * std::fabs(expected[size_t(i)]))
+            << dtype_name(type) << " rows " << n_rows << " tokens " << n_tokens << " at " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, VecDotTest, ::testing::ValuesIn(k_weight_types),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
+                         ::testing::Combine(::testing::ValuesIn(k_weight_types), ::testing::Values(1, 2)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_threads" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(RmsNorm, MatchesFormula) {
+  std::mt19937 rng(1);
+  for (int64_t n : {1, 7, 64, 1000}) {
+    const std::vector<float> x = random_floats(rng, 3 * n), w = random_floats(rng, n);
+    std::vector<float> y(size_t(3 * n));
+    rms_norm(x.data(), w.data(), 1e-5f, 3, n, y.data());
+    for (int64_t r = 0; r < 3; ++r) {
+      double ss = 0.0;
+      for (int64_t i = 0; i < n; ++i) ss += double(x[size_t(r * n + i)]) * x[size_t(r * n + i)];
+      const double scale = 1.0 / std::sqrt(ss / double(n) + 1e-5);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(y[size_t(r * n + i)], x[size_t(r * n + i)] * scale * w[size_t(i)], 1e-5 * (1 + std::fabs(y[size_t(r * n + i)])));
+      }
+    }
+  }
+}
+
+TEST(Softmax, SumsToOneAndKeepsOrder) {
+  std::mt19937 rng(2);
+  std::vector<float> x = random_floats(rng, 257, 10.0f);
+  const std::vector<float> original = x;
+  softmax(x.data(), int64_t(x.size()));
+  double sum = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sum += x[i];
+    EXPECT_NEAR(x[i], std::exp(double(original[i]) - *std::max_element(original.begin(), original.end())) /
+                          [&] {
+                            double s = 0.0;
+                            const float m = *std::max_element(original.begin(), original.end());
+                            for (float v : original) s += std::exp(double(v) - m);
+                            return s;
+                          }(),
+                1e-6);
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-5);
+}
+
+TEST(SiluMul, MatchesFormula) {
+  std::mt19937 rng(3);
+  std::vector<float> gate = random_floats(rng, 99, 4.0f);
+  const std::vector<float> up = random_floats(rng, 99), original = gate;
+  silu_mul(gate.data(), up.data(), 99);
+  for (size_t i = 0; i < gate.size(); ++i) {
+    EXPECT_NEAR(gate[i], original[i] / (1.0 + std::exp(-double(original[i]))) * up[i], 1e-5);
+  }
+}
+
+// Rotation of pair (a, b) by angle pos * base^(-2i/n_rot), written out directly.
+void rope_naive(const RopeParams& p, float* v, int pos, double freq_scale) {
+  for (int i = 0; i < p.n_rot / 2; ++i) {
+    const double theta = pos * freq_scale * std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
+    const int a = p.layout == RopeLayout::normal ? 2 * i : i;
+    const int b = p.layout == RopeLayout::normal ? 2 * i + 1 : i + p.n_rot / 2;
+    const double x0 = v[a], x1 = v[b];
+    v[a] = float(x0 * std::cos(theta) - x1 * std::sin(theta));
+    v[b] = float(x0 * std::sin(theta) + x1 * std::cos(theta));
+  }
+}
+
+TEST(Rope, NormalAndNeoxLinearScalingMatchFormula) {
+  std::mt19937 rng(4);
+  for (RopeLayout layout : {RopeLayout::normal, RopeLayout::neox}) {
+    for (auto [scaling, factor] : {std::pair{RopeScaling::none, 1.0f}, std::pair{RopeScaling::linear, 4.0f}}) {
+      RopeParams p;
+      p.layout = layout;
+      p.n_rot = 32;
+      p.freq_base = 10000.0f;
+      p.scaling = scaling;
+      p.scaling_factor = factor;
+      const int64_t head_dim = 40, n_heads = 3;  // rotates only the first n_rot dims
+      const std::vector<int32_t> positions = {0, 1, 17, 500};
+      std::vector<float> x = random_floats(rng, int64_t(positions.size()) * n_heads * head_dim);
+      std::vector<float> expected = x;
+      rope(p, x.data(), int64_t(positions.size()), n_heads, head_dim, positions.data(), 501);
+      for (size_t t = 0; t < positions.size(); ++t) {
+        for (int64_t h = 0; h < n_heads; ++h) rope_naive(p, expected.data() + (t * n_heads + h) * head_dim, positions[t], 1.0 / factor);
+      }
+      for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], expected[i], 2e-4) << i;
+    }
+  }
+}
+
+TEST(Rope, YarnKeepsHighFrequenciesAndInterpolatesLowOnes) {
+  RopeParams p;
+  p.layout = RopeLayout::neox;
+  p.n_rot = 64;
+  p.scaling = RopeScaling::yarn;
+  p.scaling_factor = 4.0f;
+  p.n_ctx_orig = 4096;
+  p.yarn_ext_factor = 1.0f;
+  const float mscale = 1.0f + 0.1f * std::log(4.0f);
+  const int32_t pos = 1000;
+  std::vector<float> x(64, 0.0f);
+  x[0] = 1.0f;   // highest frequency pair (0, 32): extrapolated, theta = pos
+  x[31] = 1.0f;  // lowest frequency pair (31, 63): interpolated, theta = pos / 4 * base^(-62/64)
+  rope(p, x.data(), 1, 1, 64, &pos, pos + 1);
+  EXPECT_NEAR(x[0], std::cos(float(pos)) * mscale, 1e-3);
+  const double low_theta = pos / 4.0 * std::pow(10000.0, -62.0 / 64.0);
+  EXPECT_NEAR(x[31], std::cos(low_theta) * mscale, 1e-3);
+}
+
+class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+
+TEST_P(PagedAttentionTest, ScatteredPagesMatchReference) {
+  const auto [dtype, n_threads] = GetParam();
+  ThreadPool pool(n_threads);
+  std::mt19937 rng(5);
+  const int64_t page_tokens = 4, head_dim = 24, n_head = 6, n_head_kv = 2, n_pages = 20;
+  const int64_t kv_dim = n_head_kv * head_dim, elem = dtype == DType::f32 ? 4 : 2;
+  std::vector<uint8_t> k(size_t(n_pages * page_tokens * kv_dim * elem)), v(k.size());
+  const KvLayerView kv{dtype, k.data(), v.data(), page_tokens, kv_dim};
+  // Two sequences with pages scattered over the pool, of 11 and 6 tokens.
+  const std::vector<int32_t> table_a = {7, 2, 19}, table_b = {0, 13};
+  const BlockTableView tables[] = {{table_a.data(), 3}, {table_b.data(), 2}};
+  std::vector<int32_t> positions, seqs;
+  for (int p = 0; p < 11; ++p) { positions.push_back(p); seqs.push_back(0); }
+  for (int p = 0; p < 6; ++p) { positions.push_back(p); seqs.push_back(1); }
+  const int64_t n = int64_t(positions.size());
+  const std::vector<float> keys = random_floats(rng, n * kv_dim), values = random_floats(rng, n * kv_dim);
+  kv_write(kv, keys.data(), values.data(), n, positions.data(), seqs.data(), tables);
+  const std::vector<float> q = random_floats(rng, n * n_head * head_dim);
+  const AttentionShape shape{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim))};
+  std::vector<float> out(size_t(n * n_head * head_dim)), expected(out.size());
+  AttentionScratch scratch;
+  paged_attention(pool, kv, shape, q.data(), n, positions.data(), seqs.data(), tables, out.data(), scratch);
+  paged_attention_reference(kv, shape, q.data(), n, positions.data(), seqs.data(), tables, expected.data());
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-4) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, PagedAttentionTest,
+                         ::testing::Combine(::testing::Values(DType::f32, DType::f16), ::testing::Values(1, 2)));
+
+}  // namespace
+}  // namespace ds

@@ -1,0 +1,165 @@
+// The decoder on the real stories260K model: batching, chunking and page size
+// do not change the numbers; malformed models and batches fail cleanly.
+
+#include "model/model.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "gguf/gguf_writer.h"
+
+namespace ds {
+namespace {
+
+const std::string k_stories = std::string(DSINFER_FIXTURES) + "/models/stories260K.gguf";
+const std::vector<int32_t> k_tokens = {1, 403, 407, 261, 378, 30, 85, 90, 272, 336, 13, 52, 100, 7, 402};
+
+struct Run {
+  std::vector<float> logits;  // [n_tokens, n_vocab]
+};
+
+// Teacher-forced logits at every position, fed in chunks of `chunk` tokens.
+std::vector<float> run(Model& model, const std::vector<int32_t>& tokens, int64_t chunk, int64_t page_tokens,
+                       const std::vector<int32_t>& page_order = {}) {
+  KvCacheOptions options;
+  options.dtype = DType::f32;
+  options.page_tokens = page_tokens;
+  options.n_pages = 64;
+  auto cache = KvCache::create(model.config(), options);
+  EXPECT_TRUE(cache.ok());
+  std::vector<int32_t> pages = page_order;
+  if (pages.empty()) {
+    pages.resize(64);
+    std::iota(pages.begin(), pages.end(), 0);
+  }
+  const int64_t n_vocab = model.config().n_vocab;
+  std::vector<float> logits(tokens.size() * size_t(n_vocab));
+  for (size_t begin = 0; begin < tokens.size(); begin += size_t(chunk)) {
+    const size_t end = std::min(tokens.size(), begin + size_t(chunk));
+    Batch batch;
+    batch.tokens.assign(tokens.begin() + int64_t(begin), tokens.begin() + int64_t(end));
+    for (size_t i = begin; i < end; ++i) {
+      batch.positions.push_back(int32_t(i));
+      batch.seq_of_token.push_back(0);
+      batch.logit_tokens.push_back(int32_t(i - begin));
+    }
+    batch.block_tables = {BlockTableView{pages.data(), int32_t(pages.size())}};
+    const Status status = model.forward(batch, *cache.value(), logits.data() + begin * size_t(n_vocab));
+    EXPECT_TRUE(status.ok()) << status.message();
+  }
+  return logits;
+}
+
+std::unique_ptr<Model> load_stories(int n_threads = 2) {
+  auto model = Model::load(k_stories, ModelOptions{n_threads, LoadMode::copy});
+  EXPECT_TRUE(model.ok()) << model.message();
+  return model.ok() ? model.take() : nullptr;
+}
+
+TEST(Model, ReadsTheConfigOfStories260K) {
+  auto model = load_stories();
+  ASSERT_NE(model, nullptr);
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.arch->arch, Arch::llama);
+  EXPECT_EQ(c.n_layer, 5);
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.n_head, 8);
+  EXPECT_EQ(c.n_head_kv, 4);
+  EXPECT_EQ(c.n_vocab, 512);
+  EXPECT_EQ(c.rope.layout, RopeLayout::normal);
+}
+
+TEST(Model, ChunkingPageSizeAndPagePlacementDoNotChangeLogits) {
+  auto model = load_stories();
+  ASSERT_NE(model, nullptr);
+  const std::vector<float> reference = run(*model, k_tokens, 64, 16);
+  std::vector<int32_t> scattered(64);
+  std::iota(scattered.rbegin(), scattered.rend(), 0);
+  for (auto [chunk, page] : {std::pair{1, 16}, std::pair{4, 16}, std::pair{7, 1}, std::pair{64, 3}}) {
+    const std::vector<float> other = run(*model, k_tokens, chunk, page, page == 3 ? scattered : std::vector<int32_t>{});
+    ASSERT_EQ(other.size(), reference.size());
+    for (size_t i = 0; i < other.size(); ++i) ASSERT_NEAR(other[i], reference[i], 1e-4) << "chunk " << chunk << " page " << page;
+  }
+}
+
+TEST(Model, OneThreadAndTwoThreadsAgree) {
+  auto one = load_stories(1);
+  auto two = load_stories(2);
+  ASSERT_TRUE(one && two);
+  const std::vector<float> a = run(*one, k_tokens, 64, 16), b = run(*two, k_tokens, 64, 16);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5);
+}
+
+TEST(Model, TwoSequencesInOneBatchEqualEachAlone) {
+  auto model = load_stories();
+  ASSERT_NE(model, nullptr);
+  const std::vector<int32_t> a(k_tokens.begin(), k_tokens.begin() + 9), b(k_tokens.begin() + 4, k_tokens.end());
+  const std::vector<float> alone_a = run(*model, a, 64, 4), alone_b = run(*model, b, 64, 4);
+  KvCacheOptions options{DType::f32, 4, 16};
+  auto cache = KvCache::create(model->config(), options);
+  ASSERT_TRUE(cache.ok());
+  const std::vector<int32_t> pages_a = {5, 1, 9}, pages_b = {0, 12, 3};
+  Batch batch;
+  for (size_t i = 0; i < a.size(); ++i) { batch.tokens.push_back(a[i]); batch.positions.push_back(int32_t(i)); batch.seq_of_token.push_back(0); }
+  for (size_t i = 0; i < b.size(); ++i) { batch.tokens.push_back(b[i]); batch.positions.push_back(int32_t(i)); batch.seq_of_token.push_back(1); }
+  batch.block_tables = {{pages_a.data(), 3}, {pages_b.data(), 3}};
+  batch.logit_tokens = {int32_t(a.size() - 1), int32_t(a.size() + b.size() - 1)};
+  const int64_t n_vocab = model->config().n_vocab;
+  std::vector<float> logits(2 * size_t(n_vocab));
+  ASSERT_TRUE(model->forward(batch, *cache.value(), logits.data()).ok());
+  for (int64_t v = 0; v < n_vocab; ++v) {
+    EXPECT_NEAR(logits[size_t(v)], alone_a[(a.size() - 1) * size_t(n_vocab) + size_t(v)], 1e-4);
+    EXPECT_NEAR(logits[size_t(n_vocab + v)], alone_b[(b.size() - 1) * size_t(n_vocab) + size_t(v)], 1e-4);
+  }
+}
+
+TEST(Model, MalformedBatchesAreErrors) {
+  auto model = load_stories();
+  ASSERT_NE(model, nullptr);
+  auto cache = KvCache::create(model->config(), KvCacheOptions{DType::f16, 4, 2});
+  ASSERT_TRUE(cache.ok());
+  const std::vector<int32_t> pages = {0, 1};
+  Batch batch;
+  batch.tokens = {9999};
+  batch.positions = {0};
+  batch.seq_of_token = {0};
+  batch.block_tables = {{pages.data(), 2}};
+  std::vector<float> logits(512);
+  EXPECT_NE(model->forward(batch, *cache.value(), logits.data()).message().find("vocabulary"), std::string::npos);
+  batch.tokens = {1};
+  batch.positions = {8};  // past the two pages of 4 tokens
+  EXPECT_NE(model->forward(batch, *cache.value(), logits.data()).message().find("KV page"), std::string::npos);
+}
+
+std::string load_error(GgufWriter& writer) {
+  const std::string path = ::testing::TempDir() + "/crafted_model.gguf";
+  EXPECT_TRUE(writer.write_file(path).ok());
+  auto model = Model::load(path, ModelOptions{1, LoadMode::copy});
+  return model.ok() ? std::string() : model.message();
+}
+
+TEST(Model, UnknownArchitectureAndMissingTensorsFailAtLoad) {
+  GgufWriter unknown;
+  unknown.add_string("general.architecture", "gptj");
+  const std::string arch_error = load_error(unknown);
+  EXPECT_NE(arch_error.find("gptj"), std::string::npos);
+  EXPECT_NE(arch_error.find("qwen2"), std::string::npos);
+
+  GgufWriter missing;
+  missing.add_string("general.architecture", "llama");
+  for (const char* key : {"llama.embedding_length", "llama.block_count", "llama.feed_forward_length", "llama.context_length"}) {
+    missing.add_uint32(key, 32);
+  }
+  missing.add_uint32("llama.attention.head_count", 4);
+  const std::vector<float> embd(32 * 10, 0.5f);
+  missing.add_tensor("token_embd.weight", DType::f32, {32, 10}, embd.data(), embd.size() * 4);
+  EXPECT_NE(load_error(missing).find("output_norm.weight"), std::string::npos);
+
+  GgufWriter no_dims;
+  no_dims.add_string("general.architecture", "qwen2");
+  EXPECT_NE(load_error(no_dims).find("qwen2.embedding_length"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds
