@@ -33,7 +33,7 @@ int cmd_run(int argc, char** argv) {
   values.insert({"-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size"});
   auto flags = model_flags();
-  flags.insert({"--chat", "--ignore-eos"});
+  flags.insert({"--chat", "--ignore-eos", "--show-token-ids"});
   auto args = Args::parse(argc, argv, values, flags);
   if (!args.ok()) return fail(args.message());
   auto options = parse_model_options(args.value());
@@ -96,7 +96,9 @@ int cmd_run(int argc, char** argv) {
   if (!generator.ok()) return fail(generator.message());
 
   IncrementalDetokenizer detokenizer(tok, false, false);
+  std::vector<int32_t> all_tokens = tokens;
   auto stats = generator.value()->generate(tokens, gen, &tok, [&](int32_t token) {
+    all_tokens.push_back(token);
     const std::string text = detokenizer.push(token);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
@@ -106,6 +108,11 @@ int cmd_run(int argc, char** argv) {
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
   if (!stats.ok()) return fail(stats.message());
+  if (a.has("--show-token-ids")) {
+    std::string ids = "token ids:";
+    for (int32_t t : all_tokens) ids += " " + std::to_string(t);
+    std::fprintf(stderr, "%s\n", ids.c_str());
+  }
   const GenerateStats& s = stats.value();
   std::fprintf(stderr, "\nprompt: %lld tokens in %.3f s, %.2f tokens/s\n", (long long)s.n_prompt, s.prompt_seconds,
                s.prompt_seconds > 0 ? double(s.n_prompt) / s.prompt_seconds : 0.0);

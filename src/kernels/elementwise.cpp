@@ -7,8 +7,9 @@ namespace ds {
 
 void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, int64_t n, float* y) {
   for (int64_t r = 0; r < n_rows; ++r, x += n, y += n) {
+    // Squares in f32, summed in f64, as llama.cpp does (its results are the reference).
     double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += double(x[i]) * double(x[i]);
+    for (int64_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
     const float scale = 1.0f / std::sqrt(float(sum / double(n)) + eps);
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
   }
