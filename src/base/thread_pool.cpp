@@ -69,4 +69,15 @@ void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn)
   });
 }
 
+void ThreadPool::parallel_for_dynamic(int64_t n, int64_t chunk, FunctionRef<void(int64_t, int64_t, int)> fn) {
+  next_chunk_.store(0, std::memory_order_relaxed);
+  run([&](int thread_index, int) {
+    for (;;) {
+      const int64_t begin = next_chunk_.fetch_add(chunk, std::memory_order_relaxed);
+      if (begin >= n) return;
+      fn(begin, std::min(n, begin + chunk), thread_index);
+    }
+  });
+}
+
 }  // namespace ds

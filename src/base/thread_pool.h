@@ -47,6 +47,12 @@ class ThreadPool {
   // Splits [0, n) into n_threads contiguous ranges, one per thread.
   void parallel_for(int64_t n, FunctionRef<void(int64_t begin, int64_t end)> fn);
 
+  // Hands out [0, n) in chunks of `chunk` to whichever thread is free: for
+  // work of uneven cost (causal attention) or on a machine whose cores are
+  // shared with other work.
+  void parallel_for_dynamic(int64_t n, int64_t chunk,
+                            FunctionRef<void(int64_t begin, int64_t end, int thread_index)> fn);
+
  private:
   void worker_loop(int thread_index);
 
@@ -56,6 +62,7 @@ class ThreadPool {
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> n_pending_{0};
   std::atomic<bool> stopping_{false};
+  alignas(64) std::atomic<int64_t> next_chunk_{0};
 };
 
 }  // namespace ds

@@ -14,6 +14,7 @@ void print_usage() {
                "  logits    teacher-forced logits:  dsinfer logits -m MODEL.gguf --tokens ID,ID,... [--out FILE.npy] [--dump-layers DIR]\n"
                "  tokenize  text to token ids:  dsinfer tokenize -m MODEL.gguf [--no-bos] [--pieces] TEXT\n"
                "  info      model summary:  dsinfer info -m MODEL.gguf\n"
+               "  bench     speed:  dsinfer bench -m MODEL.gguf [-p 512] [-n 128] [-r 3] [-t THREADS]\n"
                "  template  render a chat:  dsinfer template (-m MODEL.gguf | --chat-template NAME) --messages FILE.json\n");
 }
 
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(command, "logits") == 0) return ds::cmd_logits(argc - 2, argv + 2);
   if (std::strcmp(command, "tokenize") == 0) return ds::cmd_tokenize(argc - 2, argv + 2);
   if (std::strcmp(command, "info") == 0) return ds::cmd_info(argc - 2, argv + 2);
+  if (std::strcmp(command, "bench") == 0) return ds::cmd_bench(argc - 2, argv + 2);
   if (std::strcmp(command, "template") == 0) return ds::cmd_template(argc - 2, argv + 2);
   std::fprintf(stderr, "dsinfer: unknown command '%s'\n\n", command);
   print_usage();

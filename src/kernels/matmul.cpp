@@ -38,18 +38,43 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_t
 
   const int64_t w_row_bytes = w.row_stride_bytes();
   const int64_t n_row_tiles = (w.n_rows + k_row_tile - 1) / k_row_tile;
-  pool.parallel_for(n_row_tiles, [&](int64_t tile_begin, int64_t tile_end) {
+  pool.parallel_for_dynamic(n_row_tiles, 1, [&](int64_t tile_begin, int64_t tile_end, int) {
     const int64_t row_begin = tile_begin * k_row_tile;
     const int64_t row_end = std::min(w.n_rows, tile_end * k_row_tile);
     for (int64_t r0 = row_begin; r0 < row_end; r0 += k_row_tile) {
       const int64_t r1 = std::min(row_end, r0 + k_row_tile);
       for (int64_t t0 = 0; t0 < n_tokens; t0 += k_token_tile) {
         const int64_t t1 = std::min(n_tokens, t0 + k_token_tile);
-        for (int64_t r = r0; r < r1; ++r) {
-          const uint8_t* w_row = w.data + r * w_row_bytes;
-          for (int64_t t = t0; t < t1; ++t) {
-            y[t * w.n_rows + r] = kernel.dot(w.n_cols, w_row, act + t * act_row_bytes);
+        int64_t r = r0;
+        if (kernel.dot2x4) {
+          for (; r + 2 <= r1; r += 2) {
+            const uint8_t* w_rows = w.data + r * w_row_bytes;
+            int64_t t = t0;
+            for (; t + 4 <= t1; t += 4) {
+              float out[8];
+              kernel.dot2x4(w.n_cols, w_rows, w_row_bytes, act + t * act_row_bytes, act_row_bytes, out);
+              for (int j = 0; j < 4; ++j) {
+                y[(t + j) * w.n_rows + r] = out[j];
+                y[(t + j) * w.n_rows + r + 1] = out[4 + j];
+              }
+            }
+            for (; t < t1; ++t) {
+              y[t * w.n_rows + r] = kernel.dot(w.n_cols, w_rows, act + t * act_row_bytes);
+              y[t * w.n_rows + r + 1] = kernel.dot(w.n_cols, w_rows + w_row_bytes, act + t * act_row_bytes);
+            }
           }
+        }
+        for (; r < r1; ++r) {
+          const uint8_t* w_row = w.data + r * w_row_bytes;
+          int64_t t = t0;
+          if (kernel.dot4) {
+            for (; t + 4 <= t1; t += 4) {
+              float out[4];
+              kernel.dot4(w.n_cols, w_row, act + t * act_row_bytes, act_row_bytes, out);
+              for (int j = 0; j < 4; ++j) y[(t + j) * w.n_rows + r] = out[j];
+            }
+          }
+          for (; t < t1; ++t) y[t * w.n_rows + r] = kernel.dot(w.n_cols, w_row, act + t * act_row_bytes);
         }
       }
     }

@@ -53,12 +53,10 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
     if (int64_t(scratch.q_converted[i].size()) < head_dim * 2) scratch.q_converted[i].resize(size_t(head_dim * 2));
   }
 
-  pool.run([&](int thread_index, int n_thread_total) {
-    float* scores = scratch.scores[thread_index].data();
-    void* q_typed = scratch.q_converted[thread_index].data();
-    const int64_t n_items = n_tokens * shape.n_head;
-    const int64_t begin = n_items * thread_index / n_thread_total;
-    const int64_t end = n_items * (thread_index + 1) / n_thread_total;
+  // Later tokens attend to more positions: items are handed out dynamically.
+  pool.parallel_for_dynamic(n_tokens * shape.n_head, shape.n_head, [&](int64_t begin, int64_t end, int thread_index) {
+    float* scores = scratch.scores[size_t(thread_index)].data();
+    void* q_typed = scratch.q_converted[size_t(thread_index)].data();
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / shape.n_head, h = item % shape.n_head;
       const int64_t kv_head = h / group;

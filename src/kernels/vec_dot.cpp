@@ -45,7 +45,8 @@ VecDotKernel vec_dot_kernel(DType weight_type) {
   VecDotFn fn = use_avx2() ? vec_dot_avx2(weight_type) : nullptr;
   if (!fn) fn = vec_dot_portable(weight_type);
   DS_CHECK(fn != nullptr, std::string("no vec_dot for ") + dtype_name(weight_type));
-  return {activation_type_for(weight_type), fn};
+  if (!use_avx2()) return {activation_type_for(weight_type), fn, nullptr, nullptr};
+  return {activation_type_for(weight_type), fn, vec_dot4_avx2(weight_type), vec_dot2x4_avx2(weight_type)};
 }
 
 }  // namespace ds

@@ -199,7 +199,155 @@ float dot_q6_k(int64_t n, const void* w, const void* a) {
   return sum;
 }
 
+// Four activation rows against one weight row: the weight block is loaded and
+// unpacked once for all four.
+template <typename Unpack>
+void dot4_q_q8_0(int64_t n, const void* a, int64_t a_stride, float* out, Unpack unpack_block) {
+  const auto* y0 = static_cast<const BlockQ8_0*>(a);
+  const auto* y1 = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + a_stride);
+  const auto* y2 = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + 2 * a_stride);
+  const auto* y3 = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + 3 * a_stride);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < n / k_qk; ++i) {
+    float dw;
+    const __m256i qx = unpack_block(i, &dw);
+    const __m256i ax = _mm256_sign_epi8(qx, qx);
+    auto step = [&](const BlockQ8_0& y, __m256& acc) {
+      const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs));
+      const __m256i dot16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, qx));
+      const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(dot16, ones));
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * load_fp16(y.d)), dot, acc);
+    };
+    step(y0[i], acc0);
+    step(y1[i], acc1);
+    step(y2[i], acc2);
+    step(y3[i], acc3);
+  }
+  out[0] = hsum(acc0);
+  out[1] = hsum(acc1);
+  out[2] = hsum(acc2);
+  out[3] = hsum(acc3);
+}
+
+void dot4_q8_0(int64_t n, const void* w, const void* a, int64_t a_stride, float* out) {
+  const auto* x = static_cast<const BlockQ8_0*>(w);
+  dot4_q_q8_0(n, a, a_stride, out, [x](int64_t i, float* d) {
+    *d = load_fp16(x[i].d);
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
+  });
+}
+
+void dot4_q4_0(int64_t n, const void* w, const void* a, int64_t a_stride, float* out) {
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const __m256i eight = _mm256_set1_epi8(8);
+  dot4_q_q8_0(n, a, a_stride, out, [x, eight](int64_t i, float* d) {
+    *d = load_fp16(x[i].d);
+    return _mm256_sub_epi8(nibbles_to_bytes(x[i].qs), eight);
+  });
+}
+
+// Two weight rows against four activation rows: each unpacked weight block
+// serves four tokens and each activation block two rows.
+template <typename Unpack>
+void dot2x4_q_q8_0(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* a, int64_t a_stride, float* out,
+                   Unpack unpack_block) {
+  const BlockQ8_0* y[4];
+  for (int j = 0; j < 4; ++j) y[j] = reinterpret_cast<const BlockQ8_0*>(a + j * a_stride);
+  __m256 acc[2][4];
+  for (auto& row : acc) for (auto& v : row) v = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < n / k_qk; ++i) {
+    float dw0, dw1;
+    const __m256i qx0 = unpack_block(w, i, &dw0);
+    const __m256i qx1 = unpack_block(w + w_stride, i, &dw1);
+    const __m256i ax0 = _mm256_sign_epi8(qx0, qx0), ax1 = _mm256_sign_epi8(qx1, qx1);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[j][i].qs));
+      const float dy = load_fp16(y[j][i].d);
+      const __m256 p0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(ax0, _mm256_sign_epi8(qy, qx0)), ones));
+      const __m256 p1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(ax1, _mm256_sign_epi8(qy, qx1)), ones));
+      acc[0][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw0 * dy), p0, acc[0][j]);
+      acc[1][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw1 * dy), p1, acc[1][j]);
+    }
+  }
+  for (int r = 0; r < 2; ++r) for (int j = 0; j < 4; ++j) out[r * 4 + j] = hsum(acc[r][j]);
+}
+
+void dot2x4_q8_0(int64_t n, const void* w, int64_t w_stride, const void* a, int64_t a_stride, float* out) {
+  dot2x4_q_q8_0(n, static_cast<const uint8_t*>(w), w_stride, static_cast<const uint8_t*>(a), a_stride, out,
+                [](const uint8_t* row, int64_t i, float* d) {
+                  const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[i];
+                  *d = load_fp16(b.d);
+                  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+                });
+}
+
+void dot2x4_q4_0(int64_t n, const void* w, int64_t w_stride, const void* a, int64_t a_stride, float* out) {
+  dot2x4_q_q8_0(n, static_cast<const uint8_t*>(w), w_stride, static_cast<const uint8_t*>(a), a_stride, out,
+                [](const uint8_t* row, int64_t i, float* d) {
+                  const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[i];
+                  *d = load_fp16(b.d);
+                  return _mm256_sub_epi8(nibbles_to_bytes(b.qs), _mm256_set1_epi8(8));
+                });
+}
+
+// Plain types, n a multiple of 8: the weights are converted once for four rows.
+template <typename LoadW, typename LoadA>
+void dot4_plain(int64_t n, const uint8_t* a, int64_t a_stride, float* out, LoadW load_w, LoadA load_a, int64_t elem) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 wv = load_w(i);
+    acc0 = _mm256_fmadd_ps(wv, load_a(a + i * elem), acc0);
+    acc1 = _mm256_fmadd_ps(wv, load_a(a + a_stride + i * elem), acc1);
+    acc2 = _mm256_fmadd_ps(wv, load_a(a + 2 * a_stride + i * elem), acc2);
+    acc3 = _mm256_fmadd_ps(wv, load_a(a + 3 * a_stride + i * elem), acc3);
+  }
+  out[0] = hsum(acc0);
+  out[1] = hsum(acc1);
+  out[2] = hsum(acc2);
+  out[3] = hsum(acc3);
+}
+
+void dot4_f32(int64_t n, const void* w, const void* a, int64_t a_stride, float* out) {
+  const auto* x = static_cast<const float*>(w);
+  if (n % 8 != 0) {
+    for (int j = 0; j < 4; ++j) out[j] = dot_f32(n, w, static_cast<const uint8_t*>(a) + j * a_stride);
+    return;
+  }
+  dot4_plain(n, static_cast<const uint8_t*>(a), a_stride, out, [x](int64_t i) { return _mm256_loadu_ps(x + i); },
+             [](const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }, 4);
+}
+
+void dot4_f16(int64_t n, const void* w, const void* a, int64_t a_stride, float* out) {
+  const auto* x = static_cast<const uint16_t*>(w);
+  if (n % 8 != 0) {
+    for (int j = 0; j < 4; ++j) out[j] = dot_f16(n, w, static_cast<const uint8_t*>(a) + j * a_stride);
+    return;
+  }
+  dot4_plain(n, static_cast<const uint8_t*>(a), a_stride, out, [x](int64_t i) { return load_f16x8(x + i); },
+             [](const uint8_t* p) { return load_f16x8(reinterpret_cast<const uint16_t*>(p)); }, 2);
+}
+
 }  // namespace
+
+VecDot2x4Fn vec_dot2x4_avx2(DType weight_type) {
+  switch (weight_type) {
+    case DType::q8_0: return dot2x4_q8_0;
+    case DType::q4_0: return dot2x4_q4_0;
+    default: return nullptr;
+  }
+}
+
+VecDot4Fn vec_dot4_avx2(DType weight_type) {
+  switch (weight_type) {
+    case DType::f32: return dot4_f32;
+    case DType::f16: return dot4_f16;
+    case DType::q8_0: return dot4_q8_0;
+    case DType::q4_0: return dot4_q4_0;
+    default: return nullptr;
+  }
+}
 
 VecDotFn vec_dot_avx2(DType weight_type) {
   switch (weight_type) {

@@ -121,11 +121,14 @@ void Model::attention_block(int64_t layer, const Batch& batch, KvCache& cache) {
 
   int64_t n_ctx = 0;
   for (int32_t p : batch.positions) n_ctx = std::max<int64_t>(n_ctx, p + 1);
-  rope(c.rope, q_.data(), n, c.n_head, c.head_dim, batch.positions.data(), n_ctx);
-  rope(c.rope, k_.data(), n, c.n_head_kv, c.head_dim, batch.positions.data(), n_ctx);
-
   const KvLayerView kv = cache.layer(layer);
-  kv_write(kv, k_.data(), v_.data(), n, batch.positions.data(), batch.seq_of_token.data(), batch.block_tables.data());
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+    const int32_t* positions = batch.positions.data() + begin;
+    rope(c.rope, q_.data() + begin * c.q_dim(), end - begin, c.n_head, c.head_dim, positions, n_ctx);
+    rope(c.rope, k_.data() + begin * c.kv_dim(), end - begin, c.n_head_kv, c.head_dim, positions, n_ctx);
+    kv_write(kv, k_.data() + begin * c.kv_dim(), v_.data() + begin * c.kv_dim(), end - begin, positions,
+             batch.seq_of_token.data() + begin, batch.block_tables.data());
+  });
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
   paged_attention(pool_, kv, shape, q_.data(), n, batch.positions.data(), batch.seq_of_token.data(),
                   batch.block_tables.data(), attn_.data(), attention_scratch_);

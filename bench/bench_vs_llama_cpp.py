@@ -1,0 +1,101 @@
+"""Prompt processing and generation speed of dsinfer beside llama.cpp, in one run.
+
+Writes a ~1.1B-parameter random-weight Llama model (TinyLlama's shape) in F16
+and quantizes it to Q8_0 and Q4_0 with llama.cpp's quantizer, then measures
+pp512 (512 prompt tokens in one batch) and tg128 (128 single-token decode
+steps) for both engines with the same thread count, alternating engines per
+repetition so that machine noise hits both alike. Prints a markdown table.
+
+Usage: python3 bench/bench_vs_llama_cpp.py [--models DIR] [-p 512] [-n 128] [-r 3] [-t 2]
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+
+from make_model import FIXTURES, quantize_with_llama_cpp, write_model  # noqa: E402
+
+SHAPE = dict(n_embd=2048, n_ff=5632, n_head=32, n_head_kv=4, n_layer=22, n_ctx=2048)
+
+
+def ensure_models(directory):
+    os.makedirs(directory, exist_ok=True)
+    f16 = os.path.join(directory, "llama1b_f16.gguf")
+    if not os.path.exists(f16):
+        print(f"writing {f16} (random weights, TinyLlama shape)", file=sys.stderr)
+        write_model(f16, arch="llama", dtype="f16", seed=0,
+                    vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-llama-spm.gguf"), **SHAPE)
+    paths = {"F16": f16}
+    for name, ftype in (("Q8_0", "LLAMA_FTYPE_MOSTLY_Q8_0"), ("Q4_0", "LLAMA_FTYPE_MOSTLY_Q4_0")):
+        path = os.path.join(directory, f"llama1b_{name.lower()}.gguf")
+        if not os.path.exists(path):
+            quantize_with_llama_cpp(f16, path, ftype)
+        paths[name] = path
+    return paths
+
+
+def dsinfer_speed(binary, model, p, n, threads):
+    out = subprocess.run([binary, "bench", "-m", model, "-p", str(p), "-n", str(n), "-r", "1", "-t", str(threads)],
+                         capture_output=True, text=True, check=True).stdout
+    return {kind: float(re.search(rf"^{kind}\d+: ([0-9.]+)", out, re.M).group(1)) for kind in ("pp", "tg")}
+
+
+def llama_speed(model, p, n, threads, no_mmap):
+    args = [sys.executable, os.path.join(ROOT, "bench", "llama_cpp_speed.py"), model, "-p", str(p), "-n", str(n),
+            "-r", "1", "-t", str(threads)] + (["--no-mmap"] if no_mmap else [])
+    return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = re.search(r"model name\s*:\s*(.*)", f.read()).group(1)
+    except (OSError, AttributeError):
+        pass
+    flags = open("/proc/cpuinfo").read()
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "baseline"
+    return f"{cpu}, {os.cpu_count()} cores, {isa}, {platform.system()} {platform.release()}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=os.path.join(ROOT, "models", "bench"))
+    parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
+    parser.add_argument("-p", type=int, default=512)
+    parser.add_argument("-n", type=int, default=128)
+    parser.add_argument("-r", type=int, default=3)
+    parser.add_argument("-t", type=int, default=2)
+    args = parser.parse_args()
+
+    models = ensure_models(args.models)
+    print(f"machine: {machine()}; {args.t} threads; mean of {args.r} alternating repetitions\n")
+    print(f"| weights | engine | pp{args.p} tok/s | tg{args.n} tok/s |")
+    print("| --- | --- | --- | --- |")
+    ratios = []
+    for name, path in models.items():
+        runs = {"dsinfer": [], "llama.cpp (mmap)": [], "llama.cpp (--no-mmap)": []}
+        for _ in range(args.r):
+            runs["dsinfer"].append(dsinfer_speed(args.dsinfer, path, args.p, args.n, args.t))
+            runs["llama.cpp (mmap)"].append(llama_speed(path, args.p, args.n, args.t, False))
+            runs["llama.cpp (--no-mmap)"].append(llama_speed(path, args.p, args.n, args.t, True))
+        means = {engine: {k: sum(r[k] for r in rs) / len(rs) for k in ("pp", "tg")} for engine, rs in runs.items()}
+        for engine, m in means.items():
+            print(f"| {name} | {engine} | {m['pp']:.1f} | {m['tg']:.2f} |")
+        best = {k: max(means["llama.cpp (mmap)"][k], means["llama.cpp (--no-mmap)"][k]) for k in ("pp", "tg")}
+        ratios.append((name, means["dsinfer"]["pp"] / best["pp"], means["dsinfer"]["tg"] / best["tg"]))
+    print("\n| weights | pp ratio dsinfer / best llama.cpp | tg ratio dsinfer / best llama.cpp |")
+    print("| --- | --- | --- |")
+    for name, pp, tg in ratios:
+        print(f"| {name} | {pp:.2f}x | {tg:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

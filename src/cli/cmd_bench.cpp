@@ -1,0 +1,107 @@
+// dsinfer bench: prompt processing and generation speed of one sequence, as
+// llama-bench measures them: pp = N prompt tokens in one forward, tg = N
+// single-token decode steps. Prints one line per test with the mean and spread.
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "kernels/cpu_features.h"
+
+namespace ds {
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "dsinfer bench: %s\n", message.c_str());
+  return 1;
+}
+
+struct Timing {
+  double mean = 0.0, stddev = 0.0;
+};
+
+Timing summarize(const std::vector<double>& rates) {
+  Timing t;
+  for (double r : rates) t.mean += r / double(rates.size());
+  for (double r : rates) t.stddev += (r - t.mean) * (r - t.mean) / double(rates.size());
+  t.stddev = std::sqrt(t.stddev);
+  return t;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  auto values = model_value_options();
+  values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions"});
+  auto args = Args::parse(argc, argv, values, model_flags());
+  if (!args.ok()) return fail(args.message());
+  auto options = parse_model_options(args.value());
+  if (!options.ok()) return fail(options.message());
+  const Args& a = args.value();
+  const int64_t n_prompt = std::atoll(first_value(a, {"-p", "--n-prompt"}, "512").c_str());
+  const int64_t n_gen = std::atoll(first_value(a, {"-n", "--n-gen"}, "128").c_str());
+  const int64_t repetitions = std::atoll(first_value(a, {"-r", "--repetitions"}, "3").c_str());
+  if (n_prompt < 0 || n_gen < 0 || repetitions < 1) return fail("-p and -n must be >= 0, -r >= 1");
+
+  auto model = Model::load(options.value().path, options.value().model);
+  if (!model.ok()) return fail(model.message());
+  Model& m = *model.value();
+  KvCacheOptions kv = options.value().kv;
+  kv.n_pages = (std::max(n_prompt, n_gen) + 1 + kv.page_tokens - 1) / kv.page_tokens;
+  auto cache = KvCache::create(m.config(), kv);
+  if (!cache.ok()) return fail(cache.message());
+  std::vector<int32_t> pages(size_t(kv.n_pages));
+  std::iota(pages.begin(), pages.end(), 0);
+  std::vector<float> logits(size_t(m.config().n_vocab));
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int32_t> token(0, int32_t(m.config().n_vocab - 1));
+
+  // One forward of `n` tokens starting at `position`, logits for the last.
+  auto forward = [&](int64_t n, int64_t position) {
+    Batch batch;
+    for (int64_t i = 0; i < n; ++i) {
+      batch.tokens.push_back(token(rng));
+      batch.positions.push_back(int32_t(position + i));
+      batch.seq_of_token.push_back(0);
+    }
+    batch.block_tables = {BlockTableView{pages.data(), int32_t(pages.size())}};
+    batch.logit_tokens = {int32_t(n - 1)};
+    return m.forward(batch, *cache.value(), logits.data());
+  };
+  auto seconds_of = [](auto&& fn) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+
+  Status status = forward(1, 0);  // warm-up: page faults, thread start
+  if (!status.ok()) return fail(status.message());
+  std::printf("model: %s, %s, %d threads, weights %s, kernels %s\n", options.value().path.c_str(), m.config().arch->name,
+              m.pool().n_threads(), options.value().model.load_mode == LoadMode::mmap ? "mmap" : "copied", kernel_isa_name());
+  if (n_prompt > 0) {
+    std::vector<double> rates;
+    for (int64_t r = 0; r < repetitions && status.ok(); ++r) {
+      rates.push_back(double(n_prompt) / seconds_of([&] { status = forward(n_prompt, 0); }));
+    }
+    const Timing t = summarize(rates);
+    std::printf("pp%lld: %.2f ± %.2f tokens/s\n", (long long)n_prompt, t.mean, t.stddev);
+  }
+  if (n_gen > 0) {
+    std::vector<double> rates;
+    for (int64_t r = 0; r < repetitions && status.ok(); ++r) {
+      rates.push_back(double(n_gen) / seconds_of([&] {
+        for (int64_t i = 0; i < n_gen && status.ok(); ++i) status = forward(1, i);
+      }));
+    }
+    const Timing t = summarize(rates);
+    std::printf("tg%lld: %.2f ± %.2f tokens/s\n", (long long)n_gen, t.mean, t.stddev);
+  }
+  if (!status.ok()) return fail(status.message());
+  return 0;
+}
+
+}  // namespace ds
