@@ -38,7 +38,7 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_t
 
   const int64_t w_row_bytes = w.row_stride_bytes();
   const int64_t n_row_tiles = (w.n_rows + k_row_tile - 1) / k_row_tile;
-  pool.parallel_for_dynamic(n_row_tiles, 1, [&](int64_t tile_begin, int64_t tile_end, int) {
+  auto rows = [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t row_begin = tile_begin * k_row_tile;
     const int64_t row_end = std::min(w.n_rows, tile_end * k_row_tile);
     for (int64_t r0 = row_begin; r0 < row_end; r0 += k_row_tile) {
@@ -78,7 +78,15 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_t
         }
       }
     }
-  });
+  };
+  // A few tokens: memory-bound, so each thread streams one contiguous half of
+  // the weights (the prefetchers follow a single stream). More tokens:
+  // compute-bound, so tiles go to whichever thread is free.
+  if (n_tokens <= 2) {
+    pool.parallel_for(n_row_tiles, rows);
+  } else {
+    pool.parallel_for_dynamic(n_row_tiles, 1, [&](int64_t begin, int64_t end, int) { rows(begin, end); });
+  }
 }
 
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {

@@ -80,28 +80,46 @@ inline __m256i nibbles_to_bytes(const uint8_t* p) {
 float dot_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / k_qk; ++i) {
-    const __m256 d = _mm256_set1_ps(load_fp16(x[i].d) * load_fp16(y[i].d));
-    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs));
-    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs));
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const int64_t nb = n / k_qk;
+  int64_t i = 0;
+  auto block = [&](int64_t b, __m256& acc) {
+    const __m256 d = _mm256_set1_ps(load_fp16(x[b].d) * load_fp16(y[b].d));
+    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
     acc = _mm256_fmadd_ps(d, mul_sum_i8(qx, qy), acc);
+  };
+  for (; i + 2 <= nb; i += 2) {  // two accumulators: see dot_q4_0
+    _mm_prefetch(reinterpret_cast<const char*>(x + i) + 1024, _MM_HINT_T0);
+    block(i, acc0);
+    block(i + 1, acc1);
   }
-  return hsum(acc);
+  if (i < nb) block(i, acc0);
+  return hsum(_mm256_add_ps(acc0, acc1));
 }
 
 float dot_q4_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
-  __m256 acc = _mm256_setzero_ps();
   const __m256i eight = _mm256_set1_epi8(8);
-  for (int64_t i = 0; i < n / k_qk; ++i) {
-    const __m256 d = _mm256_set1_ps(load_fp16(x[i].d) * load_fp16(y[i].d));
-    const __m256i qx = _mm256_sub_epi8(nibbles_to_bytes(x[i].qs), eight);
-    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs));
+  // Two blocks per iteration into two accumulators, so consecutive blocks do
+  // not wait on one another's fused multiply-add.
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const int64_t nb = n / k_qk;
+  int64_t i = 0;
+  auto block = [&](int64_t b, __m256& acc) {
+    const __m256 d = _mm256_set1_ps(load_fp16(x[b].d) * load_fp16(y[b].d));
+    const __m256i qx = _mm256_sub_epi8(nibbles_to_bytes(x[b].qs), eight);
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
     acc = _mm256_fmadd_ps(d, mul_sum_i8(qx, qy), acc);
+  };
+  for (; i + 2 <= nb; i += 2) {
+    _mm_prefetch(reinterpret_cast<const char*>(x + i) + 1024, _MM_HINT_T0);
+    block(i, acc0);
+    block(i + 1, acc1);
   }
-  return hsum(acc);
+  if (i < nb) block(i, acc0);
+  return hsum(_mm256_add_ps(acc0, acc1));
 }
 
 float dot_q4_1(int64_t n, const void* w, const void* a) {
@@ -183,10 +201,8 @@ float dot_q6_k(int64_t n, const void* w, const void* a) {
         const __m256i prod = _mm256_maddubs_epi16(q[part], yv);  // 16 x int16, pairs of elements
         // elements [0,16) use scale sub = half*8 + part*2, [16,32) the next one
         const int sub = half * 8 + part * 2;
-        const __m256i scale = _mm256_setr_epi16(
-            x[i].scales[sub], x[i].scales[sub], x[i].scales[sub], x[i].scales[sub], x[i].scales[sub], x[i].scales[sub],
-            x[i].scales[sub], x[i].scales[sub], x[i].scales[sub + 1], x[i].scales[sub + 1], x[i].scales[sub + 1],
-            x[i].scales[sub + 1], x[i].scales[sub + 1], x[i].scales[sub + 1], x[i].scales[sub + 1], x[i].scales[sub + 1]);
+        const __m256i scale = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(x[i].scales[sub])),
+                                                      _mm_set1_epi16(x[i].scales[sub + 1]), 1);
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale));
       }
     }

@@ -114,7 +114,7 @@ TEST_P(MatmulTest, MatchesReferenceWithGuards) {
   ThreadPool pool(n_threads);
   MatmulScratch scratch;
   std::mt19937 rng(7);
-  const int64_t n_cols = column_sizes(type)[1];
+  for (int64_t n_cols : {column_sizes(type)[1], column_sizes(type).back()})
   for (int64_t n_rows : {1, 5, 16, 37}) {
     for (int64_t n_tokens : {1, 3, 33}) {
       const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);

@@ -23,7 +23,26 @@ LLAMA_FTYPES = {"q4_k": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q5_k": "LLAMA_FTYPE_MOSTLY
                 "q6_k": "LLAMA_FTYPE_MOSTLY_Q6_K"}
 
 
+def synthetic_tokenizer(writer):
+    """A small SentencePiece vocabulary: specials, the 256 byte tokens, and a few pieces."""
+    pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    for word in "▁ e t a o i n s r h l d ▁the ▁a ▁and ▁to ▁of ▁in ▁is ▁it ▁was ▁fox ▁dog".split():
+        pieces.append(word)
+        types.append(1)
+    writer.add_string("tokenizer.ggml.model", "llama")
+    writer.add_array("tokenizer.ggml.tokens", pieces)
+    writer.add_array("tokenizer.ggml.scores", [0.0] * 259 + [-float(i) for i in range(len(pieces) - 259)])
+    writer.add_array("tokenizer.ggml.token_type", types)
+    writer.add_uint32("tokenizer.ggml.unknown_token_id", 0)
+    writer.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    writer.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    return len(pieces)
+
+
 def copy_tokenizer(writer, vocab_path):
+    if not os.path.exists(vocab_path):
+        return synthetic_tokenizer(writer)
     reader = gguf.GGUFReader(vocab_path)
     for key, field in reader.fields.items():
         if not key.startswith("tokenizer."):
