@@ -5,6 +5,7 @@
 
 #include "base/fp16.h"
 #include "base/status.h"
+#include "kernels/axpy.h"
 #include "kernels/elementwise.h"
 #include "kernels/vec_dot.h"
 #include "tensor/quantize.h"
@@ -43,6 +44,7 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
   // Queries are rounded to the cache's type before q·k, as llama.cpp does, so
   // that both engines see the same products.
   const VecDotFn dot = vec_dot_kernel(kv.dtype).dot;
+  const AxpyFn axpy = axpy_kernel(kv.dtype);
   int64_t max_len = 0;
   for (int64_t t = 0; t < n_tokens; ++t) max_len = std::max<int64_t>(max_len, positions[t] + 1);
   const int n_threads = pool.n_threads();
@@ -73,14 +75,7 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
       std::memset(o, 0, size_t(head_dim) * sizeof(float));
       for (int64_t p = 0; p < n_ctx; ++p) {
         const uint8_t* value = kv.v + slot_offset(kv, table, p) + size_t(kv_head * head_dim) * elem;
-        const float w = scores[p];
-        if (kv.dtype == DType::f32) {
-          const float* vf = reinterpret_cast<const float*>(value);
-          for (int64_t d = 0; d < head_dim; ++d) o[d] += w * vf[d];
-        } else {
-          const uint16_t* vh = reinterpret_cast<const uint16_t*>(value);
-          for (int64_t d = 0; d < head_dim; ++d) o[d] += w * fp16_to_fp32(vh[d]);
-        }
+        axpy(head_dim, scores[p], value, o);
       }
     }
   });

@@ -325,6 +325,45 @@ void dot4_plain(int64_t n, const uint8_t* a, int64_t a_stride, float* out, LoadW
   out[3] = hsum(acc3);
 }
 
+// Two weight rows by four activation rows of a plain type, n a multiple of 8.
+template <typename Load>
+void dot2x4_plain(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* a, int64_t a_stride, float* out,
+                  Load load, int64_t elem) {
+  __m256 acc[2][4];
+  for (auto& row : acc) for (auto& v : row) v = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 w0 = load(w + i * elem), w1 = load(w + w_stride + i * elem);
+    for (int j = 0; j < 4; ++j) {
+      const __m256 av = load(a + j * a_stride + i * elem);
+      acc[0][j] = _mm256_fmadd_ps(w0, av, acc[0][j]);
+      acc[1][j] = _mm256_fmadd_ps(w1, av, acc[1][j]);
+    }
+  }
+  for (int r = 0; r < 2; ++r) for (int j = 0; j < 4; ++j) out[r * 4 + j] = hsum(acc[r][j]);
+}
+
+// n not a multiple of 8: four dot4 rows' worth of single dots.
+template <VecDotFn k_dot>
+void dot2x4_by_dots(int64_t n, const void* w, int64_t w_stride, const void* a, int64_t a_stride, float* out) {
+  for (int r = 0; r < 2; ++r) {
+    for (int j = 0; j < 4; ++j) {
+      out[r * 4 + j] = k_dot(n, static_cast<const uint8_t*>(w) + r * w_stride, static_cast<const uint8_t*>(a) + j * a_stride);
+    }
+  }
+}
+
+void dot2x4_f32(int64_t n, const void* w, int64_t w_stride, const void* a, int64_t a_stride, float* out) {
+  if (n % 8 != 0) return dot2x4_by_dots<dot_f32>(n, w, w_stride, a, a_stride, out);
+  dot2x4_plain(n, static_cast<const uint8_t*>(w), w_stride, static_cast<const uint8_t*>(a), a_stride, out,
+               [](const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }, 4);
+}
+
+void dot2x4_f16(int64_t n, const void* w, int64_t w_stride, const void* a, int64_t a_stride, float* out) {
+  if (n % 8 != 0) return dot2x4_by_dots<dot_f16>(n, w, w_stride, a, a_stride, out);
+  dot2x4_plain(n, static_cast<const uint8_t*>(w), w_stride, static_cast<const uint8_t*>(a), a_stride, out,
+               [](const uint8_t* p) { return load_f16x8(reinterpret_cast<const uint16_t*>(p)); }, 2);
+}
+
 void dot4_f32(int64_t n, const void* w, const void* a, int64_t a_stride, float* out) {
   const auto* x = static_cast<const float*>(w);
   if (n % 8 != 0) {
@@ -349,6 +388,8 @@ void dot4_f16(int64_t n, const void* w, const void* a, int64_t a_stride, float* 
 
 VecDot2x4Fn vec_dot2x4_avx2(DType weight_type) {
   switch (weight_type) {
+    case DType::f32: return dot2x4_f32;
+    case DType::f16: return dot2x4_f16;
     case DType::q8_0: return dot2x4_q8_0;
     case DType::q4_0: return dot2x4_q4_0;
     default: return nullptr;

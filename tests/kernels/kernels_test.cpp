@@ -10,6 +10,7 @@
 
 #include "base/fp16.h"
 #include "base/thread_pool.h"
+#include "kernels/axpy.h"
 #include "kernels/cpu_features.h"
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"
@@ -277,6 +278,32 @@ TEST_P(PagedAttentionTest, ScatteredPagesMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, PagedAttentionTest,
                          ::testing::Combine(::testing::Values(DType::f32, DType::f16), ::testing::Values(1, 2)));
+
+}  // namespace
+}  // namespace ds
+
+namespace ds {
+namespace {
+
+TEST(Axpy, EveryIsaMatchesFormula) {
+  std::mt19937 rng(11);
+  for (DType type : {DType::f32, DType::f16}) {
+    std::vector<AxpyFn> isas = {axpy_portable(type)};
+    if (axpy_avx2(type) && cpu_features().avx2 && cpu_features().f16c) isas.push_back(axpy_avx2(type));
+    for (int64_t n : {1, 7, 8, 64, 100}) {
+      const std::vector<float> x = random_floats(rng, n), y0 = random_floats(rng, n);
+      std::vector<uint8_t> typed(size_t(n) * 4);
+      quantize_row(type, x.data(), typed.data(), n);
+      std::vector<float> xr(static_cast<size_t>(n));
+      dequantize_row(type, typed.data(), xr.data(), n);
+      for (AxpyFn fn : isas) {
+        std::vector<float> y = y0;
+        fn(n, 0.75f, typed.data(), y.data());
+        for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[size_t(i)], y0[size_t(i)] + 0.75 * xr[size_t(i)], 1e-5);
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace ds
