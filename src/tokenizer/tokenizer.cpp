@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <cstdio>
 #include <queue>
 #include <unordered_map>
@@ -50,6 +51,49 @@ std::vector<Symbol> split_chars(const std::string& text) {
     offset += n;
   }
   return symbols;
+}
+
+// Repeatedly merges the adjacent pair that `priority` ranks highest (ties:
+// the leftmost), until no adjacent pair is ranked. priority(left, right)
+// returns nullopt for a pair that may not merge. Merged-away symbols keep
+// length 0; the survivors stay linked through next/prev.
+template <typename Priority>
+void merge_symbols(const std::string& text, std::vector<Symbol>& symbols, Priority priority) {
+  struct Bigram {
+    int left, right;
+    float priority;
+    size_t length;
+  };
+  auto lower = [](const Bigram& a, const Bigram& b) {
+    return a.priority < b.priority || (a.priority == b.priority && a.left > b.left);
+  };
+  std::priority_queue<Bigram, std::vector<Bigram>, decltype(lower)> queue(lower);
+  auto try_add = [&](int left, int right) {
+    if (left == -1 || right == -1) return;
+    const Symbol& l = symbols[size_t(left)];
+    const Symbol& r = symbols[size_t(right)];
+    const std::optional<float> p = priority(std::string_view(text).substr(l.offset, l.length),
+                                            std::string_view(text).substr(r.offset, r.length));
+    if (p) queue.push({left, right, *p, l.length + r.length});
+  };
+  for (size_t i = 1; i < symbols.size(); ++i) try_add(int(i) - 1, int(i));
+  while (!queue.empty()) {
+    const Bigram bigram = queue.top();
+    queue.pop();
+    Symbol& left = symbols[size_t(bigram.left)];
+    Symbol& right = symbols[size_t(bigram.right)];
+    // Stale entries: one side has merged since the pair was queued.
+    if (left.length == 0 || right.length == 0 || left.length + right.length != bigram.length ||
+        left.next != bigram.right) {
+      continue;
+    }
+    left.length += right.length;
+    right.length = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[size_t(right.next)].prev = bigram.left;
+    try_add(left.prev, bigram.left);
+    try_add(bigram.left, left.next);
+  }
 }
 
 const std::string k_spm_space = "\xe2\x96\x81";  // U+2581, SentencePiece's visible space
@@ -159,36 +203,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view raw_text, bool add_speci
 // byte tokens.
 void Tokenizer::encode_spm(const std::string& text, std::vector<int32_t>& out) const {
   std::vector<Symbol> symbols = split_chars(text);
-  struct Bigram {
-    int left, right;
-    float score;
-    size_t length;
-  };
-  auto worse = [](const Bigram& a, const Bigram& b) {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  };
-  std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
-  auto try_add = [&](int left, int right) {
-    if (left == -1 || right == -1) return;
-    const std::string merged = text.substr(symbols[size_t(left)].offset, symbols[size_t(left)].length + symbols[size_t(right)].length);
-    const int32_t id = vocab_.find(merged);
-    if (id == k_no_token) return;
-    queue.push({left, right, vocab_.scores[size_t(id)], merged.size()});
-  };
-  for (size_t i = 1; i < symbols.size(); ++i) try_add(int(i) - 1, int(i));
-  while (!queue.empty()) {
-    const Bigram bigram = queue.top();
-    queue.pop();
-    Symbol& left = symbols[size_t(bigram.left)];
-    Symbol& right = symbols[size_t(bigram.right)];
-    if (left.length == 0 || right.length == 0 || left.length + right.length != bigram.length) continue;
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[size_t(right.next)].prev = bigram.left;
-    try_add(left.prev, bigram.left);
-    try_add(bigram.left, left.next);
-  }
+  merge_symbols(text, symbols, [&](std::string_view left, std::string_view right) -> std::optional<float> {
+    const int32_t id = vocab_.find(std::string(left) + std::string(right));
+    if (id == k_no_token) return std::nullopt;
+    return vocab_.scores[size_t(id)];
+  });
   for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[size_t(i)].next) {
     const Symbol& s = symbols[size_t(i)];
     const std::string piece = text.substr(s.offset, s.length);
@@ -224,41 +243,14 @@ void Tokenizer::encode_bpe_word(const std::string& word, std::vector<int32_t>& o
     }
   }
   std::vector<Symbol> symbols = split_chars(word);
-  struct Bigram {
-    int left, right;
-    int32_t rank;
-    size_t length;
-  };
-  auto worse = [](const Bigram& a, const Bigram& b) { return a.rank > b.rank || (a.rank == b.rank && a.left > b.left); };
-  std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
-  auto try_add = [&](int left, int right) {
-    if (left == -1 || right == -1) return;
-    const Symbol& l = symbols[size_t(left)];
-    const Symbol& r = symbols[size_t(right)];
-    std::string key = word.substr(l.offset, l.length);
+  merge_symbols(word, symbols, [&](std::string_view left, std::string_view right) -> std::optional<float> {
+    std::string key(left);
     key += ' ';
-    key.append(word, r.offset, r.length);
+    key += right;
     auto it = vocab_.merge_rank.find(key);
-    if (it == vocab_.merge_rank.end()) return;
-    queue.push({left, right, it->second, l.length + r.length});
-  };
-  for (size_t i = 1; i < symbols.size(); ++i) try_add(int(i) - 1, int(i));
-  while (!queue.empty()) {
-    const Bigram bigram = queue.top();
-    queue.pop();
-    Symbol& left = symbols[size_t(bigram.left)];
-    Symbol& right = symbols[size_t(bigram.right)];
-    if (left.length == 0 || right.length == 0 || left.length + right.length != bigram.length ||
-        left.next != bigram.right) {
-      continue;
-    }
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[size_t(right.next)].prev = bigram.left;
-    try_add(left.prev, bigram.left);
-    try_add(bigram.left, left.next);
-  }
+    if (it == vocab_.merge_rank.end()) return std::nullopt;
+    return -float(it->second);  // lower rank merges first
+  });
   for (int i = symbols.empty() ? -1 : 0; i != -1; i = symbols[size_t(i)].next) {
     const Symbol& s = symbols[size_t(i)];
     const std::string piece = word.substr(s.offset, s.length);

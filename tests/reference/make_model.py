@@ -40,27 +40,33 @@ def synthetic_tokenizer(writer):
     return len(pieces)
 
 
+def copy_fields(reader, writer, keep, replace=None):
+    """Copies the metadata keys `keep(key)` accepts from a GGUFReader to a
+    GGUFWriter, with values in `replace` (key -> value) substituted."""
+    replace = replace or {}
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or not keep(key):
+            continue
+        value = replace.get(key, field.contents())
+        kind = field.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            writer.add_array(key, value)
+        elif kind == gguf.GGUFValueType.STRING:
+            writer.add_string(key, value)
+        elif kind == gguf.GGUFValueType.BOOL:
+            writer.add_bool(key, value)
+        elif kind == gguf.GGUFValueType.FLOAT32:
+            writer.add_float32(key, value)
+        else:
+            writer.add_uint32(key, int(value))
+
+
 def copy_tokenizer(writer, vocab_path):
     if not os.path.exists(vocab_path):
         return synthetic_tokenizer(writer)
     reader = gguf.GGUFReader(vocab_path)
-    for key, field in reader.fields.items():
-        if not key.startswith("tokenizer."):
-            continue
-        value_type = field.types[0]
-        value = field.contents()
-        if value_type == gguf.GGUFValueType.ARRAY:
-            writer.add_array(key, value)
-        elif value_type == gguf.GGUFValueType.STRING:
-            writer.add_string(key, value)
-        elif value_type == gguf.GGUFValueType.BOOL:
-            writer.add_bool(key, value)
-        elif value_type == gguf.GGUFValueType.FLOAT32:
-            writer.add_float32(key, value)
-        else:
-            writer.add_uint32(key, int(value))
-    tokens = reader.fields["tokenizer.ggml.tokens"]
-    return len(tokens.data)
+    copy_fields(reader, writer, lambda key: key.startswith("tokenizer."))
+    return len(reader.fields["tokenizer.ggml.tokens"].data)
 
 
 def write_model(path, arch="llama", dtype="f32", n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_layer=2,
