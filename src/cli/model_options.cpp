@@ -8,7 +8,7 @@ std::set<std::string> model_value_options() {
   return {"-m", "--model", "-t", "--threads", "-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype"};
 }
 
-std::set<std::string> model_flags() { return {"--mmap"}; }
+std::set<std::string> model_flags() { return {"--no-mmap"}; }
 
 std::string first_value(const Args& args, std::initializer_list<const char*> names, const std::string& fallback) {
   for (const char* name : names) {
@@ -25,7 +25,7 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
   o.model.n_threads = threads.empty() ? int(hardware) : std::atoi(threads.c_str());
   if (o.model.n_threads < 1 || o.model.n_threads > 1024) return Status::error("--threads must be between 1 and 1024");
-  o.model.load_mode = args.has("--mmap") ? LoadMode::mmap : LoadMode::copy;
+  o.model.load_mode = args.has("--no-mmap") ? LoadMode::copy : LoadMode::mmap;
   const std::string ctx = first_value(args, {"-c", "--ctx-size"}, "0");
   o.n_ctx = std::atoll(ctx.c_str());
   if (o.n_ctx < 0) return Status::error("--ctx-size must be positive");

@@ -20,7 +20,7 @@ namespace ds {
 
 struct ModelOptions {
   int n_threads = 2;
-  LoadMode load_mode = LoadMode::copy;
+  LoadMode load_mode = LoadMode::mmap;
 };
 
 // Called after each layer with its output hidden states [n_tokens, n_embd] f32.

@@ -51,8 +51,8 @@ std::vector<float> run(Model& model, const std::vector<int32_t>& tokens, int64_t
   return logits;
 }
 
-std::unique_ptr<Model> load_stories(int n_threads = 2) {
-  auto model = Model::load(k_stories, ModelOptions{n_threads, LoadMode::copy});
+std::unique_ptr<Model> load_stories(int n_threads = 2, LoadMode mode = LoadMode::mmap) {
+  auto model = Model::load(k_stories, ModelOptions{n_threads, mode});
   EXPECT_TRUE(model.ok()) << model.message();
   return model.ok() ? model.take() : nullptr;
 }
@@ -83,9 +83,9 @@ TEST(Model, ChunkingPageSizeAndPagePlacementDoNotChangeLogits) {
   }
 }
 
-TEST(Model, OneThreadAndTwoThreadsAgree) {
-  auto one = load_stories(1);
-  auto two = load_stories(2);
+TEST(Model, ThreadCountAndLoadModeDoNotChangeLogits) {
+  auto one = load_stories(1, LoadMode::copy);
+  auto two = load_stories(2, LoadMode::mmap);
   ASSERT_TRUE(one && two);
   const std::vector<float> a = run(*one, k_tokens, 64, 16), b = run(*two, k_tokens, 64, 16);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5);
