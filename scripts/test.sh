@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 scripts/install_deps.sh
-scripts/build.sh
+scripts/build.sh -DDSINFER_TESTS=ON
 
 echo "== unit tests"
 (cd build && ctest --output-on-failure -j2)
