@@ -307,3 +307,33 @@ TEST(Axpy, EveryIsaMatchesFormula) {
 
 }  // namespace
 }  // namespace ds
+
+namespace ds {
+namespace {
+
+TEST(Rope, DynamicNtkGrowsTheBaseOnlyPastTheTrainedContext) {
+  RopeParams ntk;
+  ntk.layout = RopeLayout::neox;
+  ntk.n_rot = 16;
+  ntk.scaling = RopeScaling::dynamic_ntk;
+  ntk.scaling_factor = 2.0f;
+  ntk.n_ctx_orig = 100;
+  RopeParams plain = ntk;
+  plain.scaling = RopeScaling::none;
+  std::mt19937 rng(12);
+  const int32_t pos = 90;
+  const std::vector<float> x = random_floats(rng, 16);
+  std::vector<float> a = x, b = x;
+  rope(ntk, a.data(), 1, 1, 16, &pos, 100);  // within the trained context: no change
+  rope(plain, b.data(), 1, 1, 16, &pos, 100);
+  EXPECT_EQ(a, b);
+  a = x;
+  b = x;
+  rope(ntk, a.data(), 1, 1, 16, &pos, 300);  // base * (2 * 300 / 100 - 1)^(16 / 14)
+  plain.freq_base = float(10000.0 * std::pow(5.0, 16.0 / 14.0));
+  rope(plain, b.data(), 1, 1, 16, &pos, 300);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4);
+}
+
+}  // namespace
+}  // namespace ds

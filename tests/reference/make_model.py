@@ -70,13 +70,15 @@ def copy_tokenizer(writer, vocab_path):
 
 
 def write_model(path, arch="llama", dtype="f32", n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_layer=2,
-                n_ctx=512, seed=0, vocab_path=DEFAULT_VOCAB, rope_base=10000.0, tied_output=False, scale=0.08):
-    """Writes the model; returns its path. dtype applies to every 2-D weight."""
+                n_ctx=512, seed=0, vocab_path=DEFAULT_VOCAB, rope_base=10000.0, tied_output=False, scale=0.08,
+                rope_scaling=None):
+    """Writes the model; returns its path. dtype applies to every 2-D weight.
+    rope_scaling: None or (type, factor, original context length)."""
     if dtype in LLAMA_FTYPES:
         with tempfile.TemporaryDirectory() as tmp:
             f16_path = os.path.join(tmp, "f16.gguf")
             write_model(f16_path, arch, "f16", n_embd, n_ff, n_head, n_head_kv, n_layer, n_ctx, seed, vocab_path,
-                        rope_base, tied_output, scale)
+                        rope_base, tied_output, scale, rope_scaling)
             quantize_with_llama_cpp(f16_path, path, LLAMA_FTYPES[dtype])
         return path
     rng = np.random.default_rng(seed)
@@ -93,6 +95,11 @@ def write_model(path, arch="llama", dtype="f32", n_embd=256, n_ff=512, n_head=4,
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_freq_base(rope_base)
     writer.add_rope_dimension_count(head_dim)
+    if rope_scaling:
+        kind, factor, original = rope_scaling
+        writer.add_string(f"{arch}.rope.scaling.type", kind)
+        writer.add_float32(f"{arch}.rope.scaling.factor", factor)
+        writer.add_uint32(f"{arch}.rope.scaling.original_context_length", original)
 
     def matrix(name, n_rows, n_cols):
         data = (rng.standard_normal((n_rows, n_cols)) * scale).astype(np.float32)

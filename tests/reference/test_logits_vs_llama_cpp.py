@@ -66,3 +66,20 @@ def test_chunked_prefill_and_tied_output(dsinfer, model_dir):
     error = compare(dsinfer, path, os.path.join(model_dir, "tied.npy"), extra=("--batch-size", "5",
                                                                               "--kv-page-tokens", "3"))
     assert error <= 1e-3
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("scaling", [("linear", 4.0, 16), ("yarn", 4.0, 16)])
+def test_rope_scaling_matches_llama_cpp(dsinfer, model_dir, arch, scaling):
+    # An original context of 16 tokens puts the 48-token sequence well past it.
+    path = os.path.join(model_dir, f"{arch}_{scaling[0]}.gguf")
+    write_model(path, arch=arch, dtype="f32", seed=7, rope_scaling=scaling)
+    scaled_out = os.path.join(model_dir, f"{arch}_{scaling[0]}.npy")
+    error = compare(dsinfer, path, scaled_out)
+    print(f"{arch} {scaling[0]} rope scaling: relative max error {error:.2e}")
+    assert error <= 1e-3
+    # The scaling must matter: the same weights without it give other logits.
+    plain = os.path.join(model_dir, f"{arch}_{scaling[0]}_plain.gguf")
+    write_model(plain, arch=arch, dtype="f32", seed=7)
+    dsinfer("logits", "-m", plain, "--tokens", ",".join(map(str, TOKENS)), "--out", plain + ".npy")
+    assert np.abs(np.load(plain + ".npy") - np.load(scaled_out)).max() > 1e-2
