@@ -11,6 +11,13 @@ namespace {
 const char* const k_gpt2[] = {
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
 };
+// llama.cpp's rules for a BPE vocabulary that names no pre-tokenizer.
+const char* const k_default[] = {
+    R"([\p{P}\$\+<=>\^~\|]+)",
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
+    R"(\p{N}+)",
+    R"([0-9][0-9][0-9])",
+};
 const char* const k_llama3[] = {
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
 };
@@ -65,7 +72,7 @@ constexpr RuleSet rules(const char* name, const char* const (&regexes)[N], bool 
 }
 
 const RuleSet k_rule_sets[] = {
-    rules("default", k_gpt2),
+    rules("default", k_default),
     rules("gpt-2", k_gpt2),
     rules("llama-bpe", k_llama3, true),
     rules("llama3", k_llama3, true),

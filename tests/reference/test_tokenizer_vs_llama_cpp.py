@@ -16,7 +16,7 @@ from make_model import copy_fields
 from tokenizer_corpus import corpus
 
 VOCABS = ["deepseek-llm", "deepseek-coder", "gpt-2", "llama-spm"]
-PRE_OVER_GPT2 = ["llama-bpe", "qwen2", "deepseek-r1-qwen", "deepseek-v3"]
+PRE_OVER_GPT2 = ["default", "llama-bpe", "qwen2", "deepseek-r1-qwen", "deepseek-v3"]
 
 
 def vocab_with_pre(src, dst, pre):
