@@ -23,6 +23,13 @@ inline float hsum(__m256 v) {
 
 inline float load_fp16(uint16_t h) { return _cvtsh_ss(h); }
 
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_hadd_epi32(s, s);
+  s = _mm_hadd_epi32(s, s);
+  return _mm_cvtsi128_si32(s);
+}
+
 float dot_f32(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const float*>(w);
   const auto* y = static_cast<const float*>(a);
@@ -162,13 +169,26 @@ float dot_q4_k(int64_t n, const void* w, const void* a) {
       const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, y_hi), _mm256_set1_epi16(scales[2 * pair + 1]));
       acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
     }
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    s = _mm_hadd_epi32(s, s);
-    s = _mm_hadd_epi32(s, s);
-    const int32_t sum_scaled = _mm_cvtsi128_si32(s);
+    const int32_t sum_scaled = hsum_i32(acc);
     sum += y[i].d * (load_fp16(x[i].d) * float(sum_scaled) - load_fp16(x[i].dmin) * float(sum_mins));
   }
   return sum;
+}
+
+// Quarter `part` of a Q6_K half as unsigned 6-bit values: low nibbles from
+// ql (l0 = bytes 0..31, l1 = 32..63), two high bits from qh.
+inline __m256i q6_quarter(__m256i l0, __m256i l1, __m256i h, int part) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  const __m256i low = part % 2 == 0 ? l0 : l1;
+  const __m256i nibbles = _mm256_and_si256(part < 2 ? low : _mm256_srli_epi16(low, 4), m4);
+  const __m256i high = _mm256_and_si256(_mm256_srli_epi16(h, 2 * part), m2);
+  return _mm256_or_si256(nibbles, _mm256_slli_epi16(high, 4));
+}
+
+// int16 lanes 0..7 = scales[sub], 8..15 = scales[sub + 1]: the two 16-element
+// sub-blocks a quarter spans.
+inline __m256i q6_scale_pair(const int8_t* scales, int sub) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(scales[sub])), _mm_set1_epi16(scales[sub + 1]), 1);
 }
 
 // Q6_K x Q8_K: weights are 6-bit with an offset of 32; the offset is removed
@@ -176,8 +196,6 @@ float dot_q4_k(int64_t n, const void* w, const void* a) {
 float dot_q6_k(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m2 = _mm256_set1_epi8(0x03);
   float sum = 0.0f;
   for (int64_t i = 0; i < n / k_qk_k; ++i) {
     const uint8_t* ql = x[i].ql;
@@ -190,26 +208,13 @@ float dot_q6_k(int64_t n, const void* w, const void* a) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4)),
-      };
       for (int part = 0; part < 4; ++part) {
         const __m256i yv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + part * 32));
-        const __m256i prod = _mm256_maddubs_epi16(q[part], yv);  // 16 x int16, pairs of elements
-        // elements [0,16) use scale sub = half*8 + part*2, [16,32) the next one
-        const int sub = half * 8 + part * 2;
-        const __m256i scale = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(x[i].scales[sub])),
-                                                      _mm_set1_epi16(x[i].scales[sub + 1]), 1);
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, scale));
+        const __m256i prod = _mm256_maddubs_epi16(q6_quarter(l0, l1, h, part), yv);  // pairs of elements
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, q6_scale_pair(x[i].scales, half * 8 + part * 2)));
       }
     }
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    s = _mm_hadd_epi32(s, s);
-    s = _mm_hadd_epi32(s, s);
-    const int32_t total = _mm_cvtsi128_si32(s) - 32 * offset_sum;
+    const int32_t total = hsum_i32(acc) - 32 * offset_sum;
     sum += load_fp16(x[i].d) * y[i].d * float(total);
   }
   return sum;
@@ -384,6 +389,85 @@ void dot4_f16(int64_t n, const void* w, const void* a, int64_t a_stride, float* 
              [](const uint8_t* p) { return load_f16x8(reinterpret_cast<const uint16_t*>(p)); }, 2);
 }
 
+// The activation rows of a 4-token call, as Q8_K super-blocks.
+struct Q8KRows {
+  const BlockQ8_K* rows[4];
+  Q8KRows(const void* a, int64_t stride) {
+    for (int j = 0; j < 4; ++j) rows[j] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + j * stride);
+  }
+};
+
+// Q4_K against four tokens: each pair of 32-element sub-blocks is unpacked
+// once and meets the four activation rows in turn.
+void dot4_q4_k(int64_t n, const void* w, const void* a, int64_t a_stride, float* out) {
+  const auto* x = static_cast<const BlockQ4_K*>(w);
+  const Q8KRows y(a, a_stride);
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  float sums[4] = {0, 0, 0, 0};
+  for (int64_t i = 0; i < n / k_qk_k; ++i) {
+    uint8_t scales[8], mins[8];
+    for (int sub = 0; sub < 8; ++sub) k_scale_min(sub, x[i].scales, &scales[sub], &mins[sub]);
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int pair = 0; pair < 4; ++pair) {
+      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + pair * 32));
+      const __m256i q_lo = _mm256_and_si256(packed, low_mask);
+      const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
+      const __m256i s_lo = _mm256_set1_epi16(scales[2 * pair]), s_hi = _mm256_set1_epi16(scales[2 * pair + 1]);
+      for (int j = 0; j < 4; ++j) {
+        const int8_t* q8 = y.rows[j][i].qs + pair * 64;
+        const __m256i p_lo = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(q_lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8))), s_lo);
+        const __m256i p_hi = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(q_hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32))), s_hi);
+        acc[j] = _mm256_add_epi32(acc[j], _mm256_add_epi32(p_lo, p_hi));
+      }
+    }
+    const float d = load_fp16(x[i].d), dmin = load_fp16(x[i].dmin);
+    for (int j = 0; j < 4; ++j) {
+      const BlockQ8_K& b = y.rows[j][i];
+      int32_t sum_mins = 0;
+      for (int sub = 0; sub < 8; ++sub) sum_mins += mins[sub] * (b.bsums[2 * sub] + b.bsums[2 * sub + 1]);
+      sums[j] += b.d * (d * float(hsum_i32(acc[j])) - dmin * float(sum_mins));
+    }
+  }
+  for (int j = 0; j < 4; ++j) out[j] = sums[j];
+}
+
+// Q6_K against four tokens: the 6-bit weights of each quarter are rebuilt
+// once; the offset of 32 is taken out through each token's sums.
+void dot4_q6_k(int64_t n, const void* w, const void* a, int64_t a_stride, float* out) {
+  const auto* x = static_cast<const BlockQ6_K*>(w);
+  const Q8KRows y(a, a_stride);
+  float sums[4] = {0, 0, 0, 0};
+  for (int64_t i = 0; i < n / k_qk_k; ++i) {
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    const uint8_t* ql = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+      for (int part = 0; part < 4; ++part) {
+        const __m256i q = q6_quarter(l0, l1, h, part);
+        const __m256i scale = q6_scale_pair(x[i].scales, half * 8 + part * 2);
+        for (int j = 0; j < 4; ++j) {
+          const int8_t* q8 = y.rows[j][i].qs + half * 128 + part * 32;
+          const __m256i prod = _mm256_maddubs_epi16(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
+          acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(prod, scale));
+        }
+      }
+    }
+    const float d = load_fp16(x[i].d);
+    for (int j = 0; j < 4; ++j) {
+      const BlockQ8_K& b = y.rows[j][i];
+      int32_t offset = 0;
+      for (int sub = 0; sub < 16; ++sub) offset += x[i].scales[sub] * b.bsums[sub];
+      sums[j] += d * b.d * float(hsum_i32(acc[j]) - 32 * offset);
+    }
+  }
+  for (int j = 0; j < 4; ++j) out[j] = sums[j];
+}
+
 }  // namespace
 
 VecDot2x4Fn vec_dot2x4_avx2(DType weight_type) {
@@ -402,6 +486,8 @@ VecDot4Fn vec_dot4_avx2(DType weight_type) {
     case DType::f16: return dot4_f16;
     case DType::q8_0: return dot4_q8_0;
     case DType::q4_0: return dot4_q4_0;
+    case DType::q4_k: return dot4_q4_k;
+    case DType::q6_k: return dot4_q6_k;
     default: return nullptr;
   }
 }
