@@ -1,0 +1,120 @@
+#include "engine/kv_cache_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace ds {
+namespace {
+
+std::vector<int32_t> prompt(int32_t n, int32_t first = 0) {
+  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  std::iota(tokens.begin(), tokens.end(), first);
+  return tokens;
+}
+
+// Runs a whole prompt through the manager as the engine will: start, grow,
+// then commit once its KV is computed.
+void compute(KvCacheManager& kv, int64_t seq, const std::vector<int32_t>& tokens, uint64_t tenant) {
+  kv.start(seq, tokens, tenant);
+  ASSERT_TRUE(kv.can_grow(seq, int32_t(tokens.size())));
+  kv.grow(seq, int32_t(tokens.size()));
+  kv.commit(seq, tokens, int32_t(tokens.size()));
+}
+
+TEST(KvCacheManager, ASharedPrefixIsReusedAndOnlyTheRestComputed) {
+  BlockPool pool(400);
+  KvCacheManager kv(pool, 16, /*model_salt=*/1);
+  const std::vector<int32_t> first = prompt(2000);
+  compute(kv, 1, first, 0);
+  kv.free(1);
+
+  std::vector<int32_t> second = prompt(2000);
+  for (size_t i = 1900; i < second.size(); ++i) second[i] = 50000 + int32_t(i);  // shares 1,900 tokens
+  const int32_t cached = kv.start(2, second, 0);
+  EXPECT_EQ(cached, 1900 / 16 * 16);
+  EXPECT_LE(2000 - cached, 16 + 100) << "recomputes at most the last page plus 100 tokens";
+  kv.free(2);
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
+TEST(KvCacheManager, AnotherTenantGetsNoHit) {
+  BlockPool pool(200);
+  KvCacheManager kv(pool, 16, 1);
+  const std::vector<int32_t> tokens = prompt(500);
+  compute(kv, 1, tokens, /*tenant=*/11);
+  kv.free(1);
+  EXPECT_GT(kv.cached_prefix(tokens, 11), 0);
+  EXPECT_EQ(kv.cached_prefix(tokens, 12), 0);
+}
+
+TEST(KvCacheManager, AnotherModelGetsNoHit) {
+  BlockPool pool(200);
+  KvCacheManager a(pool, 16, 1), b(pool, 16, 2);
+  const std::vector<int32_t> tokens = prompt(100);
+  compute(a, 1, tokens, 0);
+  EXPECT_EQ(b.cached_prefix(tokens, 0), 0);
+  a.free(1);
+}
+
+TEST(KvCacheManager, TheLastTokenIsAlwaysComputed) {
+  BlockPool pool(20);
+  KvCacheManager kv(pool, 4, 1);
+  const std::vector<int32_t> tokens = prompt(8);  // exactly two pages
+  compute(kv, 1, tokens, 0);
+  kv.free(1);
+  EXPECT_EQ(kv.cached_prefix(tokens, 0), 4);
+}
+
+TEST(KvCacheManager, ConcurrentHoldersShareAndFreeingLeavesPagesCached) {
+  BlockPool pool(50);
+  KvCacheManager kv(pool, 4, 1);
+  const std::vector<int32_t> tokens = prompt(40);
+  compute(kv, 1, tokens, 0);
+  EXPECT_EQ(kv.start(2, tokens, 0), 36);  // while 1 still runs
+  const std::vector<int32_t>& a = kv.block_table(1);
+  const std::vector<int32_t>& b = kv.block_table(2);
+  for (size_t i = 0; i < 9; ++i) {
+    EXPECT_EQ(a[i], b[i]);
+    EXPECT_EQ(pool.ref_count(a[i]), 2);
+  }
+  kv.free(1);
+  kv.free(2);
+  EXPECT_EQ(pool.n_unheld(), 50);
+  EXPECT_EQ(pool.n_cached(), 10);
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
+TEST(KvCacheManager, TwoSequencesComputingTheSamePageEndUpSharingIt) {
+  BlockPool pool(10);
+  KvCacheManager kv(pool, 4, 1);
+  const std::vector<int32_t> tokens = prompt(6);
+  kv.start(1, tokens, 0);
+  kv.start(2, tokens, 0);  // nothing cached yet: both compute page 0
+  kv.grow(1, 6);
+  kv.grow(2, 6);
+  kv.commit(1, tokens, 6);
+  kv.commit(2, tokens, 6);
+  EXPECT_EQ(kv.block_table(1)[0], kv.block_table(2)[0]);
+  EXPECT_EQ(pool.ref_count(kv.block_table(1)[0]), 2);
+  kv.free(1);
+  kv.free(2);
+  EXPECT_EQ(pool.n_unheld(), 10);
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
+TEST(KvCacheManager, GrowthIsCheckedBeforeItIsCommitted) {
+  BlockPool pool(3);
+  KvCacheManager kv(pool, 4, 1);
+  kv.start(1, prompt(10), 0);
+  EXPECT_EQ(kv.pages_needed(1, 10), 3);
+  EXPECT_TRUE(kv.can_grow(1, 12));
+  EXPECT_FALSE(kv.can_grow(1, 13));
+  EXPECT_EQ(pool.n_unheld(), 3);  // can_grow changed nothing
+  kv.grow(1, 12);
+  EXPECT_EQ(pool.n_unheld(), 0);
+  kv.free(1);
+}
+
+}  // namespace
+}  // namespace ds
