@@ -1,0 +1,101 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+namespace ds {
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+
+Status Scheduler::add(Sequence* seq) {
+  const int64_t total = int64_t(seq->n_prompt) + seq->max_new_tokens;
+  if (seq->n_prompt <= 0 || int32_t(seq->tokens.size()) != seq->n_prompt) {
+    return Status::error("request has an empty or inconsistent prompt");
+  }
+  if (total > config_.max_context) {
+    return Status::error("prompt (" + std::to_string(seq->n_prompt) + " tokens) plus max_tokens (" +
+                         std::to_string(seq->max_new_tokens) + ") exceeds the context of " +
+                         std::to_string(config_.max_context) + " tokens");
+  }
+  const int64_t pages = (total + kv_.page_tokens() - 1) / kv_.page_tokens();
+  if (pages > kv_.pool().n_pages()) {
+    return Status::error("request needs " + std::to_string(pages) + " KV pages, more than the pool's " +
+                         std::to_string(kv_.pool().n_pages()));
+  }
+  insert_waiting(seq, false);
+  return Status();
+}
+
+void Scheduler::insert_waiting(Sequence* seq, bool at_front) {
+  // Stable by priority: a preempted sequence goes before its equals, a new one after.
+  auto position = at_front ? std::find_if(waiting_.begin(), waiting_.end(),
+                                          [&](const Sequence* s) { return s->priority >= seq->priority; })
+                           : std::find_if(waiting_.begin(), waiting_.end(),
+                                          [&](const Sequence* s) { return s->priority > seq->priority; });
+  waiting_.insert(position, seq);
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  kv_.free(seq->id);
+  seq->n_computed = 0;
+  ++seq->n_preemptions;
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  insert_waiting(seq, true);
+}
+
+bool Scheduler::make_room(Sequence* seq, int32_t n_tokens, StepPlan& plan) {
+  while (!kv_.can_grow(seq->id, seq->n_computed + n_tokens)) {
+    Sequence* victim = running_.back();
+    // A victim already planned into this step loses its chunk too.
+    plan.chunks.erase(std::remove_if(plan.chunks.begin(), plan.chunks.end(),
+                                     [&](const ScheduledChunk& c) { return c.seq == victim; }),
+                      plan.chunks.end());
+    preempt(victim);
+    plan.preempted.push_back(victim);
+    if (victim == seq) return false;
+  }
+  kv_.grow(seq->id, seq->n_computed + n_tokens);
+  return true;
+}
+
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  int32_t budget = config_.max_batched_tokens;
+
+  // Running sequences first, oldest admission first.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence* seq = running_[i];
+    const int32_t n = std::min<int32_t>(int32_t(seq->tokens.size()) - seq->n_computed, budget);
+    if (n <= 0) continue;
+    if (!make_room(seq, n, plan)) break;  // seq was the newest: nothing after it is left
+    plan.chunks.push_back({seq, n});
+    budget -= n;
+  }
+  budget = config_.max_batched_tokens - plan.n_tokens();
+
+  // Then waiting ones, in order, while there is budget and room; never when
+  // this step had to preempt (the freed pages go to those already running).
+  while (plan.preempted.empty() && budget > 0 && !waiting_.empty() && int32_t(running_.size()) < config_.max_running) {
+    Sequence* seq = waiting_.front();
+    seq->n_computed = kv_.start(seq->id, seq->tokens, seq->tenant_salt);
+    const int32_t n = std::min<int32_t>(int32_t(seq->tokens.size()) - seq->n_computed, budget);
+    if (!kv_.can_grow(seq->id, seq->n_computed + n)) {
+      kv_.free(seq->id);  // give the prefix pages back; it stays first in line
+      seq->n_computed = 0;
+      break;
+    }
+    kv_.grow(seq->id, seq->n_computed + n);
+    waiting_.pop_front();
+    running_.push_back(seq);
+    plan.chunks.push_back({seq, n});
+    budget -= n;
+  }
+  return plan;
+}
+
+void Scheduler::finish(Sequence* seq) {
+  kv_.free(seq->id);
+  if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) running_.erase(it);
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), seq); it != waiting_.end()) waiting_.erase(it);
+}
+
+}  // namespace ds

@@ -1,0 +1,86 @@
+#pragma once
+// Continuous batching: every step, all running sequences' next tokens plus
+// prefill chunks of waiting ones, within a token budget and a sequence cap.
+//
+// The scheduler speaks tokens, not phases (STYLE.md practice 5): a sequence
+// has `tokens` (prompt, then generated) and `n_computed` (those whose keys and
+// values are cached); a step computes the next chunk of the rest. A decode is
+// a chunk of one. When pages run out, the most recently admitted sequence is
+// preempted: its pages are freed and it waits again at the front, to be
+// recomputed (cheaply, through the prefix cache).
+//
+//   add() ──► waiting ──schedule()──► running ──finish()──► (gone)
+//                ▲                       │
+//                └────── preempted ──────┘
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/kv_cache_manager.h"
+
+namespace ds {
+
+struct SchedulerConfig {
+  int32_t max_batched_tokens = 512;  // tokens per step, all sequences together
+  int32_t max_running = 64;          // sequences running at once
+  int32_t max_context = 4096;        // prompt plus output, per sequence
+};
+
+// What the scheduler needs of a request; the engine owns it.
+struct Sequence {
+  int64_t id = 0;
+  int32_t priority = 0;  // lower runs first; equal priorities run in arrival order
+  uint64_t tenant_salt = 0;
+  std::vector<int32_t> tokens;
+  int32_t n_prompt = 0;
+  int32_t max_new_tokens = 0;
+  int32_t n_computed = 0;
+  int32_t n_preemptions = 0;
+};
+
+struct ScheduledChunk {
+  Sequence* seq;
+  int32_t n_tokens;  // computes tokens [seq->n_computed, seq->n_computed + n_tokens)
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<Sequence*> preempted;
+  int32_t n_tokens() const {
+    int32_t n = 0;
+    for (const ScheduledChunk& c : chunks) n += c.n_tokens;
+    return n;
+  }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
+
+  // Queues a sequence, or says why it can never run (too long for the
+  // context or for the whole page pool).
+  Status add(Sequence* seq);
+  // Plans the next step and allocates its pages. Empty when nothing can run.
+  StepPlan schedule();
+  // Removes a sequence (finished or cancelled) wherever it is; frees its pages.
+  void finish(Sequence* seq);
+
+  int32_t n_waiting() const { return int32_t(waiting_.size()); }
+  int32_t n_running() const { return int32_t(running_.size()); }
+
+ private:
+  void preempt(Sequence* seq);
+  // Tries to give `seq` room for `n_tokens` more tokens, preempting later
+  // admissions as needed; false if `seq` itself had to go.
+  bool make_room(Sequence* seq, int32_t n_tokens, StepPlan& plan);
+  void insert_waiting(Sequence* seq, bool at_front);
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  std::deque<Sequence*> waiting_;   // by priority, then arrival (preempted first)
+  std::vector<Sequence*> running_;  // in admission order
+};
+
+}  // namespace ds
