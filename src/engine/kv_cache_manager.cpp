@@ -4,8 +4,8 @@
 
 namespace ds {
 
-KvCacheManager::KvCacheManager(BlockPool& pool, int32_t page_tokens, uint64_t model_salt)
-    : pool_(pool), page_tokens_(page_tokens), model_salt_(model_salt) {}
+KvCacheManager::KvCacheManager(BlockPool& pool, int32_t page_tokens, uint64_t model_salt, bool prefix_cache)
+    : pool_(pool), page_tokens_(page_tokens), model_salt_(model_salt), prefix_cache_(prefix_cache) {}
 
 uint64_t KvCacheManager::salt_for(uint64_t tenant_salt) const {
   return model_salt_ * 0x9e3779b97f4a7c15ull + tenant_salt;
@@ -15,6 +15,7 @@ int32_t KvCacheManager::cached_prefix(std::span<const int32_t> tokens, uint64_t 
   const uint64_t salt = salt_for(tenant_salt);
   uint64_t parent = 0;
   int32_t n_cached = 0;
+  if (!prefix_cache_) return 0;
   // Stop one token short of the end: the last token must be computed.
   while (n_cached + page_tokens_ < int32_t(tokens.size())) {
     const PageKey key = make_page_key(parent, tokens.subspan(size_t(n_cached), size_t(page_tokens_)), salt);
@@ -56,6 +57,7 @@ void KvCacheManager::grow(int64_t seq, int32_t n_slots) {
 }
 
 void KvCacheManager::commit(int64_t seq, std::span<const int32_t> tokens, int32_t n_computed) {
+  if (!prefix_cache_) return;
   Table& table = tables_.at(seq);
   const size_t n_full = size_t(n_computed / page_tokens_);
   DS_CHECK(n_full <= table.pages.size(), "computed tokens beyond the sequence's pages");

@@ -18,7 +18,8 @@ namespace ds {
 
 class KvCacheManager {
  public:
-  KvCacheManager(BlockPool& pool, int32_t page_tokens, uint64_t model_salt);
+  // With prefix_cache off no page is ever registered or looked up.
+  KvCacheManager(BlockPool& pool, int32_t page_tokens, uint64_t model_salt, bool prefix_cache = true);
 
   int32_t page_tokens() const { return page_tokens_; }
   const BlockPool& pool() const { return pool_; }
@@ -61,6 +62,7 @@ class KvCacheManager {
   BlockPool& pool_;
   int32_t page_tokens_;
   uint64_t model_salt_;
+  bool prefix_cache_;
   std::unordered_map<int64_t, Table> tables_;
 };
 

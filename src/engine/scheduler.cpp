@@ -38,6 +38,7 @@ void Scheduler::preempt(Sequence* seq) {
   kv_.free(seq->id);
   seq->n_computed = 0;
   ++seq->n_preemptions;
+  ++n_preemptions_;
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   insert_waiting(seq, true);
 }
@@ -84,6 +85,7 @@ StepPlan Scheduler::schedule() {
       break;
     }
     kv_.grow(seq->id, seq->n_computed + n);
+    prefix_hit_tokens_ += seq->n_computed;
     waiting_.pop_front();
     running_.push_back(seq);
     plan.chunks.push_back({seq, n});

@@ -69,6 +69,9 @@ class Scheduler {
 
   int32_t n_waiting() const { return int32_t(waiting_.size()); }
   int32_t n_running() const { return int32_t(running_.size()); }
+  // Prompt tokens found in the prefix cache at admission, summed.
+  int64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
+  int64_t n_preemptions() const { return n_preemptions_; }
 
  private:
   void preempt(Sequence* seq);
@@ -81,6 +84,8 @@ class Scheduler {
   KvCacheManager& kv_;
   std::deque<Sequence*> waiting_;   // by priority, then arrival (preempted first)
   std::vector<Sequence*> running_;  // in admission order
+  int64_t prefix_hit_tokens_ = 0;
+  int64_t n_preemptions_ = 0;
 };
 
 }  // namespace ds

@@ -1,5 +1,10 @@
 // AVX2 + FMA + F16C dot products. Compiled with -mavx2 -mfma -mf16c and only
 // called when cpu_features() reports all three.
+//
+// Batch invariance: the single-row, four-token and 2x4 kernels of a type add
+// the products of one (row, token) pair in the same order (one accumulator,
+// blocks in sequence), so a token's logits do not depend on how many other
+// tokens share its step. Continuous batching relies on this.
 
 #include <immintrin.h>
 
@@ -33,16 +38,10 @@ inline int32_t hsum_i32(__m256i v) {
 float dot_f32(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const float*>(w);
   const auto* y = static_cast<const float*>(a);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
-    acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), acc2);
-    acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), acc3);
-  }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
+  float sum = hsum(acc);
   for (; i < n; ++i) sum += x[i] * y[i];
   return sum;
 }
@@ -54,16 +53,10 @@ inline __m256 load_f16x8(const uint16_t* p) {
 float dot_f16(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const uint16_t*>(w);
   const auto* y = static_cast<const uint16_t*>(a);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), acc0);
-    acc1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), load_f16x8(y + i + 8), acc1);
-    acc2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), load_f16x8(y + i + 16), acc2);
-    acc3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), load_f16x8(y + i + 24), acc3);
-  }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), acc0);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), acc);
+  float sum = hsum(acc);
   for (; i < n; ++i) sum += load_fp16(x[i]) * load_fp16(y[i]);
   return sum;
 }
@@ -87,46 +80,30 @@ inline __m256i nibbles_to_bytes(const uint8_t* p) {
 float dot_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const int64_t nb = n / k_qk;
-  int64_t i = 0;
-  auto block = [&](int64_t b, __m256& acc) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / k_qk; ++b) {
+    _mm_prefetch(reinterpret_cast<const char*>(x + b) + 1024, _MM_HINT_T0);  // decode streams the weights
     const __m256 d = _mm256_set1_ps(load_fp16(x[b].d) * load_fp16(y[b].d));
     const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
     const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
     acc = _mm256_fmadd_ps(d, mul_sum_i8(qx, qy), acc);
-  };
-  for (; i + 2 <= nb; i += 2) {  // two accumulators: see dot_q4_0
-    _mm_prefetch(reinterpret_cast<const char*>(x + i) + 1024, _MM_HINT_T0);
-    block(i, acc0);
-    block(i + 1, acc1);
   }
-  if (i < nb) block(i, acc0);
-  return hsum(_mm256_add_ps(acc0, acc1));
+  return hsum(acc);
 }
 
 float dot_q4_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
   const __m256i eight = _mm256_set1_epi8(8);
-  // Two blocks per iteration into two accumulators, so consecutive blocks do
-  // not wait on one another's fused multiply-add.
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const int64_t nb = n / k_qk;
-  int64_t i = 0;
-  auto block = [&](int64_t b, __m256& acc) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / k_qk; ++b) {
+    _mm_prefetch(reinterpret_cast<const char*>(x + b) + 1024, _MM_HINT_T0);  // decode streams the weights
     const __m256 d = _mm256_set1_ps(load_fp16(x[b].d) * load_fp16(y[b].d));
     const __m256i qx = _mm256_sub_epi8(nibbles_to_bytes(x[b].qs), eight);
     const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
     acc = _mm256_fmadd_ps(d, mul_sum_i8(qx, qy), acc);
-  };
-  for (; i + 2 <= nb; i += 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(x + i) + 1024, _MM_HINT_T0);
-    block(i, acc0);
-    block(i + 1, acc1);
   }
-  if (i < nb) block(i, acc0);
-  return hsum(_mm256_add_ps(acc0, acc1));
+  return hsum(acc);
 }
 
 float dot_q4_1(int64_t n, const void* w, const void* a) {

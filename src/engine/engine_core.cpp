@@ -1,0 +1,105 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+
+namespace ds {
+
+EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& config,
+                       std::vector<int32_t> end_of_generation)
+    : model_(model),
+      memory_(memory),
+      pool_(int32_t(memory.n_pages())),
+      kv_(pool_, int32_t(memory.page_tokens()), config.model_salt, config.prefix_cache),
+      scheduler_(config.scheduler, kv_),
+      end_of_generation_(std::move(end_of_generation)) {}
+
+Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationParams& params) {
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= model_.config().n_vocab) return Status::error("prompt token " + std::to_string(t) + " is outside the vocabulary");
+  }
+  auto request = std::make_unique<Request>(Request{Sequence{}, params, Sampler(params.sampling)});
+  Sequence& seq = request->seq;
+  seq.id = next_id_++;
+  seq.priority = params.priority;
+  seq.tenant_salt = params.tenant_salt;
+  seq.n_prompt = int32_t(prompt.size());
+  seq.tokens = std::move(prompt);
+  seq.max_new_tokens = params.max_tokens;
+  DS_RETURN_IF_ERROR(scheduler_.add(&seq));
+  const int64_t id = seq.id;
+  requests_.emplace(id, std::move(request));
+  return id;
+}
+
+void EngineCore::cancel(int64_t id) {
+  if (requests_.count(id)) cancelled_.push_back(id);
+}
+
+void EngineCore::end(int64_t id) {
+  auto it = requests_.find(id);
+  scheduler_.finish(&it->second->seq);
+  requests_.erase(it);
+}
+
+Result<std::vector<StepOutput>> EngineCore::step() {
+  std::vector<StepOutput> outputs;
+  for (int64_t id : cancelled_) {
+    if (!requests_.count(id)) continue;
+    end(id);
+    outputs.push_back({id, -1, FinishReason::cancelled});
+  }
+  cancelled_.clear();
+
+  const StepPlan plan = scheduler_.schedule();
+  if (plan.chunks.empty()) return outputs;
+
+  // The batch: each chunk's tokens at their positions, through its block table.
+  batch_.tokens.clear();
+  batch_.positions.clear();
+  batch_.seq_of_token.clear();
+  batch_.block_tables.clear();
+  batch_.logit_tokens.clear();
+  std::vector<Sequence*> sampled;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    Sequence* seq = chunk.seq;
+    const std::vector<int32_t>& table = kv_.block_table(seq->id);
+    const int32_t table_index = int32_t(batch_.block_tables.size());
+    batch_.block_tables.push_back({table.data(), int32_t(table.size())});
+    for (int32_t i = 0; i < chunk.n_tokens; ++i) {
+      batch_.tokens.push_back(seq->tokens[size_t(seq->n_computed + i)]);
+      batch_.positions.push_back(seq->n_computed + i);
+      batch_.seq_of_token.push_back(table_index);
+    }
+    if (seq->n_computed + chunk.n_tokens == int32_t(seq->tokens.size())) {
+      batch_.logit_tokens.push_back(int32_t(batch_.tokens.size()) - 1);
+      sampled.push_back(seq);
+    }
+  }
+  const int64_t n_vocab = model_.config().n_vocab;
+  logits_.resize(batch_.logit_tokens.size() * size_t(n_vocab));
+  DS_RETURN_IF_ERROR(model_.forward(batch_, memory_, logits_.data()));
+
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    chunk.seq->n_computed += chunk.n_tokens;
+    kv_.commit(chunk.seq->id, chunk.seq->tokens, chunk.seq->n_computed);
+  }
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    Sequence* seq = sampled[i];
+    Request& request = *requests_.at(seq->id);
+    const int32_t token = request.sampler.sample(logits_.data() + i * size_t(n_vocab), n_vocab, seq->tokens);
+    seq->tokens.push_back(token);
+    const int32_t n_generated = int32_t(seq->tokens.size()) - seq->n_prompt;
+    FinishReason finish = FinishReason::none;
+    if (request.params.stop_at_end_of_generation &&
+        std::find(end_of_generation_.begin(), end_of_generation_.end(), token) != end_of_generation_.end()) {
+      finish = FinishReason::stop;
+    } else if (n_generated >= seq->max_new_tokens) {
+      finish = FinishReason::length;
+    }
+    outputs.push_back({seq->id, token, finish});
+    if (finish != FinishReason::none) end(seq->id);
+  }
+  return outputs;
+}
+
+}  // namespace ds

@@ -1,0 +1,83 @@
+#pragma once
+// One engine step at a time, single-threaded: schedule -> build the batch ->
+// forward -> sample -> report. The serving Engine runs this on its own thread
+// and feeds it from the request queue; tests and offline tools drive it
+// directly. It owns the page pool, the KV manager and the scheduler; the
+// model and its KV page memory are lent to it.
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/block_pool.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace ds {
+
+struct EngineCoreConfig {
+  SchedulerConfig scheduler;
+  bool prefix_cache = true;
+  uint64_t model_salt = 1;  // identifies the model in prefix-cache keys
+};
+
+struct GenerationParams {
+  SamplingParams sampling;
+  int32_t max_tokens = 16;
+  bool stop_at_end_of_generation = true;
+  int32_t priority = 0;
+  uint64_t tenant_salt = 0;
+};
+
+enum class FinishReason { none, stop, length, cancelled };
+
+// One new token of one request (or its end).
+struct StepOutput {
+  int64_t id;
+  int32_t token;  // -1 when the request ended without a new token (cancelled)
+  FinishReason finish;
+};
+
+class EngineCore {
+ public:
+  // end_of_generation: token ids that end a reply (the tokenizer's).
+  EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& config, std::vector<int32_t> end_of_generation);
+
+  // Queues a request; the error says why it can never run.
+  Result<int64_t> add(std::vector<int32_t> prompt, const GenerationParams& params);
+  // Ends a request before its next step; its pages are freed at once.
+  void cancel(int64_t id);
+  // Runs one step. Empty when there was nothing to do.
+  Result<std::vector<StepOutput>> step();
+
+  bool idle() const { return requests_.empty(); }
+  const BlockPool& pool() const { return pool_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+
+ private:
+  struct Request {
+    Sequence seq;
+    GenerationParams params;
+    Sampler sampler;
+  };
+  void end(int64_t id);
+
+  Model& model_;
+  KvCache& memory_;
+  BlockPool pool_;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  std::vector<int32_t> end_of_generation_;
+  std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
+  std::vector<int64_t> cancelled_;
+  int64_t next_id_ = 1;
+  Batch batch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace ds
