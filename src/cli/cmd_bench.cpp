@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "cli/bench_throughput.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "kernels/cpu_features.h"
@@ -36,12 +37,14 @@ Timing summarize(const std::vector<double>& rates) {
 
 int cmd_bench(int argc, char** argv) {
   auto values = model_value_options();
-  values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions"});
+  values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "--concurrency", "--requests",
+                 "--prompt-len", "--gen-len", "--max-num-batched-tokens"});
   auto args = Args::parse(argc, argv, values, model_flags());
   if (!args.ok()) return fail(args.message());
   auto options = parse_model_options(args.value());
   if (!options.ok()) return fail(options.message());
   const Args& a = args.value();
+  if (a.has("--concurrency")) return run_throughput_bench(a, options.value());
   const int64_t n_prompt = std::atoll(first_value(a, {"-p", "--n-prompt"}, "512").c_str());
   const int64_t n_gen = std::atoll(first_value(a, {"-n", "--n-gen"}, "128").c_str());
   const int64_t repetitions = std::atoll(first_value(a, {"-r", "--repetitions"}, "3").c_str());

@@ -1,0 +1,13 @@
+#pragma once
+// `dsinfer bench --concurrency C`: offline serving throughput. N requests with
+// given prompt and output lengths run through the engine with at most C in
+// flight; prints request throughput, output tokens/s, TTFT and TPOT percentiles.
+
+#include "cli/args.h"
+#include "cli/model_options.h"
+
+namespace ds {
+
+int run_throughput_bench(const Args& args, const CommonModelOptions& options);
+
+}  // namespace ds
