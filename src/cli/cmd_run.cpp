@@ -1,11 +1,12 @@
 // dsinfer run: stream a completion of a prompt to stdout, then print prompt
 // and generation speed (tokens/s) to stderr as llama.cpp does.
 
+#include <chrono>
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "engine/generator.h"
+#include "engine/engine_core.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/detokenizer.h"
 
@@ -42,7 +43,7 @@ int cmd_run(int argc, char** argv) {
 
   const std::string prompt = first_value(a, {"-p", "--prompt"});
   if (prompt.empty()) return fail("missing -p PROMPT");
-  GenerateOptions gen;
+  GenerationParams params;
   auto n_predict = a.get_int(a.has("-n") ? "-n" : "--n-predict", 128);
   auto temp = a.get_float("--temp", 0.8);
   auto seed = a.get_int("--seed", 0);
@@ -58,17 +59,16 @@ int cmd_run(int argc, char** argv) {
     if (!s.ok()) return fail(s.message());
   }
   if (n_predict.value() < 0 || batch.value() < 1) return fail("-n must be >= 0 and --batch-size >= 1");
-  gen.max_tokens = int32_t(n_predict.value());
-  gen.prefill_chunk = batch.value();
-  gen.sampling.temperature = float(temp.value());
-  gen.sampling.seed = uint64_t(seed.value());
-  gen.sampling.top_k = int32_t(top_k.value());
-  gen.sampling.top_p = float(top_p.value());
-  gen.sampling.min_p = float(min_p.value());
-  gen.sampling.repetition_penalty = float(repeat.value());
-  gen.sampling.presence_penalty = float(presence.value());
-  gen.sampling.frequency_penalty = float(frequency.value());
-  gen.stop_at_end_of_generation = !a.has("--ignore-eos");
+  params.max_tokens = int32_t(n_predict.value());
+  params.sampling.temperature = float(temp.value());
+  params.sampling.seed = uint64_t(seed.value());
+  params.sampling.top_k = int32_t(top_k.value());
+  params.sampling.top_p = float(top_p.value());
+  params.sampling.min_p = float(min_p.value());
+  params.sampling.repetition_penalty = float(repeat.value());
+  params.sampling.presence_penalty = float(presence.value());
+  params.sampling.frequency_penalty = float(frequency.value());
+  params.stop_at_end_of_generation = !a.has("--ignore-eos");
 
   auto model = Model::load(options.value().path, options.value().model);
   if (!model.ok()) return fail(model.message());
@@ -91,33 +91,53 @@ int cmd_run(int argc, char** argv) {
 
   int64_t n_ctx = options.value().n_ctx;
   if (n_ctx == 0) n_ctx = std::min<int64_t>(model.value()->config().n_ctx_train, 4096);
-  n_ctx = std::max<int64_t>(n_ctx, std::min<int64_t>(int64_t(tokens.size()) + gen.max_tokens + 1, model.value()->config().n_ctx_train));
-  auto generator = Generator::create(*model.value(), n_ctx, options.value().kv);
-  if (!generator.ok()) return fail(generator.message());
+  n_ctx = std::max<int64_t>(n_ctx, std::min<int64_t>(int64_t(tokens.size()) + params.max_tokens, model.value()->config().n_ctx_train));
+  if (int64_t(tokens.size()) + params.max_tokens > n_ctx) params.max_tokens = int32_t(std::max<int64_t>(0, n_ctx - int64_t(tokens.size())));
+  KvCacheOptions kv = options.value().kv;
+  kv.n_pages = (n_ctx + kv.page_tokens - 1) / kv.page_tokens;
+  auto memory = KvCache::create(model.value()->config(), kv);
+  if (!memory.ok()) return fail(memory.message());
+  EngineCoreConfig config;
+  config.scheduler = SchedulerConfig{int32_t(batch.value()), 1, int32_t(n_ctx)};
+  EngineCore core(*model.value(), *memory.value(), config, tok.vocab().end_of_generation);
+  auto id = core.add(tokens, params);
+  if (!id.ok()) return fail(id.message());
 
   IncrementalDetokenizer detokenizer(tok, false, false);
   std::vector<int32_t> all_tokens = tokens;
-  auto stats = generator.value()->generate(tokens, gen, &tok, [&](int32_t token) {
-    all_tokens.push_back(token);
-    const std::string text = detokenizer.push(token);
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  });
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point first = start, last = start;
+  int64_t n_generated = 0;
+  while (!core.idle()) {
+    auto outputs = core.step();
+    if (!outputs.ok()) return fail(outputs.message());
+    for (const StepOutput& o : outputs.value()) {
+      last = Clock::now();
+      if (n_generated++ == 0) first = last;
+      if (o.finish == FinishReason::stop) continue;  // the end-of-reply token is not part of the text
+      all_tokens.push_back(o.token);
+      const std::string text = detokenizer.push(o.token);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    }
+  }
   const std::string rest = detokenizer.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
-  if (!stats.ok()) return fail(stats.message());
   if (a.has("--show-token-ids")) {
     std::string ids = "token ids:";
     for (int32_t t : all_tokens) ids += " " + std::to_string(t);
     std::fprintf(stderr, "%s\n", ids.c_str());
   }
-  const GenerateStats& s = stats.value();
-  std::fprintf(stderr, "\nprompt: %lld tokens in %.3f s, %.2f tokens/s\n", (long long)s.n_prompt, s.prompt_seconds,
-               s.prompt_seconds > 0 ? double(s.n_prompt) / s.prompt_seconds : 0.0);
-  std::fprintf(stderr, "generation: %lld tokens in %.3f s, %.2f tokens/s\n", (long long)s.n_decode_steps, s.generate_seconds,
-               s.generate_seconds > 0 ? double(s.n_decode_steps) / s.generate_seconds : 0.0);
+  // The prompt's forward yields the first token; each later token is one decode step.
+  const double prompt_seconds = std::chrono::duration<double>(first - start).count();
+  const double decode_seconds = std::chrono::duration<double>(last - first).count();
+  const int64_t n_decoded = std::max<int64_t>(0, n_generated - 1);
+  std::fprintf(stderr, "\nprompt: %zu tokens in %.3f s, %.2f tokens/s\n", tokens.size(), prompt_seconds,
+               prompt_seconds > 0 ? double(tokens.size()) / prompt_seconds : 0.0);
+  std::fprintf(stderr, "generation: %lld tokens in %.3f s, %.2f tokens/s\n", (long long)n_decoded, decode_seconds,
+               decode_seconds > 0 ? double(n_decoded) / decode_seconds : 0.0);
   return 0;
 }
 
