@@ -58,7 +58,7 @@ int cmd_run(int argc, char** argv) {
                           repeat.status(), presence.status(), frequency.status(), batch.status()}) {
     if (!s.ok()) return fail(s.message());
   }
-  if (n_predict.value() < 0 || batch.value() < 1) return fail("-n must be >= 0 and --batch-size >= 1");
+  if (n_predict.value() < 1 || batch.value() < 1) return fail("-n and --batch-size must be at least 1");
   params.max_tokens = int32_t(n_predict.value());
   params.sampling.temperature = float(temp.value());
   params.sampling.seed = uint64_t(seed.value());
@@ -92,7 +92,10 @@ int cmd_run(int argc, char** argv) {
   int64_t n_ctx = options.value().n_ctx;
   if (n_ctx == 0) n_ctx = std::min<int64_t>(model.value()->config().n_ctx_train, 4096);
   n_ctx = std::max<int64_t>(n_ctx, std::min<int64_t>(int64_t(tokens.size()) + params.max_tokens, model.value()->config().n_ctx_train));
-  if (int64_t(tokens.size()) + params.max_tokens > n_ctx) params.max_tokens = int32_t(std::max<int64_t>(0, n_ctx - int64_t(tokens.size())));
+  // Generation stops at the end of the context; a prompt that does not fit is an error (below).
+  if (int64_t(tokens.size()) < n_ctx && int64_t(tokens.size()) + params.max_tokens > n_ctx) {
+    params.max_tokens = int32_t(n_ctx - int64_t(tokens.size()));
+  }
   KvCacheOptions kv = options.value().kv;
   kv.n_pages = (n_ctx + kv.page_tokens - 1) / kv.page_tokens;
   auto memory = KvCache::create(model.value()->config(), kv);

@@ -14,6 +14,7 @@ EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& co
       end_of_generation_(std::move(end_of_generation)) {}
 
 Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationParams& params) {
+  if (params.max_tokens < 1) return Status::error("max_tokens must be at least 1");
   for (int32_t t : prompt) {
     if (t < 0 || t >= model_.config().n_vocab) return Status::error("prompt token " + std::to_string(t) + " is outside the vocabulary");
   }
