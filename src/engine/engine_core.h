@@ -34,7 +34,7 @@ struct GenerationParams {
   uint64_t tenant_salt = 0;
 };
 
-enum class FinishReason { none, stop, length, cancelled };
+enum class FinishReason { none, stop, length, cancelled, error };
 
 // One new token of one request (or its end).
 struct StepOutput {

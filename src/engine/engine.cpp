@@ -1,0 +1,112 @@
+#include "engine/engine.h"
+
+namespace ds {
+
+Engine::Engine(Model& model, KvCache& memory, const EngineCoreConfig& config, const Tokenizer& tokenizer)
+    : tokenizer_(tokenizer),
+      core_(model, memory, config, tokenizer.vocab().end_of_generation),
+      thread_([this] { loop(); }) {}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  thread_.join();
+  for (auto& [id, live] : live_) live.stream->push(StreamEvent{{}, {}, FinishReason::cancelled, {}});
+  for (auto& [request, stream] : submitted_) stream->push(StreamEvent{{}, {}, FinishReason::cancelled, {}});
+}
+
+std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
+  auto stream = std::make_shared<RequestStream>(next_id_++);
+  {
+    std::lock_guard lock(mutex_);
+    submitted_.emplace_back(std::move(request), stream);
+  }
+  work_.notify_all();
+  return stream;
+}
+
+void Engine::cancel(int64_t id) {
+  {
+    std::lock_guard lock(mutex_);
+    cancelled_.push_back(id);
+  }
+  work_.notify_all();
+}
+
+// Moves new requests into the core and applies cancellations; waits when
+// there is nothing at all to do.
+void Engine::take_work() {
+  std::vector<std::pair<EngineRequest, std::shared_ptr<RequestStream>>> submitted;
+  std::vector<int64_t> cancelled;
+  {
+    std::unique_lock lock(mutex_);
+    work_.wait(lock, [&] { return stopping_ || !submitted_.empty() || !cancelled_.empty() || !core_.idle(); });
+    submitted.swap(submitted_);
+    cancelled.swap(cancelled_);
+  }
+  for (auto& [request, stream] : submitted) {
+    auto id = core_.add(std::move(request.prompt), request.params);
+    if (!id.ok()) {
+      stream->push(StreamEvent{{}, {}, FinishReason::error, id.message()});
+      continue;
+    }
+    core_id_of_[stream->id()] = id.value();
+    live_.emplace(id.value(), Live{stream, IncrementalDetokenizer(tokenizer_, false, false), StopMatcher(request.stop)});
+  }
+  for (int64_t stream_id : cancelled) {
+    auto it = core_id_of_.find(stream_id);
+    if (it != core_id_of_.end()) core_.cancel(it->second);
+  }
+}
+
+void Engine::deliver(const StepOutput& output) {
+  auto it = live_.find(output.id);
+  if (it == live_.end()) return;
+  Live& live = it->second;
+  StreamEvent event;
+  event.finish = output.finish;
+  const bool end_of_reply = output.finish == FinishReason::stop;  // the end token is not text
+  if (output.token >= 0 && !end_of_reply) {
+    event.tokens.push_back(output.token);
+    event.text = live.stops.push(live.detokenizer.push(output.token));
+  }
+  if (live.stops.stopped() && event.finish == FinishReason::none) {
+    event.finish = FinishReason::stop;
+    core_.cancel(output.id);  // ends it before the next step; its later "cancelled" output finds no stream
+  }
+  if (event.finish != FinishReason::none) {
+    if (!live.stops.stopped()) event.text += live.stops.push(live.detokenizer.flush()) + live.stops.flush();
+    live.stream->push(std::move(event));
+    core_id_of_.erase(live.stream->id());
+    live_.erase(it);
+    return;
+  }
+  if (!event.text.empty() || !event.tokens.empty()) live.stream->push(std::move(event));
+}
+
+void Engine::loop() {
+  for (;;) {
+    take_work();
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+    }
+    auto outputs = core_.step();
+    if (!outputs.ok()) {
+      // A failed forward is an engine fault: every live request ends with it.
+      for (auto& [id, live] : live_) {
+        live.stream->push(StreamEvent{{}, {}, FinishReason::error, outputs.message()});
+        core_.cancel(id);
+      }
+      live_.clear();
+      core_id_of_.clear();
+      continue;
+    }
+    for (const StepOutput& output : outputs.value()) deliver(output);
+  }
+}
+
+}  // namespace ds

@@ -1,0 +1,68 @@
+#pragma once
+// The serving engine: a step loop on its own thread around EngineCore.
+// submit() and cancel() are thread-safe and return at once; the engine thread
+// is the only one that touches the model, the pages and the scheduler
+// (STYLE.md practice 2). Each request's tokens come back through its
+// RequestStream as UTF-8-safe text deltas, with stop strings held back until
+// they cannot be a stop.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_core.h"
+#include "engine/request_stream.h"
+#include "engine/stop_matcher.h"
+#include "tokenizer/detokenizer.h"
+
+namespace ds {
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;
+  GenerationParams params;
+  std::vector<std::string> stop;  // stop strings, matched on the generated text
+};
+
+class Engine {
+ public:
+  Engine(Model& model, KvCache& memory, const EngineCoreConfig& config, const Tokenizer& tokenizer);
+  ~Engine();  // finishes the step in flight, then stops; open streams end as cancelled
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. A request that can never run ends at once with finish
+  // = error and the reason in `error`.
+  std::shared_ptr<RequestStream> submit(EngineRequest request);
+  // Ends a request within one step and frees its pages; unknown ids are ignored.
+  void cancel(int64_t id);
+
+ private:
+  struct Live {
+    std::shared_ptr<RequestStream> stream;
+    IncrementalDetokenizer detokenizer;
+    StopMatcher stops;
+  };
+  void loop();
+  void take_work();
+  void deliver(const StepOutput& output);
+
+  const Tokenizer& tokenizer_;
+  EngineCore core_;
+
+  std::mutex mutex_;  // guards the three members below
+  std::condition_variable work_;
+  std::vector<std::pair<EngineRequest, std::shared_ptr<RequestStream>>> submitted_;
+  std::vector<int64_t> cancelled_;
+  bool stopping_ = false;
+
+  std::atomic<int64_t> next_id_{1};
+  std::unordered_map<int64_t, Live> live_;  // by core id; engine thread only
+  std::unordered_map<int64_t, int64_t> core_id_of_;  // stream id -> core id; engine thread only
+  std::thread thread_;
+};
+
+}  // namespace ds

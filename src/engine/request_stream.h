@@ -1,0 +1,47 @@
+#pragma once
+// The outputs of one request, handed from the engine thread to the thread
+// that serves the client. The engine pushes; the client waits and pops.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine_core.h"
+
+namespace ds {
+
+struct StreamEvent {
+  std::string text;             // new UTF-8 text, complete characters only
+  std::vector<int32_t> tokens;  // the tokens that produced it
+  FinishReason finish = FinishReason::none;
+  std::string error;            // set when the request failed (finish = error)
+};
+
+class RequestStream {
+ public:
+  explicit RequestStream(int64_t id) : id_(id) {}
+  int64_t id() const { return id_; }
+
+  // Engine side.
+  void push(StreamEvent event);
+
+  // Client side: the next event, waiting up to `timeout`; nullopt on timeout
+  // or once the final event has been taken.
+  std::optional<StreamEvent> next(std::chrono::milliseconds timeout);
+  bool done() const;
+
+ private:
+  const int64_t id_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<StreamEvent> events_;
+  bool ended_ = false;  // the final event was pushed
+  bool drained_ = false;  // ... and taken
+};
+
+}  // namespace ds

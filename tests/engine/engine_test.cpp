@@ -1,0 +1,126 @@
+// The threaded engine: many clients at once get the same text as single
+// runs, stop strings cut the text before the stop, cancellation ends a stream
+// within a step, and a request that can never fit fails at once.
+
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace ds {
+namespace {
+
+const std::string k_stories = std::string(DSINFER_FIXTURES) + "/models/stories260K.gguf";
+constexpr auto k_wait = std::chrono::seconds(30);
+
+struct Fixture {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<KvCache> memory;
+  Fixture(int32_t n_pages = 512) {
+    model = Model::load(k_stories, ModelOptions{2, LoadMode::mmap}).take();
+    tokenizer = Tokenizer::from_gguf(model->file()).take();
+    memory = KvCache::create(model->config(), KvCacheOptions{DType::f16, 16, n_pages}).take();
+  }
+};
+
+struct Reply {
+  std::string text;
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::none;
+  std::string error;
+};
+
+Reply collect(RequestStream& stream) {
+  Reply reply;
+  const auto deadline = std::chrono::steady_clock::now() + k_wait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto event = stream.next(std::chrono::milliseconds(100));
+    if (!event) continue;
+    reply.text += event->text;
+    reply.tokens.insert(reply.tokens.end(), event->tokens.begin(), event->tokens.end());
+    if (event->finish != FinishReason::none) {
+      reply.finish = event->finish;
+      reply.error = event->error;
+      return reply;
+    }
+  }
+  ADD_FAILURE() << "stream did not finish";
+  return reply;
+}
+
+EngineRequest greedy(const Tokenizer& tok, const std::string& prompt, int32_t max_tokens) {
+  EngineRequest r;
+  r.prompt = tok.encode(prompt, true, false);
+  r.params.sampling.temperature = 0.0f;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+TEST(Engine, ConcurrentClientsGetTheTextOfSingleRuns) {
+  Fixture f;
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily wanted to", "One day, a bird",
+                                            "Tom and Sue went", "The sun was", "She saw a big", "He was very"};
+  std::vector<Reply> alone;
+  {
+    Engine engine(*f.model, *f.memory, EngineCoreConfig{}, *f.tokenizer);
+    for (const std::string& p : prompts) alone.push_back(collect(*engine.submit(greedy(*f.tokenizer, p, 40))));
+  }
+  Engine engine(*f.model, *f.memory, EngineCoreConfig{}, *f.tokenizer);
+  std::vector<Reply> together(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] { together[i] = collect(*engine.submit(greedy(*f.tokenizer, prompts[i], 40))); });
+  }
+  for (auto& c : clients) c.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(together[i].tokens, alone[i].tokens) << prompts[i];
+    EXPECT_EQ(together[i].text, alone[i].text) << prompts[i];
+    EXPECT_TRUE(together[i].finish == FinishReason::length || together[i].finish == FinishReason::stop);
+    std::string pieces;  // the stream's text is its tokens' pieces, nothing lost or repeated
+    for (int32_t t : together[i].tokens) pieces += f.tokenizer->token_to_piece(t, false);
+    EXPECT_EQ(together[i].text, pieces);
+  }
+}
+
+TEST(Engine, StopStringsEndTheTextBeforeTheStop) {
+  Fixture f;
+  Engine engine(*f.model, *f.memory, EngineCoreConfig{}, *f.tokenizer);
+  const Reply full = collect(*engine.submit(greedy(*f.tokenizer, "Once upon a time", 60)));
+  ASSERT_NE(full.text.find(" Lily"), std::string::npos) << full.text;
+  EngineRequest request = greedy(*f.tokenizer, "Once upon a time", 60);
+  request.stop = {" Lily", "never-appears"};
+  const Reply stopped = collect(*engine.submit(std::move(request)));
+  EXPECT_EQ(stopped.finish, FinishReason::stop);
+  EXPECT_EQ(stopped.text, full.text.substr(0, full.text.find(" Lily")));
+}
+
+TEST(Engine, CancelEndsAStreamAndFreesItsPages) {
+  Fixture f;
+  Engine engine(*f.model, *f.memory, EngineCoreConfig{}, *f.tokenizer);
+  EngineRequest request = greedy(*f.tokenizer, "Once upon a time", 1000);
+  request.params.stop_at_end_of_generation = false;
+  auto stream = engine.submit(std::move(request));
+  ASSERT_TRUE(stream->next(k_wait).has_value());  // it is running
+  engine.cancel(stream->id());
+  const Reply rest = collect(*stream);
+  EXPECT_EQ(rest.finish, FinishReason::cancelled);
+  EXPECT_LT(rest.tokens.size(), 999u);
+  // All pages came back: a request needing the whole pool runs.
+  EngineRequest big = greedy(*f.tokenizer, "Once", 512 * 16 - 8);
+  big.params.stop_at_end_of_generation = false;
+  big.params.max_tokens = 8;
+  EXPECT_EQ(collect(*engine.submit(std::move(big))).finish, FinishReason::length);
+}
+
+TEST(Engine, ARequestThatCanNeverFitFailsAtOnce) {
+  Fixture f(4);  // 64 token slots
+  Engine engine(*f.model, *f.memory, EngineCoreConfig{}, *f.tokenizer);
+  const Reply reply = collect(*engine.submit(greedy(*f.tokenizer, "Once upon a time", 100)));
+  EXPECT_EQ(reply.finish, FinishReason::error);
+  EXPECT_NE(reply.error.find("KV pages"), std::string::npos) << reply.error;
+}
+
+}  // namespace
+}  // namespace ds
