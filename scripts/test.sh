@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs dependencies, builds,
-# runs the unit tests, the bad-file tests under AddressSanitizer, a bounded
+# runs the unit tests, the bad-input tests under AddressSanitizer, the
+# threaded parts under ThreadSanitizer, a bounded
 # fuzz smoke of the GGUF reader, and the reference comparisons against
 # llama.cpp (tests/reference). Ends with pytest's summary line.
 set -euo pipefail
@@ -17,6 +18,11 @@ echo "== bad input under AddressSanitizer"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_ASAN=ON >/dev/null
 ninja -C build-asan -j2 dsinfer_tests
 ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_tests --gtest_filter='GgufFile.*:Model.Unknown*:Model.Malformed*:Tokenizer.*:Utf8.*:BlockPool.*:KvCacheManager.*:Scheduler.*:Engine*'
+
+echo "== threads under ThreadSanitizer"
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_TSAN=ON >/dev/null
+ninja -C build-tsan -j2 dsinfer_tests
+TSAN_OPTIONS=halt_on_error=1 build-tsan/dsinfer_tests --gtest_filter='ThreadPool.*:Engine.*'
 
 echo "== fuzz smoke of the GGUF reader (libFuzzer)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_FUZZ=ON \
