@@ -7,6 +7,7 @@
 // they cannot be a stop.
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>

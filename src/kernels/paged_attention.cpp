@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "base/fp16.h"
 #include "base/status.h"
 #include "kernels/axpy.h"
 #include "kernels/elementwise.h"
