@@ -99,7 +99,7 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
     step_tokens += int64_t(outputs.value().size());
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const BlockPool& pool = core.pool();
+  const EngineStats stats = core.stats();
   std::printf("concurrency %lld, %lld requests, prompt %d, output %d tokens, %d threads\n", (long long)concurrency,
               (long long)n_requests, prompt_len, gen_len, m.pool().n_threads());
   std::printf("request throughput: %.3f req/s\n", double(n_requests) / seconds);
@@ -107,8 +107,11 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   std::printf("TTFT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(ttft, 50), percentile(ttft, 90), percentile(ttft, 99));
   std::printf("TPOT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(tpot, 50), percentile(tpot, 90), percentile(tpot, 99));
   std::printf("steps: %lld, sampled tokens per step %.2f\n", (long long)steps, double(step_tokens) / double(steps));
-  std::printf("KV pool: %d pages of %lld tokens (%.2f MiB each across layers), %d held at the end\n", pool.n_pages(),
-              (long long)kv.page_tokens, double(memory.value()->page_bytes()) / 1048576.0, pool.n_pages() - pool.n_unheld());
+  std::printf("KV pool: %d pages of %lld tokens (%.2f MiB each across layers), %d held at the end; %lld preemptions\n",
+              stats.pages_total, (long long)kv.page_tokens, double(stats.page_bytes) / 1048576.0, stats.pages_held,
+              (long long)stats.n_preemptions);
+  std::printf("prefix cache: %lld of %lld prompt tokens hit\n", (long long)stats.prefix_hit_tokens,
+              (long long)stats.prefix_query_tokens);
   return 0;
 }
 

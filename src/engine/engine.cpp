@@ -28,6 +28,11 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
   return stream;
 }
 
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
 void Engine::cancel(int64_t id) {
   {
     std::lock_guard lock(mutex_);
@@ -106,6 +111,9 @@ void Engine::loop() {
       continue;
     }
     for (const StepOutput& output : outputs.value()) deliver(output);
+    const EngineStats stats = core_.stats();
+    std::lock_guard lock(mutex_);
+    stats_ = stats;
   }
 }
 

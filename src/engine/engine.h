@@ -40,6 +40,8 @@ class Engine {
   std::shared_ptr<RequestStream> submit(EngineRequest request);
   // Ends a request within one step and frees its pages; unknown ids are ignored.
   void cancel(int64_t id);
+  // The engine's statistics as of the last step (thread-safe).
+  EngineStats stats() const;
 
  private:
   struct Live {
@@ -54,11 +56,12 @@ class Engine {
   const Tokenizer& tokenizer_;
   EngineCore core_;
 
-  std::mutex mutex_;  // guards the three members below
+  mutable std::mutex mutex_;  // guards the four members below
   std::condition_variable work_;
   std::vector<std::pair<EngineRequest, std::shared_ptr<RequestStream>>> submitted_;
   std::vector<int64_t> cancelled_;
   bool stopping_ = false;
+  EngineStats stats_;
 
   std::atomic<int64_t> next_id_{1};
   std::unordered_map<int64_t, Live> live_;  // by core id; engine thread only

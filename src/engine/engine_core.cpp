@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace ds {
 
@@ -51,6 +52,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   }
   cancelled_.clear();
 
+  const auto start = std::chrono::steady_clock::now();
   const StepPlan plan = scheduler_.schedule();
   if (plan.chunks.empty()) return outputs;
 
@@ -100,7 +102,30 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     outputs.push_back({seq->id, token, finish});
     if (finish != FinishReason::none) end(seq->id);
   }
+  ++steps_;
+  last_step_tokens_ = plan.n_tokens();
+  step_tokens_ += last_step_tokens_;
+  last_step_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return outputs;
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats s;
+  s.n_running = scheduler_.n_running();
+  s.n_waiting = scheduler_.n_waiting();
+  s.n_preemptions = scheduler_.n_preemptions();
+  s.pages_total = pool_.n_pages();
+  s.pages_held = pool_.n_pages() - pool_.n_unheld();
+  s.pages_cached = pool_.n_cached();
+  s.page_bytes = memory_.page_bytes();
+  s.fragmentation = scheduler_.fragmentation();
+  s.prefix_query_tokens = scheduler_.prefix_query_tokens();
+  s.prefix_hit_tokens = scheduler_.prefix_hit_tokens();
+  s.steps = steps_;
+  s.step_tokens = step_tokens_;
+  s.last_step_tokens = last_step_tokens_;
+  s.last_step_seconds = last_step_seconds_;
+  return s;
 }
 
 }  // namespace ds

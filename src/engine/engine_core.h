@@ -34,6 +34,24 @@ struct GenerationParams {
   uint64_t tenant_salt = 0;
 };
 
+// A snapshot of the engine for operators (the server exports it as metrics).
+struct EngineStats {
+  int32_t n_running = 0;
+  int32_t n_waiting = 0;
+  int64_t n_preemptions = 0;
+  int32_t pages_total = 0;
+  int32_t pages_held = 0;    // held by at least one sequence
+  int32_t pages_cached = 0;  // registered in the prefix cache (held or not)
+  int64_t page_bytes = 0;    // one page across all layers, keys and values
+  double fragmentation = 0.0;
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  int64_t steps = 0;
+  int64_t step_tokens = 0;       // tokens computed, all steps
+  int32_t last_step_tokens = 0;
+  double last_step_seconds = 0.0;
+};
+
 enum class FinishReason { none, stop, length, cancelled, error };
 
 // One new token of one request (or its end).
@@ -56,6 +74,7 @@ class EngineCore {
   Result<std::vector<StepOutput>> step();
 
   bool idle() const { return requests_.empty(); }
+  EngineStats stats() const;
   const BlockPool& pool() const { return pool_; }
   const Scheduler& scheduler() const { return scheduler_; }
 
@@ -76,6 +95,9 @@ class EngineCore {
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
   std::vector<int64_t> cancelled_;
   int64_t next_id_ = 1;
+  int64_t steps_ = 0, step_tokens_ = 0;
+  int32_t last_step_tokens_ = 0;
+  double last_step_seconds_ = 0.0;
   Batch batch_;
   std::vector<float> logits_;
 };

@@ -85,6 +85,7 @@ StepPlan Scheduler::schedule() {
       break;
     }
     kv_.grow(seq->id, seq->n_computed + n);
+    prefix_query_tokens_ += int64_t(seq->tokens.size());
     prefix_hit_tokens_ += seq->n_computed;
     waiting_.pop_front();
     running_.push_back(seq);
@@ -92,6 +93,15 @@ StepPlan Scheduler::schedule() {
     budget -= n;
   }
   return plan;
+}
+
+double Scheduler::fragmentation() const {
+  int64_t slots = 0, filled = 0;
+  for (const Sequence* seq : running_) {
+    slots += int64_t(kv_.block_table(seq->id).size()) * kv_.page_tokens();
+    filled += seq->n_computed;
+  }
+  return slots == 0 ? 0.0 : 1.0 - double(filled) / double(slots);
 }
 
 void Scheduler::finish(Sequence* seq) {

@@ -69,8 +69,12 @@ class Scheduler {
 
   int32_t n_waiting() const { return int32_t(waiting_.size()); }
   int32_t n_running() const { return int32_t(running_.size()); }
-  // Prompt tokens found in the prefix cache at admission, summed.
+  // Tokens looked up in the prefix cache at admission, and those found, summed.
+  int64_t prefix_query_tokens() const { return prefix_query_tokens_; }
   int64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
+  // KV slots allocated to running sequences that hold no token yet, as a
+  // fraction of all their allocated slots (0 when nothing runs).
+  double fragmentation() const;
   int64_t n_preemptions() const { return n_preemptions_; }
 
  private:
@@ -84,6 +88,7 @@ class Scheduler {
   KvCacheManager& kv_;
   std::deque<Sequence*> waiting_;   // by priority, then arrival (preempted first)
   std::vector<Sequence*> running_;  // in admission order
+  int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
   int64_t n_preemptions_ = 0;
 };

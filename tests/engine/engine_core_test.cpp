@@ -60,6 +60,11 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
     while (!core.idle()) {
       auto step = core.step();
       EXPECT_TRUE(step.ok()) << step.message();
+      const EngineStats stats = core.stats();
+      EXPECT_GE(stats.fragmentation, 0.0);
+      EXPECT_LT(stats.fragmentation, 1.0);
+      EXPECT_LE(stats.last_step_tokens, s.max_batched_tokens);
+      EXPECT_LE(stats.pages_held, stats.pages_total);
       for (const StepOutput& o : step.value()) outputs[index_of[o.id]].push_back(o.token);
       EXPECT_TRUE(core.pool().check_invariants().ok());
     }
@@ -71,7 +76,11 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
     if (one_at_a_time) drain();
   }
   drain();
-  if (stats) *stats = RunStats{core.scheduler().prefix_hit_tokens(), core.scheduler().n_preemptions()};
+  const EngineStats end = core.stats();
+  EXPECT_EQ(end.pages_held, 0);
+  EXPECT_EQ(end.n_running + end.n_waiting, 0);
+  EXPECT_LE(end.prefix_hit_tokens, end.prefix_query_tokens);
+  if (stats) *stats = RunStats{end.prefix_hit_tokens, end.n_preemptions};
   EXPECT_EQ(core.pool().n_unheld(), s.n_pages) << "pages left held";
   return outputs;
 }

@@ -107,6 +107,12 @@ TEST(Engine, CancelEndsAStreamAndFreesItsPages) {
   const Reply rest = collect(*stream);
   EXPECT_EQ(rest.finish, FinishReason::cancelled);
   EXPECT_LT(rest.tokens.size(), 999u);
+  // The statistics show the pages back within a second.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (engine.stats().pages_held != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(engine.stats().pages_held, 0);
   // All pages came back: a request needing the whole pool runs.
   EngineRequest big = greedy(*f.tokenizer, "Once", 512 * 16 - 8);
   big.params.stop_at_end_of_generation = false;
