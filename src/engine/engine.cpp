@@ -14,8 +14,8 @@ Engine::~Engine() {
   }
   work_.notify_all();
   thread_.join();
-  for (auto& [id, live] : live_) live.stream->push(StreamEvent{{}, {}, FinishReason::cancelled, {}});
-  for (auto& [request, stream] : submitted_) stream->push(StreamEvent{{}, {}, FinishReason::cancelled, {}});
+  for (auto& [id, live] : live_) live.stream->push(StreamEvent{{}, {}, {}, FinishReason::cancelled, {}});
+  for (auto& [request, stream] : submitted_) stream->push(StreamEvent{{}, {}, {}, FinishReason::cancelled, {}});
 }
 
 std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
@@ -55,7 +55,7 @@ void Engine::take_work() {
   for (auto& [request, stream] : submitted) {
     auto id = core_.add(std::move(request.prompt), request.params);
     if (!id.ok()) {
-      stream->push(StreamEvent{{}, {}, FinishReason::error, id.message()});
+      stream->push(StreamEvent{{}, {}, {}, FinishReason::error, id.message()});
       continue;
     }
     core_id_of_[stream->id()] = id.value();
@@ -76,6 +76,7 @@ void Engine::deliver(const StepOutput& output) {
   const bool end_of_reply = output.finish == FinishReason::stop;  // the end token is not text
   if (output.token >= 0 && !end_of_reply) {
     event.tokens.push_back(output.token);
+    if (output.logprobs) event.logprobs.push_back(*output.logprobs);
     event.text = live.stops.push(live.detokenizer.push(output.token));
   }
   if (live.stops.stopped() && event.finish == FinishReason::none) {
@@ -103,7 +104,7 @@ void Engine::loop() {
     if (!outputs.ok()) {
       // A failed forward is an engine fault: every live request ends with it.
       for (auto& [id, live] : live_) {
-        live.stream->push(StreamEvent{{}, {}, FinishReason::error, outputs.message()});
+        live.stream->push(StreamEvent{{}, {}, {}, FinishReason::error, outputs.message()});
         core_.cancel(id);
       }
       live_.clear();

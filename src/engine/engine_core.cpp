@@ -48,7 +48,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   for (int64_t id : cancelled_) {
     if (!requests_.count(id)) continue;
     end(id);
-    outputs.push_back({id, -1, FinishReason::cancelled});
+    outputs.push_back({id, -1, FinishReason::cancelled, std::nullopt});
   }
   cancelled_.clear();
 
@@ -89,7 +89,8 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   for (size_t i = 0; i < sampled.size(); ++i) {
     Sequence* seq = sampled[i];
     Request& request = *requests_.at(seq->id);
-    const int32_t token = request.sampler.sample(logits_.data() + i * size_t(n_vocab), n_vocab, seq->tokens);
+    const float* logits = logits_.data() + i * size_t(n_vocab);
+    const int32_t token = request.sampler.sample(logits, n_vocab, seq->tokens);
     seq->tokens.push_back(token);
     const int32_t n_generated = int32_t(seq->tokens.size()) - seq->n_prompt;
     FinishReason finish = FinishReason::none;
@@ -99,7 +100,9 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     } else if (n_generated >= seq->max_new_tokens) {
       finish = FinishReason::length;
     }
-    outputs.push_back({seq->id, token, finish});
+    std::optional<TokenLogprobs> logprobs;
+    if (request.params.logprobs >= 0) logprobs = token_logprobs(logits, n_vocab, token, request.params.logprobs);
+    outputs.push_back({seq->id, token, finish, std::move(logprobs)});
     if (finish != FinishReason::none) end(seq->id);
   }
   ++steps_;

@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
 #include "engine/block_pool.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/logprobs.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "model/kv_cache.h"
@@ -32,6 +34,7 @@ struct GenerationParams {
   bool stop_at_end_of_generation = true;
   int32_t priority = 0;
   uint64_t tenant_salt = 0;
+  int32_t logprobs = -1;  // -1: none; n >= 0: the chosen token's logprob and the n most likely
 };
 
 // A snapshot of the engine for operators (the server exports it as metrics).
@@ -59,6 +62,7 @@ struct StepOutput {
   int64_t id;
   int32_t token;  // -1 when the request ended without a new token (cancelled)
   FinishReason finish;
+  std::optional<TokenLogprobs> logprobs;  // when the request asked for them
 };
 
 class EngineCore {

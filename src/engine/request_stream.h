@@ -18,6 +18,7 @@ namespace ds {
 struct StreamEvent {
   std::string text;             // new UTF-8 text, complete characters only
   std::vector<int32_t> tokens;  // the tokens that produced it
+  std::vector<TokenLogprobs> logprobs;  // one per token, when the request asked for them
   FinishReason finish = FinishReason::none;
   std::string error;            // set when the request failed (finish = error)
 };

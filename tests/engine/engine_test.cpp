@@ -120,6 +120,29 @@ TEST(Engine, CancelEndsAStreamAndFreesItsPages) {
   EXPECT_EQ(collect(*engine.submit(std::move(big))).finish, FinishReason::length);
 }
 
+TEST(Engine, LogprobsComeWithEachTokenWhenAsked) {
+  Fixture f;
+  Engine engine(*f.model, *f.memory, EngineCoreConfig{}, *f.tokenizer);
+  EngineRequest request = greedy(*f.tokenizer, "Once upon a time", 12);
+  request.params.logprobs = 3;
+  auto stream = engine.submit(std::move(request));
+  size_t n_tokens = 0, n_logprobs = 0;
+  for (auto event = stream->next(k_wait); event; event = stream->next(k_wait)) {
+    n_tokens += event->tokens.size();
+    n_logprobs += event->logprobs.size();
+    for (size_t i = 0; i < event->logprobs.size(); ++i) {
+      const TokenLogprobs& lp = event->logprobs[i];
+      ASSERT_EQ(lp.top.size(), 3u);
+      EXPECT_EQ(lp.top[0].first, event->tokens[i]);  // greedy: the chosen token is the most likely
+      EXPECT_FLOAT_EQ(lp.top[0].second, lp.logprob);
+      EXPECT_LE(lp.logprob, 0.0f);
+    }
+    if (event->finish != FinishReason::none) break;
+  }
+  EXPECT_GT(n_tokens, 0u);
+  EXPECT_EQ(n_logprobs, n_tokens);
+}
+
 TEST(Engine, ARequestThatCanNeverFitFailsAtOnce) {
   Fixture f(4);  // 64 token slots
   Engine engine(*f.model, *f.memory, EngineCoreConfig{}, *f.tokenizer);
