@@ -11,36 +11,36 @@ uint64_t KvCacheManager::salt_for(uint64_t tenant_salt) const {
   return model_salt_ * 0x9e3779b97f4a7c15ull + tenant_salt;
 }
 
-int32_t KvCacheManager::cached_prefix(std::span<const int32_t> tokens, uint64_t tenant_salt) const {
-  const uint64_t salt = salt_for(tenant_salt);
+std::vector<std::pair<int32_t, uint64_t>> KvCacheManager::cached_pages(std::span<const int32_t> tokens,
+                                                                       uint64_t salt) const {
+  std::vector<std::pair<int32_t, uint64_t>> pages;
+  if (!prefix_cache_) return pages;
   uint64_t parent = 0;
-  int32_t n_cached = 0;
-  if (!prefix_cache_) return 0;
   // Stop one token short of the end: the last token must be computed.
-  while (n_cached + page_tokens_ < int32_t(tokens.size())) {
-    const PageKey key = make_page_key(parent, tokens.subspan(size_t(n_cached), size_t(page_tokens_)), salt);
-    if (pool_.lookup(key) < 0) break;
+  for (size_t begin = 0; begin + size_t(page_tokens_) < tokens.size(); begin += size_t(page_tokens_)) {
+    const PageKey key = make_page_key(parent, tokens.subspan(begin, size_t(page_tokens_)), salt);
+    const int32_t page = pool_.lookup(key);
+    if (page < 0) break;
+    pages.emplace_back(page, key.hash);
     parent = key.hash;
-    n_cached += page_tokens_;
   }
-  return n_cached;
+  return pages;
+}
+
+int32_t KvCacheManager::cached_prefix(std::span<const int32_t> tokens, uint64_t tenant_salt) const {
+  return int32_t(cached_pages(tokens, salt_for(tenant_salt)).size()) * page_tokens_;
 }
 
 int32_t KvCacheManager::start(int64_t seq, std::span<const int32_t> tokens, uint64_t tenant_salt) {
   DS_CHECK(!has(seq), "sequence started twice");
   Table& table = tables_[seq];
   table.salt = salt_for(tenant_salt);
-  const int32_t n_cached = cached_prefix(tokens, tenant_salt);
-  uint64_t parent = 0;
-  for (int32_t begin = 0; begin < n_cached; begin += page_tokens_) {
-    const PageKey key = make_page_key(parent, tokens.subspan(size_t(begin), size_t(page_tokens_)), table.salt);
-    const int32_t page = pool_.lookup(key);
+  for (const auto& [page, hash] : cached_pages(tokens, table.salt)) {
     pool_.acquire(page);
     table.pages.push_back(page);
-    table.page_hashes.push_back(key.hash);
-    parent = key.hash;
+    table.page_hashes.push_back(hash);
   }
-  return n_cached;
+  return int32_t(table.pages.size()) * page_tokens_;
 }
 
 int32_t KvCacheManager::pages_needed(int64_t seq, int32_t n_slots) const {

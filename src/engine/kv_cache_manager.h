@@ -58,6 +58,9 @@ class KvCacheManager {
     uint64_t salt = 0;
   };
   uint64_t salt_for(uint64_t tenant_salt) const;
+  // The cached full pages a prompt begins with, with their key hashes; leaves
+  // at least the last token out.
+  std::vector<std::pair<int32_t, uint64_t>> cached_pages(std::span<const int32_t> tokens, uint64_t salt) const;
 
   BlockPool& pool_;
   int32_t page_tokens_;

@@ -1,7 +1,5 @@
 #include "kernels/axpy.h"
 
-#include <cstring>
-
 #include "base/fp16.h"
 #include "base/status.h"
 #include "kernels/cpu_features.h"
@@ -27,7 +25,7 @@ AxpyFn axpy_portable(DType x_type) {
 }
 
 AxpyFn axpy_kernel(DType x_type) {
-  AxpyFn fn = std::strcmp(kernel_isa_name(), "avx2") == 0 ? axpy_avx2(x_type) : nullptr;
+  AxpyFn fn = use_avx2_kernels() ? axpy_avx2(x_type) : nullptr;
   return fn ? fn : axpy_portable(x_type);
 }
 

@@ -2,6 +2,9 @@
 
 #include <cpuid.h>
 
+#include <cstdlib>
+#include <cstring>
+
 namespace ds {
 namespace {
 
@@ -33,5 +36,17 @@ const CpuFeatures& cpu_features() {
   static const CpuFeatures features = detect();
   return features;
 }
+
+bool use_avx2_kernels() {
+  static const bool enabled = [] {
+    const char* forced = std::getenv("DSINFER_ISA");
+    if (forced && std::strcmp(forced, "portable") == 0) return false;
+    const CpuFeatures& f = cpu_features();
+    return f.avx2 && f.fma && f.f16c;
+  }();
+  return enabled;
+}
+
+const char* kernel_isa_name() { return use_avx2_kernels() ? "avx2" : "portable"; }
 
 }  // namespace ds

@@ -15,7 +15,10 @@ struct CpuFeatures {
 
 const CpuFeatures& cpu_features();
 
-// Kernel ISA in use: "avx2" or "portable". DSINFER_ISA=portable forces the fallback.
+// Whether the AVX2 kernels run (AVX2, FMA and F16C present, and not forced
+// off with DSINFER_ISA=portable). Decided once.
+bool use_avx2_kernels();
+// Kernel ISA in use: "avx2" or "portable".
 const char* kernel_isa_name();
 
 }  // namespace ds

@@ -48,7 +48,10 @@ void rope(const RopeParams& p, float* x, int64_t n_tokens, int64_t n_heads, int6
   }
 
   const float theta_scale = std::pow(base, -2.0f / float(p.n_rot));
-  std::vector<float> cos_table(size_t(p.n_rot / 2)), sin_table(size_t(p.n_rot / 2));
+  // Per-thread tables: rope runs once per layer per chunk, and must not allocate each time.
+  thread_local std::vector<float> cos_table, sin_table;
+  cos_table.resize(size_t(p.n_rot / 2));
+  sin_table.resize(size_t(p.n_rot / 2));
   for (int64_t t = 0; t < n_tokens; ++t) {
     float theta_extrap = float(positions[t]);
     for (int i0 = 0; i0 < p.n_rot; i0 += 2) {

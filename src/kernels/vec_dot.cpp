@@ -1,27 +1,9 @@
 #include "kernels/vec_dot.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "base/status.h"
 #include "kernels/cpu_features.h"
 
 namespace ds {
-namespace {
-
-bool use_avx2() {
-  static const bool enabled = [] {
-    const char* forced = std::getenv("DSINFER_ISA");
-    if (forced && std::strcmp(forced, "portable") == 0) return false;
-    const CpuFeatures& f = cpu_features();
-    return f.avx2 && f.fma && f.f16c;
-  }();
-  return enabled;
-}
-
-}  // namespace
-
-const char* kernel_isa_name() { return use_avx2() ? "avx2" : "portable"; }
 
 DType activation_type_for(DType weight_type) {
   switch (weight_type) {
@@ -42,10 +24,10 @@ DType activation_type_for(DType weight_type) {
 }
 
 VecDotKernel vec_dot_kernel(DType weight_type) {
-  VecDotFn fn = use_avx2() ? vec_dot_avx2(weight_type) : nullptr;
+  VecDotFn fn = use_avx2_kernels() ? vec_dot_avx2(weight_type) : nullptr;
   if (!fn) fn = vec_dot_portable(weight_type);
   DS_CHECK(fn != nullptr, std::string("no vec_dot for ") + dtype_name(weight_type));
-  if (!use_avx2()) return {activation_type_for(weight_type), fn, nullptr, nullptr};
+  if (!use_avx2_kernels()) return {activation_type_for(weight_type), fn, nullptr, nullptr};
   return {activation_type_for(weight_type), fn, vec_dot4_avx2(weight_type), vec_dot2x4_avx2(weight_type)};
 }
 
