@@ -3,15 +3,22 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
-#include <unordered_map>
 
 #include "engine/engine_core.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ds {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+struct BenchRequest {
+  std::vector<int32_t> prompt;
+  int32_t max_tokens = 0;
+};
 
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0.0;
@@ -25,91 +32,148 @@ int fail(const std::string& message) {
   return 1;
 }
 
+// Random token prompts, as vLLM's throughput benchmark makes with --dataset random.
+std::vector<BenchRequest> random_requests(int64_t n, int32_t prompt_len, int32_t gen_len, int64_t n_vocab) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int32_t> token(0, int32_t(n_vocab - 1));
+  std::vector<BenchRequest> requests(static_cast<size_t>(n));
+  for (BenchRequest& r : requests) {
+    r.prompt.resize(static_cast<size_t>(prompt_len));
+    for (int32_t& t : r.prompt) t = token(rng);
+    r.max_tokens = gen_len;
+  }
+  return requests;
+}
+
+// One JSON object per line: {"prompt": "...", "max_tokens": N}; max_tokens
+// defaults to --gen-len. Prompts are tokenized with the model's tokenizer.
+Result<std::vector<BenchRequest>> jsonl_requests(const std::string& path, const GgufFile& file, int32_t gen_len) {
+  std::ifstream in(path);
+  if (!in) return Status::error("cannot read prompts file '" + path + "'");
+  auto tokenizer = Tokenizer::from_gguf(file);
+  if (!tokenizer.ok()) return Status::error("prompts file needs the model's tokenizer: " + tokenizer.message());
+  std::vector<BenchRequest> requests;
+  std::string line;
+  for (int line_number = 1; std::getline(in, line); ++line_number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto where = path + ":" + std::to_string(line_number) + ": ";
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return Status::error(where + "not a JSON object");
+    if (!j.contains("prompt") || !j["prompt"].is_string()) return Status::error(where + "'prompt' must be a string");
+    BenchRequest r;
+    r.prompt = tokenizer.value()->encode(j["prompt"].get<std::string>(), true, false);
+    r.max_tokens = gen_len;
+    if (j.contains("max_tokens")) {
+      if (!j["max_tokens"].is_number_integer() || j["max_tokens"].get<int64_t>() < 1 || j["max_tokens"].get<int64_t>() > 1 << 20) {
+        return Status::error(where + "'max_tokens' must be a positive integer");
+      }
+      r.max_tokens = j["max_tokens"].get<int32_t>();
+    }
+    if (r.prompt.empty()) return Status::error(where + "the prompt is empty after tokenization");
+    requests.push_back(std::move(r));
+  }
+  if (requests.empty()) return Status::error("prompts file '" + path + "' holds no prompt");
+  return requests;
+}
+
 }  // namespace
 
 int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
-  const int64_t concurrency = std::atoll(a.get("--concurrency", "1").c_str());
-  const int64_t n_requests = std::atoll(a.get("--requests", std::to_string(std::max<int64_t>(4 * concurrency, 8))).c_str());
-  const int32_t prompt_len = std::atoi(a.get("--prompt-len", "128").c_str());
-  const int32_t gen_len = std::atoi(a.get("--gen-len", "128").c_str());
-  const int32_t budget = std::atoi(a.get("--max-num-batched-tokens", "512").c_str());
-  if (concurrency < 1 || n_requests < 1 || prompt_len < 1 || gen_len < 1 || budget < 1) {
-    return fail("--concurrency, --requests, --prompt-len, --gen-len and --max-num-batched-tokens must be positive");
+  auto concurrency = a.get_int("--concurrency", 1);
+  auto prompt_len = a.get_int("--prompt-len", 128);
+  auto gen_len = a.get_int("--gen-len", 128);
+  auto budget = a.get_int("--max-num-batched-tokens", 512);
+  for (const auto* v : {&concurrency, &prompt_len, &gen_len, &budget}) {
+    if (!v->ok()) return fail(v->message());
+    if (v->value() < 1 || v->value() > 1 << 20) {
+      return fail("--concurrency, --prompt-len, --gen-len and --max-num-batched-tokens must be positive integers");
+    }
   }
+  auto n_requests = a.get_int("--requests", std::max<int64_t>(4 * concurrency.value(), 8));
+  if (!n_requests.ok() || n_requests.value() < 1) return fail("--requests must be a positive integer");
   auto model = Model::load(options.path, options.model);
   if (!model.ok()) return fail(model.message());
   Model& m = *model.value();
+
+  std::vector<BenchRequest> requests;
+  if (a.has("--prompts")) {
+    auto loaded = jsonl_requests(a.get("--prompts"), m.file(), int32_t(gen_len.value()));
+    if (!loaded.ok()) return fail(loaded.message());
+    requests = loaded.take();
+  } else {
+    requests = random_requests(n_requests.value(), int32_t(prompt_len.value()), int32_t(gen_len.value()), m.config().n_vocab);
+  }
+  int64_t longest = 0;
+  for (const BenchRequest& r : requests) longest = std::max<int64_t>(longest, int64_t(r.prompt.size()) + r.max_tokens);
+
   KvCacheOptions kv = options.kv;
-  const int64_t pages_per_request = (prompt_len + gen_len + kv.page_tokens - 1) / kv.page_tokens;
-  kv.n_pages = pages_per_request * concurrency + 1;
+  const int64_t pages_per_request = (longest + kv.page_tokens - 1) / kv.page_tokens;
+  auto n_pages = kv_pool_pages(options, m.config(), pages_per_request * concurrency.value() + 1);
+  if (!n_pages.ok()) return fail(n_pages.message());
+  kv.n_pages = n_pages.value();
   auto memory = KvCache::create(m.config(), kv);
   if (!memory.ok()) return fail(memory.message());
   EngineCoreConfig config;
-  config.scheduler = SchedulerConfig{budget, int32_t(concurrency), prompt_len + gen_len};
+  config.scheduler = SchedulerConfig{int32_t(budget.value()), int32_t(concurrency.value()), int32_t(longest)};
   EngineCore core(m, *memory.value(), config, {});
 
-  std::mt19937 rng(3);
-  std::uniform_int_distribution<int32_t> token(0, int32_t(m.config().n_vocab - 1));
   GenerationParams params;
   params.sampling.temperature = 0.0f;
-  params.max_tokens = gen_len;
   params.stop_at_end_of_generation = false;
-
-  struct Timing {
-    Clock::time_point added, first, last;
-    int32_t n_out = 0;
-  };
-  std::unordered_map<int64_t, Timing> timings;
-  std::vector<double> ttft, tpot;
-  int64_t submitted = 0, finished = 0, output_tokens = 0, steps = 0, step_tokens = 0;
-  auto submit = [&] {
-    std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
-    for (int32_t& t : prompt) t = token(rng);
-    auto id = core.add(std::move(prompt), params);
-    if (!id.ok()) return false;
-    timings[id.value()].added = Clock::now();
-    ++submitted;
-    return true;
-  };
   {  // warm-up: page faults and thread start-up are not part of the figures
-    auto id = core.add(std::vector<int32_t>(size_t(std::min(prompt_len, 8)), 1), GenerationParams{params.sampling, 2, false});
+    GenerationParams warm = params;
+    warm.max_tokens = 2;
+    auto id = core.add(std::vector<int32_t>(8, 1), warm);
     if (!id.ok()) return fail(id.message());
     while (!core.idle()) (void)core.step();
   }
+
+  std::vector<double> ttft, tpot, e2e;
+  size_t submitted = 0, finished = 0;
+  int64_t output_tokens = 0, steps = 0, step_tokens = 0, peak_pages = 0, busy_steps = 0;
+  double fragmentation_sum = 0.0;
   const Clock::time_point start = Clock::now();
-  while (finished < n_requests) {
-    while (submitted < n_requests && submitted - finished < concurrency) {
-      if (!submit()) return fail("a request was rejected");
+  while (finished < requests.size()) {
+    while (submitted < requests.size() && int64_t(submitted - finished) < concurrency.value()) {
+      params.max_tokens = requests[submitted].max_tokens;
+      auto id = core.add(std::move(requests[submitted].prompt), params);
+      if (!id.ok()) return fail("request " + std::to_string(submitted) + " was rejected: " + id.message());
+      ++submitted;
     }
     auto outputs = core.step();
     if (!outputs.ok()) return fail(outputs.message());
     ++steps;
-    const Clock::time_point now = Clock::now();
-    for (const StepOutput& o : outputs.value()) {
-      Timing& t = timings[o.id];
-      if (t.n_out++ == 0) t.first = now;
-      t.last = now;
-      ++output_tokens;
-      if (o.finish == FinishReason::none) continue;
-      ++finished;
-      ttft.push_back(std::chrono::duration<double, std::milli>(t.first - t.added).count());
-      if (t.n_out > 1) tpot.push_back(std::chrono::duration<double, std::milli>(t.last - t.first).count() / (t.n_out - 1));
-      timings.erase(o.id);
+    const EngineStats stats = core.stats();
+    step_tokens += stats.last_step_tokens;
+    peak_pages = std::max<int64_t>(peak_pages, stats.pages_held);
+    if (stats.n_running > 0) {
+      fragmentation_sum += stats.fragmentation;
+      ++busy_steps;
     }
-    step_tokens += int64_t(outputs.value().size());
+    for (const StepOutput& o : outputs.value()) {
+      ++output_tokens;
+      if (!o.metrics) continue;
+      ++finished;
+      ttft.push_back(o.metrics->ttft_seconds * 1000.0);
+      if (o.metrics->n_output_tokens > 1) tpot.push_back(o.metrics->tpot_seconds * 1000.0);
+      e2e.push_back(o.metrics->e2e_seconds * 1000.0);
+    }
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const EngineStats stats = core.stats();
-  std::printf("concurrency %lld, %lld requests, prompt %d, output %d tokens, %d threads\n", (long long)concurrency,
-              (long long)n_requests, prompt_len, gen_len, m.pool().n_threads());
-  std::printf("request throughput: %.3f req/s\n", double(n_requests) / seconds);
+  std::printf("concurrency %lld, %zu requests, %d threads, %s KV\n", (long long)concurrency.value(), requests.size(),
+              m.pool().n_threads(), dtype_name(kv.dtype));
+  std::printf("request throughput: %.3f req/s\n", double(requests.size()) / seconds);
   std::printf("output tokens/s: %.2f\n", double(output_tokens) / seconds);
   std::printf("TTFT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(ttft, 50), percentile(ttft, 90), percentile(ttft, 99));
   std::printf("TPOT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(tpot, 50), percentile(tpot, 90), percentile(tpot, 99));
-  std::printf("steps: %lld, sampled tokens per step %.2f\n", (long long)steps, double(step_tokens) / double(steps));
-  std::printf("KV pool: %d pages of %lld tokens (%.2f MiB each across layers), %d held at the end; %lld preemptions\n",
-              stats.pages_total, (long long)kv.page_tokens, double(stats.page_bytes) / 1048576.0, stats.pages_held,
-              (long long)stats.n_preemptions);
+  std::printf("latency ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(e2e, 50), percentile(e2e, 90), percentile(e2e, 99));
+  std::printf("steps: %lld, computed tokens per step %.2f\n", (long long)steps, double(step_tokens) / double(steps));
+  std::printf("KV pool: %d pages of %lld tokens, %.1f KiB each; peak %lld held (%.1f MiB); mean fragmentation %.3f; "
+              "%d held at the end; %lld preemptions\n",
+              stats.pages_total, (long long)kv.page_tokens, double(stats.page_bytes) / 1024.0, (long long)peak_pages,
+              double(peak_pages * stats.page_bytes) / 1048576.0, busy_steps ? fragmentation_sum / double(busy_steps) : 0.0,
+              stats.pages_held, (long long)stats.n_preemptions);
   std::printf("prefix cache: %lld of %lld prompt tokens hit\n", (long long)stats.prefix_hit_tokens,
               (long long)stats.prefix_query_tokens);
   return 0;

@@ -38,7 +38,7 @@ Timing summarize(const std::vector<double>& rates) {
 int cmd_bench(int argc, char** argv) {
   auto values = model_value_options();
   values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "--concurrency", "--requests",
-                 "--prompt-len", "--gen-len", "--max-num-batched-tokens"});
+                 "--prompt-len", "--gen-len", "--max-num-batched-tokens", "--prompts"});
   auto args = Args::parse(argc, argv, values, model_flags());
   if (!args.ok()) return fail(args.message());
   auto options = parse_model_options(args.value());

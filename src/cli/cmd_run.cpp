@@ -97,7 +97,9 @@ int cmd_run(int argc, char** argv) {
     params.max_tokens = int32_t(n_ctx - int64_t(tokens.size()));
   }
   KvCacheOptions kv = options.value().kv;
-  kv.n_pages = (n_ctx + kv.page_tokens - 1) / kv.page_tokens;
+  auto n_pages = kv_pool_pages(options.value(), model.value()->config(), (n_ctx + kv.page_tokens - 1) / kv.page_tokens);
+  if (!n_pages.ok()) return fail(n_pages.message());
+  kv.n_pages = n_pages.value();
   auto memory = KvCache::create(model.value()->config(), kv);
   if (!memory.ok()) return fail(memory.message());
   EngineCoreConfig config;

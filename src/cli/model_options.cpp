@@ -1,11 +1,14 @@
 #include "cli/model_options.h"
 
+#include <cstdio>
 #include <thread>
+
+#include "base/memory_size.h"
 
 namespace ds {
 
 std::set<std::string> model_value_options() {
-  return {"-m", "--model", "-t", "--threads", "-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype"};
+  return {"-m", "--model", "-t", "--threads", "-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype", "--kv-cache-memory"};
 }
 
 std::set<std::string> model_flags() { return {"--no-mmap"}; }
@@ -37,10 +40,34 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
     o.kv.dtype = DType::f16;
   } else if (dtype == "f32") {
     o.kv.dtype = DType::f32;
+  } else if (dtype == "q8_0") {
+    o.kv.dtype = DType::q8_0;
   } else {
-    return Status::error("--kv-cache-dtype must be f16 or f32, got '" + dtype + "'");
+    return Status::error("--kv-cache-dtype must be f16, f32 or q8_0, got '" + dtype + "'");
+  }
+  if (args.has("--kv-cache-memory")) {
+    auto bytes = parse_memory_size(args.get("--kv-cache-memory"));
+    if (!bytes.ok()) return Status::error("--kv-cache-memory: " + bytes.message());
+    o.kv_memory_bytes = bytes.value();
   }
   return o;
+}
+
+Result<int64_t> kv_pool_pages(const CommonModelOptions& options, const ModelConfig& config, int64_t needed_pages) {
+  const int64_t page_bytes = KvCache::bytes_per_token(config, options.kv.dtype) * options.kv.page_tokens;
+  int64_t pages = needed_pages;
+  if (options.kv_memory_bytes > 0) {
+    pages = options.kv_memory_bytes / page_bytes;
+    if (pages < 1) {
+      return Status::error("--kv-cache-memory of " + std::to_string(options.kv_memory_bytes) +
+                           " bytes holds no page; one page of " + std::to_string(options.kv.page_tokens) +
+                           " tokens takes " + std::to_string(page_bytes) + " bytes");
+    }
+  }
+  std::fprintf(stderr, "KV pool: %lld pages of %lld tokens, %s, %.1f KiB per page, %.1f MiB in all\n", (long long)pages,
+               (long long)options.kv.page_tokens, dtype_name(options.kv.dtype), double(page_bytes) / 1024.0,
+               double(pages * page_bytes) / 1048576.0);
+  return pages;
 }
 
 }  // namespace ds

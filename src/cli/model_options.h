@@ -12,7 +12,7 @@
 namespace ds {
 
 // Options taking a value: -m/--model, -t/--threads, -c/--ctx-size,
-// --kv-page-tokens, --kv-cache-dtype. Flag: --no-mmap.
+// --kv-page-tokens, --kv-cache-dtype, --kv-cache-memory. Flag: --no-mmap.
 std::set<std::string> model_value_options();
 std::set<std::string> model_flags();
 
@@ -21,7 +21,13 @@ struct CommonModelOptions {
   ModelOptions model;
   KvCacheOptions kv;
   int64_t n_ctx = 0;  // 0: the model's training context, capped at 4096
+  int64_t kv_memory_bytes = 0;  // --kv-cache-memory; 0: the command sizes the pool for its own needs
 };
+
+// Pages for the KV pool: as many as kv_memory_bytes holds when it was given
+// (an error if that is not even one page), else `needed_pages`. Reports the
+// choice on stderr, with the page's size in bytes.
+Result<int64_t> kv_pool_pages(const CommonModelOptions& options, const ModelConfig& config, int64_t needed_pages);
 
 Result<CommonModelOptions> parse_model_options(const Args& args);
 

@@ -14,8 +14,8 @@ Engine::~Engine() {
   }
   work_.notify_all();
   thread_.join();
-  for (auto& [id, live] : live_) live.stream->push(StreamEvent{{}, {}, {}, FinishReason::cancelled, {}});
-  for (auto& [request, stream] : submitted_) stream->push(StreamEvent{{}, {}, {}, FinishReason::cancelled, {}});
+  for (auto& [id, live] : live_) live.stream->push(StreamEvent::ending(FinishReason::cancelled));
+  for (auto& [request, stream] : submitted_) stream->push(StreamEvent::ending(FinishReason::cancelled));
 }
 
 std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
@@ -55,7 +55,7 @@ void Engine::take_work() {
   for (auto& [request, stream] : submitted) {
     auto id = core_.add(std::move(request.prompt), request.params);
     if (!id.ok()) {
-      stream->push(StreamEvent{{}, {}, {}, FinishReason::error, id.message()});
+      stream->push(StreamEvent::ending(FinishReason::error, id.message()));
       continue;
     }
     core_id_of_[stream->id()] = id.value();
@@ -79,9 +79,10 @@ void Engine::deliver(const StepOutput& output) {
     if (output.logprobs) event.logprobs.push_back(*output.logprobs);
     event.text = live.stops.push(live.detokenizer.push(output.token));
   }
+  event.metrics = output.metrics;
   if (live.stops.stopped() && event.finish == FinishReason::none) {
     event.finish = FinishReason::stop;
-    core_.cancel(output.id);  // ends it before the next step; its later "cancelled" output finds no stream
+    event.metrics = core_.finish_now(output.id);
   }
   if (event.finish != FinishReason::none) {
     if (!live.stops.stopped()) event.text += live.stops.push(live.detokenizer.flush()) + live.stops.flush();
@@ -104,7 +105,7 @@ void Engine::loop() {
     if (!outputs.ok()) {
       // A failed forward is an engine fault: every live request ends with it.
       for (auto& [id, live] : live_) {
-        live.stream->push(StreamEvent{{}, {}, {}, FinishReason::error, outputs.message()});
+        live.stream->push(StreamEvent::ending(FinishReason::error, outputs.message()));
         core_.cancel(id);
       }
       live_.clear();

@@ -19,7 +19,8 @@ Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationPar
   for (int32_t t : prompt) {
     if (t < 0 || t >= model_.config().n_vocab) return Status::error("prompt token " + std::to_string(t) + " is outside the vocabulary");
   }
-  auto request = std::make_unique<Request>(Request{Sequence{}, params, Sampler(params.sampling)});
+  auto request = std::make_unique<Request>(Request{Sequence{}, params, Sampler(params.sampling), {}, {}, {}, {}, false});
+  request->added = Clock::now();
   Sequence& seq = request->seq;
   seq.id = next_id_++;
   seq.priority = params.priority;
@@ -37,24 +38,41 @@ void EngineCore::cancel(int64_t id) {
   if (requests_.count(id)) cancelled_.push_back(id);
 }
 
-void EngineCore::end(int64_t id) {
+RequestMetrics EngineCore::end(int64_t id) {
   auto it = requests_.find(id);
+  const Request& r = *it->second;
+  const auto seconds = [](Clock::time_point from, Clock::time_point to) { return std::chrono::duration<double>(to - from).count(); };
+  RequestMetrics m;
+  m.n_prompt_tokens = r.seq.n_prompt;
+  m.n_output_tokens = int32_t(r.seq.tokens.size()) - r.seq.n_prompt;
+  m.n_cached_prompt_tokens = std::max(0, r.seq.n_cached_prompt);
+  const Clock::time_point now = Clock::now();
+  m.queue_seconds = seconds(r.added, r.started ? r.scheduled : now);
+  if (m.n_output_tokens > 0) m.ttft_seconds = seconds(r.added, r.first_token);
+  if (m.n_output_tokens > 1) m.tpot_seconds = seconds(r.first_token, r.last_token) / (m.n_output_tokens - 1);
+  m.e2e_seconds = seconds(r.added, now);
   scheduler_.finish(&it->second->seq);
   requests_.erase(it);
+  return m;
 }
 
 Result<std::vector<StepOutput>> EngineCore::step() {
   std::vector<StepOutput> outputs;
   for (int64_t id : cancelled_) {
     if (!requests_.count(id)) continue;
-    end(id);
-    outputs.push_back({id, -1, FinishReason::cancelled, std::nullopt});
+    const RequestMetrics metrics = end(id);
+    outputs.push_back({id, -1, FinishReason::cancelled, std::nullopt, metrics});
   }
   cancelled_.clear();
 
-  const auto start = std::chrono::steady_clock::now();
+  const Clock::time_point start = Clock::now();
   const StepPlan plan = scheduler_.schedule();
   if (plan.chunks.empty()) return outputs;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    Request& request = *requests_.at(chunk.seq->id);
+    if (!request.started) request.scheduled = start;
+    request.started = true;
+  }
 
   // The batch: each chunk's tokens at their positions, through its block table.
   batch_.tokens.clear();
@@ -102,13 +120,15 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     }
     std::optional<TokenLogprobs> logprobs;
     if (request.params.logprobs >= 0) logprobs = token_logprobs(logits, n_vocab, token, request.params.logprobs);
-    outputs.push_back({seq->id, token, finish, std::move(logprobs)});
-    if (finish != FinishReason::none) end(seq->id);
+    request.last_token = Clock::now();
+    if (n_generated == 1) request.first_token = request.last_token;
+    outputs.push_back({seq->id, token, finish, std::move(logprobs), std::nullopt});
+    if (finish != FinishReason::none) outputs.back().metrics = end(seq->id);
   }
   ++steps_;
   last_step_tokens_ = plan.n_tokens();
   step_tokens_ += last_step_tokens_;
-  last_step_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  last_step_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
   return outputs;
 }
 

@@ -5,6 +5,7 @@
 // directly. It owns the page pool, the KV manager and the scheduler; the
 // model and its KV page memory are lent to it.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -57,12 +58,25 @@ struct EngineStats {
 
 enum class FinishReason { none, stop, length, cancelled, error };
 
+// How one request went, reported with its last output: the server's usage
+// figures and latency histograms.
+struct RequestMetrics {
+  int32_t n_prompt_tokens = 0;
+  int32_t n_output_tokens = 0;
+  int32_t n_cached_prompt_tokens = 0;  // found in the prefix cache at admission
+  double queue_seconds = 0.0;          // added -> first scheduled
+  double ttft_seconds = 0.0;           // added -> first output token (0 if none)
+  double tpot_seconds = 0.0;           // mean time between later output tokens (0 with fewer than two)
+  double e2e_seconds = 0.0;            // added -> finished
+};
+
 // One new token of one request (or its end).
 struct StepOutput {
   int64_t id;
   int32_t token;  // -1 when the request ended without a new token (cancelled)
   FinishReason finish;
   std::optional<TokenLogprobs> logprobs;  // when the request asked for them
+  std::optional<RequestMetrics> metrics;  // with the last output of a request
 };
 
 class EngineCore {
@@ -74,6 +88,8 @@ class EngineCore {
   Result<int64_t> add(std::vector<int32_t> prompt, const GenerationParams& params);
   // Ends a request before its next step; its pages are freed at once.
   void cancel(int64_t id);
+  // Ends a request now (a stop string matched its text) and says how it went.
+  RequestMetrics finish_now(int64_t id) { return end(id); }
   // Runs one step. Empty when there was nothing to do.
   Result<std::vector<StepOutput>> step();
 
@@ -83,12 +99,16 @@ class EngineCore {
   const Scheduler& scheduler() const { return scheduler_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Request {
     Sequence seq;
     GenerationParams params;
     Sampler sampler;
+    Clock::time_point added, scheduled, first_token, last_token;
+    bool started = false;
   };
-  void end(int64_t id);
+  // Removes a request and says how it went.
+  RequestMetrics end(int64_t id);
 
   Model& model_;
   KvCache& memory_;

@@ -21,6 +21,15 @@ struct StreamEvent {
   std::vector<TokenLogprobs> logprobs;  // one per token, when the request asked for them
   FinishReason finish = FinishReason::none;
   std::string error;            // set when the request failed (finish = error)
+  std::optional<RequestMetrics> metrics;  // with the final event of a request that ran
+
+  // A final event carrying no text.
+  static StreamEvent ending(FinishReason reason, std::string error = {}) {
+    StreamEvent e;
+    e.finish = reason;
+    e.error = std::move(error);
+    return e;
+  }
 };
 
 class RequestStream {

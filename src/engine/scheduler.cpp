@@ -87,6 +87,7 @@ StepPlan Scheduler::schedule() {
     kv_.grow(seq->id, seq->n_computed + n);
     prefix_query_tokens_ += int64_t(seq->tokens.size());
     prefix_hit_tokens_ += seq->n_computed;
+    if (seq->n_cached_prompt < 0) seq->n_cached_prompt = seq->n_computed;
     waiting_.pop_front();
     running_.push_back(seq);
     plan.chunks.push_back({seq, n});

@@ -38,6 +38,7 @@ struct Sequence {
   int32_t max_new_tokens = 0;
   int32_t n_computed = 0;
   int32_t n_preemptions = 0;
+  int32_t n_cached_prompt = -1;  // prompt tokens the prefix cache held at first admission; -1 before
 };
 
 struct ScheduledChunk {

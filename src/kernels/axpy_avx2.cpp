@@ -4,6 +4,7 @@
 
 #include "base/fp16.h"
 #include "kernels/axpy.h"
+#include "tensor/quant_blocks.h"
 
 namespace ds {
 namespace {
@@ -27,12 +28,25 @@ void axpy_f16(int64_t n, float alpha, const void* x, float* y) {
   for (; i < n; ++i) y[i] += alpha * _cvtsh_ss(v[i]);
 }
 
+void axpy_q8_0(int64_t n, float alpha, const void* x, float* y) {
+  const auto* blocks = static_cast<const BlockQ8_0*>(x);
+  for (int64_t b = 0; b < n / k_qk; ++b, y += k_qk) {
+    const __m256 scale = _mm256_set1_ps(alpha * _cvtsh_ss(blocks[b].d));
+    for (int i = 0; i < k_qk; i += 8) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blocks[b].qs + i));
+      const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+      _mm256_storeu_ps(y + i, _mm256_fmadd_ps(scale, qf, _mm256_loadu_ps(y + i)));
+    }
+  }
+}
+
 }  // namespace
 
 AxpyFn axpy_avx2(DType x_type) {
   switch (x_type) {
     case DType::f32: return axpy_f32;
     case DType::f16: return axpy_f16;
+    case DType::q8_0: return axpy_q8_0;
     default: return nullptr;
   }
 }

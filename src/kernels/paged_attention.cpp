@@ -12,21 +12,23 @@
 namespace ds {
 namespace {
 
-size_t element_bytes(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
+// Bytes of the first `n` elements of a token's keys or values: an offset into
+// a slot (whole q8_0 blocks, since heads are multiples of the block size).
+size_t kv_bytes(const KvLayerView& kv, int64_t n) { return size_t(row_bytes(kv.dtype, n)); }
 
 // Byte offset of (position, kv element 0) in a layer's K or V memory.
 size_t slot_offset(const KvLayerView& kv, const BlockTableView& table, int64_t position) {
   const int64_t page_index = position / kv.page_tokens;
   DS_CHECK(page_index < table.n_pages, "position beyond the sequence's block table");
   const int64_t slot = int64_t(table.pages[page_index]) * kv.page_tokens + position % kv.page_tokens;
-  return size_t(slot * kv.kv_dim) * element_bytes(kv.dtype);
+  return size_t(slot) * kv_bytes(kv, kv.kv_dim);
 }
 
 }  // namespace
 
 void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens, const int32_t* positions,
               const int32_t* seq_of_token, const BlockTableView* tables) {
-  DS_CHECK(kv.dtype == DType::f32 || kv.dtype == DType::f16, "KV dtype must be f32 or f16");
+  DS_CHECK(kv.dtype == DType::f32 || kv.dtype == DType::f16 || kv.dtype == DType::q8_0, "KV dtype must be f32, f16 or q8_0");
   for (int64_t t = 0; t < n_tokens; ++t) {
     const size_t offset = slot_offset(kv, tables[seq_of_token[t]], positions[t]);
     quantize_row(kv.dtype, k + t * kv.kv_dim, kv.k + offset, kv.kv_dim);
@@ -39,7 +41,7 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
                      const BlockTableView* tables, float* out, AttentionScratch& scratch) {
   const int64_t head_dim = shape.head_dim;
   const int64_t group = shape.n_head / shape.n_head_kv;
-  const size_t elem = element_bytes(kv.dtype);
+  const size_t head_offset_per_kv_head = kv_bytes(kv, head_dim);
   // Queries are rounded to the cache's type before q·k, as llama.cpp does, so
   // that both engines see the same products.
   const VecDotFn dot = vec_dot_kernel(kv.dtype).dot;
@@ -66,14 +68,14 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
       const float* q_head = q + (t * shape.n_head + h) * head_dim;
       quantize_row(kv.dtype, q_head, q_typed, head_dim);
       for (int64_t p = 0; p < n_ctx; ++p) {
-        const uint8_t* key = kv.k + slot_offset(kv, table, p) + size_t(kv_head * head_dim) * elem;
+        const uint8_t* key = kv.k + slot_offset(kv, table, p) + size_t(kv_head) * head_offset_per_kv_head;
         scores[p] = dot(head_dim, key, q_typed) * shape.scale;
       }
       softmax(scores, n_ctx);
       float* o = out + (t * shape.n_head + h) * head_dim;
       std::memset(o, 0, size_t(head_dim) * sizeof(float));
       for (int64_t p = 0; p < n_ctx; ++p) {
-        const uint8_t* value = kv.v + slot_offset(kv, table, p) + size_t(kv_head * head_dim) * elem;
+        const uint8_t* value = kv.v + slot_offset(kv, table, p) + size_t(kv_head) * head_offset_per_kv_head;
         axpy(head_dim, scores[p], value, o);
       }
     }
@@ -97,7 +99,7 @@ void paged_attention_reference(const KvLayerView& kv, const AttentionShape& shap
       std::vector<double> scores(static_cast<size_t>(n_ctx));
       double max = -INFINITY;
       for (int64_t p = 0; p < n_ctx; ++p) {
-        const size_t offset = slot_offset(kv, table, p) + size_t(kv_head * head_dim) * element_bytes(kv.dtype);
+        const size_t offset = slot_offset(kv, table, p) + kv_bytes(kv, kv_head * head_dim);
         dequantize_row(kv.dtype, kv.k + offset, key.data(), head_dim);
         double s = 0.0;
         for (int64_t d = 0; d < head_dim; ++d) s += double(q_rounded[d]) * key[d];
@@ -108,7 +110,7 @@ void paged_attention_reference(const KvLayerView& kv, const AttentionShape& shap
       for (double& s : scores) sum += (s = std::exp(s - max));
       std::vector<double> o(size_t(head_dim), 0.0);
       for (int64_t p = 0; p < n_ctx; ++p) {
-        const size_t offset = slot_offset(kv, table, p) + size_t(kv_head * head_dim) * element_bytes(kv.dtype);
+        const size_t offset = slot_offset(kv, table, p) + kv_bytes(kv, kv_head * head_dim);
         dequantize_row(kv.dtype, kv.v + offset, value.data(), head_dim);
         for (int64_t d = 0; d < head_dim; ++d) o[d] += scores[p] / sum * value[d];
       }

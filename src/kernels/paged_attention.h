@@ -12,7 +12,7 @@ namespace ds {
 
 // One layer's KV page memory: k and v are [n_pages][page_tokens][kv_dim] in dtype.
 struct KvLayerView {
-  DType dtype = DType::f16;  // f32 or f16
+  DType dtype = DType::f16;  // f32, f16 or q8_0 (head_dim a multiple of 32)
   uint8_t* k = nullptr;
   uint8_t* v = nullptr;
   int64_t page_tokens = 0;

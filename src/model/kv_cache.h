@@ -13,7 +13,7 @@
 namespace ds {
 
 struct KvCacheOptions {
-  DType dtype = DType::f16;  // f16 or f32
+  DType dtype = DType::f16;  // f16, f32, or q8_0 (blocks of 32 with an f16 scale: about half of f16)
   int64_t page_tokens = 16;
   int64_t n_pages = 0;
 };

@@ -1,7 +1,8 @@
 // Batching is invisible in the results: greedy outputs of concurrent requests
-// on the real stories260K model equal each request run alone, with the prefix
-// cache on and off, at several chunk budgets and page sizes, and with
-// sequences preempted and recomputed under a tiny page pool.
+// equal each request run alone, with the prefix cache on and off, at several
+// chunk budgets and page sizes, and with sequences preempted and recomputed
+// under a tiny page pool. On the real stories260K model (llama, f16 KV) and on
+// a random-weight qwen2 model (Q8_0 weights, biases, q8_0 KV).
 
 #include "engine/engine_core.h"
 
@@ -9,6 +10,9 @@
 
 #include <map>
 #include <random>
+#include <set>
+
+#include "support/random_model.h"
 
 namespace ds {
 namespace {
@@ -16,6 +20,7 @@ namespace {
 const std::string k_stories = std::string(DSINFER_FIXTURES) + "/models/stories260K.gguf";
 
 struct RunShape {
+  DType kv_dtype = DType::f16;
   int32_t page_tokens = 16;
   int32_t n_pages = 256;
   int32_t max_batched_tokens = 512;
@@ -43,7 +48,7 @@ struct RunStats {
 };
 
 std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool one_at_a_time, RunStats* stats = nullptr) {
-  auto memory = KvCache::create(model.config(), KvCacheOptions{DType::f16, s.page_tokens, s.n_pages});
+  auto memory = KvCache::create(model.config(), KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages});
   EXPECT_TRUE(memory.ok());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{s.max_batched_tokens, 16, 512};
@@ -85,51 +90,130 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
   return outputs;
 }
 
-class EngineCoreTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto loaded = Model::load(k_stories, ModelOptions{2, LoadMode::mmap});
-    ASSERT_TRUE(loaded.ok()) << loaded.message();
-    model_ = loaded.take().release();
-    reference_ = new std::vector<std::vector<int32_t>>(generate(*model_, RunShape{16, 256, 512, false}, true));
-  }
-  static void TearDownTestSuite() {
-    delete reference_;
-    delete model_;
-  }
-  static Model* model_;
-  static std::vector<std::vector<int32_t>>* reference_;
+struct TestModel {
+  const char* name;
+  DType kv_dtype;
 };
-Model* EngineCoreTest::model_ = nullptr;
-std::vector<std::vector<int32_t>>* EngineCoreTest::reference_ = nullptr;
 
-TEST_F(EngineCoreTest, ConcurrentRequestsEqualSingleRuns) {
-  for (const RunShape& s : {RunShape{16, 256, 512, true}, RunShape{16, 256, 512, false}, RunShape{16, 256, 7, true},
-                         RunShape{16, 256, 33, false}, RunShape{1, 4096, 64, true}, RunShape{4, 1024, 64, true},
-                         RunShape{64, 64, 512, true}}) {
+class EngineCoreTest : public ::testing::TestWithParam<TestModel> {
+ protected:
+  void SetUp() override {
+    const TestModel& m = GetParam();
+    std::string path = k_stories;
+    if (std::string(m.name) == "qwen2_q8_0") {
+      RandomModelShape shape;
+      shape.weight_type = DType::q8_0;
+      shape.n_embd = 128;
+      shape.n_ff = 256;
+      shape.n_vocab = 512;
+      path = write_random_model(shape, "engine_core_qwen2.gguf");
+    }
+    auto loaded = Model::load(path, ModelOptions{2, LoadMode::mmap});
+    ASSERT_TRUE(loaded.ok()) << loaded.message();
+    model_ = loaded.take();
+    reference_ = generate(*model_, shape(16, 256, 512, false), true);
+    // The comparisons below mean something only if the model's outputs vary.
+    std::set<std::vector<int32_t>> distinct(reference_.begin(), reference_.end());
+    std::set<int32_t> tokens;
+    for (const auto& r : reference_) tokens.insert(r.begin(), r.end());
+    EXPECT_GT(distinct.size(), 8u);
+    EXPECT_GT(tokens.size(), 20u);
+  }
+  RunShape shape(int32_t page_tokens, int32_t n_pages, int32_t max_batched_tokens, bool prefix_cache) const {
+    return RunShape{GetParam().kv_dtype, page_tokens, n_pages, max_batched_tokens, prefix_cache};
+  }
+  std::unique_ptr<Model> model_;
+  std::vector<std::vector<int32_t>> reference_;
+};
+
+TEST_P(EngineCoreTest, ConcurrentRequestsEqualSingleRuns) {
+  for (const RunShape& s : {shape(16, 256, 512, true), shape(16, 256, 512, false), shape(16, 256, 7, true),
+                            shape(16, 256, 33, false), shape(1, 4096, 64, true), shape(4, 1024, 64, true),
+                            shape(64, 64, 512, true)}) {
     const auto outputs = generate(*model_, s, false);
     for (size_t i = 0; i < outputs.size(); ++i) {
-      ASSERT_EQ(outputs[i], (*reference_)[i]) << "prompt " << i << " page " << s.page_tokens << " budget "
-                                              << s.max_batched_tokens << " prefix cache " << s.prefix_cache;
+      ASSERT_EQ(outputs[i], reference_[i]) << "prompt " << i << " page " << s.page_tokens << " budget "
+                                           << s.max_batched_tokens << " prefix cache " << s.prefix_cache;
     }
   }
 }
 
-TEST_F(EngineCoreTest, PreemptedAndRecomputedSequencesGiveTheSameTokens) {
-  // 12 pages of 4 tokens: 16 requests of up to ~85 tokens cannot all stay resident.
+TEST_P(EngineCoreTest, PreemptedAndRecomputedSequencesGiveTheSameTokens) {
+  // 24 pages of 4 tokens: 16 requests of up to ~85 tokens cannot all stay resident.
   RunStats stats;
-  const auto outputs = generate(*model_, RunShape{4, 24, 32, true}, false, &stats);
+  const auto outputs = generate(*model_, shape(4, 24, 32, true), false, &stats);
   EXPECT_GT(stats.preemptions, 0) << "the pool was meant to be too small";
-  for (size_t i = 0; i < outputs.size(); ++i) ASSERT_EQ(outputs[i], (*reference_)[i]) << "prompt " << i;
+  for (size_t i = 0; i < outputs.size(); ++i) ASSERT_EQ(outputs[i], reference_[i]) << "prompt " << i;
 }
 
-TEST_F(EngineCoreTest, SharedPrefixesAreReused) {
+TEST_P(EngineCoreTest, SharedPrefixesAreReused) {
   RunStats stats;
-  generate(*model_, RunShape{4, 256, 512, true}, true, &stats);
+  generate(*model_, shape(4, 256, 512, true), true, &stats);
   EXPECT_GT(stats.prefix_hits, 0);
-  generate(*model_, RunShape{4, 256, 512, false}, true, &stats);
+  generate(*model_, shape(4, 256, 512, false), true, &stats);
   EXPECT_EQ(stats.prefix_hits, 0);
 }
+
+// A 2,000-token prompt sharing its first 1,900 tokens with an earlier one
+// recomputes at most the partly shared page plus its 100 new tokens, and gets
+// the same first token as without the cache; another tenant gets no hit.
+TEST(EngineCorePrefix, LongSharedPrefixIsComputedOnce) {
+  RandomModelShape model_shape;
+  model_shape.arch = "llama";
+  auto model = Model::load(write_random_model(model_shape, "engine_core_prefix.gguf"), ModelOptions{2, LoadMode::mmap});
+  ASSERT_TRUE(model.ok()) << model.message();
+  constexpr int32_t k_page = 16;
+  std::mt19937 rng(9);
+  std::vector<int32_t> first(2000), second;
+  for (int32_t& t : first) t = int32_t(rng() % 300);
+  second.assign(first.begin(), first.begin() + 1900);
+  for (int i = 0; i < 100; ++i) second.push_back(int32_t(rng() % 300));
+
+  auto run = [&](bool prefix_cache, const std::vector<std::pair<std::vector<int32_t>, uint64_t>>& requests) {
+    auto memory = KvCache::create(model.value()->config(), KvCacheOptions{DType::f16, k_page, 512});
+    EXPECT_TRUE(memory.ok());
+    EngineCoreConfig config;
+    config.scheduler = SchedulerConfig{512, 4, 4096};
+    config.prefix_cache = prefix_cache;
+    EngineCore core(*model.value(), *memory.value(), config, {});
+    struct Result {
+      int64_t computed, hit;
+      int32_t token;
+    };
+    std::vector<Result> results;
+    for (const auto& [prompt, tenant] : requests) {
+      const EngineStats before = core.stats();
+      GenerationParams params;
+      params.sampling.temperature = 0.0f;
+      params.max_tokens = 1;
+      params.tenant_salt = tenant;
+      EXPECT_TRUE(core.add(prompt, params).ok());
+      int32_t token = -1;
+      while (!core.idle()) {
+        auto outputs = core.step();
+        EXPECT_TRUE(outputs.ok());
+        for (const StepOutput& o : outputs.value()) token = o.token;
+      }
+      const EngineStats after = core.stats();
+      results.push_back({after.step_tokens - before.step_tokens, after.prefix_hit_tokens - before.prefix_hit_tokens, token});
+    }
+    return results;
+  };
+  const auto cached = run(true, {{first, 0}, {second, 0}, {second, 7}});
+  EXPECT_EQ(cached[0].computed, 2000);
+  EXPECT_EQ(cached[0].hit, 0);
+  EXPECT_LE(cached[1].computed, k_page + 100);
+  EXPECT_EQ(cached[1].hit, 1900 / k_page * k_page);
+  EXPECT_EQ(cached[2].hit, 0) << "another tenant's prompt must not hit";
+  EXPECT_EQ(cached[2].computed, 2000);
+  const auto uncached = run(false, {{second, 0}});
+  EXPECT_EQ(cached[1].token, uncached[0].token);
+  EXPECT_EQ(cached[2].token, uncached[0].token);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EngineCoreTest,
+                         ::testing::Values(TestModel{"stories260K", DType::f16}, TestModel{"qwen2_q8_0", DType::q8_0}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace ds

@@ -30,6 +30,7 @@ struct Reply {
   std::vector<int32_t> tokens;
   FinishReason finish = FinishReason::none;
   std::string error;
+  std::optional<RequestMetrics> metrics;
 };
 
 Reply collect(RequestStream& stream) {
@@ -43,6 +44,7 @@ Reply collect(RequestStream& stream) {
     if (event->finish != FinishReason::none) {
       reply.finish = event->finish;
       reply.error = event->error;
+      reply.metrics = event->metrics;
       return reply;
     }
   }
@@ -81,6 +83,15 @@ TEST(Engine, ConcurrentClientsGetTheTextOfSingleRuns) {
     std::string pieces;  // the stream's text is its tokens' pieces, nothing lost or repeated
     for (int32_t t : together[i].tokens) pieces += f.tokenizer->token_to_piece(t, false);
     EXPECT_EQ(together[i].text, pieces);
+    // Usage and latency figures come with the last event.
+    ASSERT_TRUE(together[i].metrics.has_value());
+    const RequestMetrics& m = *together[i].metrics;
+    EXPECT_EQ(m.n_prompt_tokens, int32_t(f.tokenizer->encode(prompts[i], true, false).size()));
+    EXPECT_EQ(m.n_output_tokens, int32_t(together[i].tokens.size()) + (together[i].finish == FinishReason::stop));
+    EXPECT_GT(m.ttft_seconds, 0.0);
+    EXPECT_GE(m.ttft_seconds, m.queue_seconds);
+    EXPECT_GE(m.e2e_seconds, m.ttft_seconds);
+    EXPECT_GT(m.tpot_seconds, 0.0);
   }
 }
 
@@ -94,6 +105,8 @@ TEST(Engine, StopStringsEndTheTextBeforeTheStop) {
   const Reply stopped = collect(*engine.submit(std::move(request)));
   EXPECT_EQ(stopped.finish, FinishReason::stop);
   EXPECT_EQ(stopped.text, full.text.substr(0, full.text.find(" Lily")));
+  ASSERT_TRUE(stopped.metrics.has_value());
+  EXPECT_LT(stopped.metrics->n_output_tokens, 60);
 }
 
 TEST(Engine, CancelEndsAStreamAndFreesItsPages) {

@@ -277,9 +277,10 @@ TEST_P(PagedAttentionTest, ScatteredPagesMatchReference) {
   const auto [dtype, n_threads] = GetParam();
   ThreadPool pool(n_threads);
   std::mt19937 rng(5);
-  const int64_t page_tokens = 4, head_dim = 24, n_head = 6, n_head_kv = 2, n_pages = 20;
-  const int64_t kv_dim = n_head_kv * head_dim, elem = dtype == DType::f32 ? 4 : 2;
-  std::vector<uint8_t> k(size_t(n_pages * page_tokens * kv_dim * elem)), v(k.size());
+  // q8_0 stores whole blocks of 32 per head.
+  const int64_t page_tokens = 4, head_dim = dtype == DType::q8_0 ? 32 : 24, n_head = 6, n_head_kv = 2, n_pages = 20;
+  const int64_t kv_dim = n_head_kv * head_dim;
+  std::vector<uint8_t> k(size_t(n_pages * page_tokens * row_bytes(dtype, kv_dim))), v(k.size());
   const KvLayerView kv{dtype, k.data(), v.data(), page_tokens, kv_dim};
   // Two sequences with pages scattered over the pool, of 11 and 6 tokens.
   const std::vector<int32_t> table_a = {7, 2, 19}, table_b = {0, 13};
@@ -300,7 +301,7 @@ TEST_P(PagedAttentionTest, ScatteredPagesMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, PagedAttentionTest,
-                         ::testing::Combine(::testing::Values(DType::f32, DType::f16), ::testing::Values(1, 2)));
+                         ::testing::Combine(::testing::Values(DType::f32, DType::f16, DType::q8_0), ::testing::Values(1, 2)));
 
 }  // namespace
 }  // namespace ds
@@ -310,10 +311,11 @@ namespace {
 
 TEST(Axpy, EveryIsaMatchesFormula) {
   std::mt19937 rng(11);
-  for (DType type : {DType::f32, DType::f16}) {
+  for (DType type : {DType::f32, DType::f16, DType::q8_0}) {
     std::vector<AxpyFn> isas = {axpy_portable(type)};
     if (axpy_avx2(type) && cpu_features().avx2 && cpu_features().f16c) isas.push_back(axpy_avx2(type));
-    for (int64_t n : {1, 7, 8, 64, 100}) {
+    for (int64_t n : {1, 7, 8, 64, 100, 128}) {
+      if (n % dtype_traits(type).block_elements != 0) continue;
       const std::vector<float> x = random_floats(rng, n), y0 = random_floats(rng, n);
       std::vector<uint8_t> typed(size_t(n) * 4);
       quantize_row(type, x.data(), typed.data(), n);

@@ -3,14 +3,18 @@
 import numpy as np
 
 
-def llama_cpp_logits(model_path, tokens, kv_f32=True, n_threads=2):
-    """Teacher-forced logits [len(tokens), n_vocab] from llama.cpp, one batch."""
+def llama_cpp_logits(model_path, tokens, kv="f32", n_threads=2):
+    """Teacher-forced logits [len(tokens), n_vocab] from llama.cpp, one batch.
+
+    kv: the KV cache type, "f32", "f16" (llama.cpp's default) or "q8_0"
+    (which llama.cpp runs only with flash attention, for the quantized V)."""
     import llama_cpp
     kwargs = dict(model_path=model_path, n_ctx=max(64, len(tokens) + 8), n_batch=len(tokens) + 8,
                   n_ubatch=len(tokens) + 8, logits_all=True, n_threads=n_threads, n_threads_batch=n_threads,
-                  verbose=False, flash_attn=False)
-    if kv_f32:
-        kwargs.update(type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32)
+                  verbose=False, flash_attn=(kv == "q8_0"))
+    if kv != "f16":
+        ggml_type = {"f32": llama_cpp.GGML_TYPE_F32, "q8_0": llama_cpp.GGML_TYPE_Q8_0}[kv]
+        kwargs.update(type_k=ggml_type, type_v=ggml_type)
     llm = llama_cpp.Llama(**kwargs)
     llm.eval(tokens)
     logits = np.array(llm.scores[: len(tokens)], dtype=np.float32)

@@ -37,7 +37,7 @@ def compare(dsinfer, model_path, out_path, kv="f32", extra=()):
     dsinfer("logits", "-m", model_path, "--tokens", ",".join(map(str, TOKENS)), "--out", out_path,
             "--kv-cache-dtype", kv, *extra)
     ours = np.load(out_path)
-    ref = llama_cpp_logits(str(model_path), TOKENS, kv_f32=(kv == "f32"))
+    ref = llama_cpp_logits(str(model_path), TOKENS, kv=kv)
     assert ours.shape == ref.shape
     return float(np.abs(ours - ref).max() / np.abs(ref).max())
 
@@ -59,6 +59,20 @@ def test_f16_kv_cache_matches_llama_cpp_default(dsinfer, model_dir):
     error = compare(dsinfer, path, os.path.join(model_dir, "kvf16.npy"), kv="f16")
     print(f"f16 KV: relative max error {error:.2e}")
     assert error <= 5e-3
+
+
+def test_q8_0_kv_cache_matches_llama_cpp(dsinfer, model_dir):
+    # Keys and values in 8-bit blocks, queries quantized to match the keys, on both
+    # sides (llama.cpp through flash attention). Measured: 3.6e-2, while 8-bit KV
+    # itself moves either engine's logits by 2.2e-2 to 2.6e-2 from its f32-KV run.
+    # Position 0, where attention returns V unchanged, already differs by 6e-3:
+    # the engines store different 8-bit values for the same V, by a cause not yet
+    # pinned down, so this bound is the quantized-weight one, not an f32 one.
+    path = os.path.join(model_dir, "qwen2_f32_kvq8.gguf")
+    write_model(path, arch="qwen2", dtype="f32", seed=6)
+    error = compare(dsinfer, path, os.path.join(model_dir, "kvq8.npy"), kv="q8_0")
+    print(f"q8_0 KV: relative max error {error:.2e}")
+    assert error <= QUANT_TOLERANCE
 
 
 def test_chunked_prefill_and_tied_output(dsinfer, model_dir):

@@ -1,0 +1,29 @@
+#pragma once
+// Small random-weight decoder models written as GGUF files, for tests that
+// need an architecture other than stories260K's, a longer context, or a
+// quantized weight type. Weights are drawn so that activations stay O(1).
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/dtype.h"
+
+namespace ds {
+
+struct RandomModelShape {
+  std::string arch = "qwen2";  // "llama" or "qwen2" (with q/k/v biases)
+  DType weight_type = DType::f32;
+  int64_t n_embd = 64;
+  int64_t n_layer = 2;
+  int64_t n_head = 4;
+  int64_t n_head_kv = 2;
+  int64_t n_ff = 128;
+  int64_t n_vocab = 300;
+  int64_t n_ctx = 4096;
+  uint32_t seed = 1;
+};
+
+// Writes the model under the test temp directory; returns its path.
+std::string write_random_model(const RandomModelShape& shape, const std::string& file_name);
+
+}  // namespace ds
