@@ -10,5 +10,6 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 }  // namespace ds

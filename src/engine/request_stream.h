@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -44,6 +45,10 @@ class RequestStream {
   // or once the final event has been taken.
   std::optional<StreamEvent> next(std::chrono::milliseconds timeout);
   bool done() const;
+  // For asynchronous clients: `listener` runs after every push, on the
+  // engine's thread (so it must only hand off, e.g. post to an event loop),
+  // and once at once if events are already waiting.
+  void set_listener(std::function<void()> listener);
 
  private:
   const int64_t id_;
@@ -52,6 +57,7 @@ class RequestStream {
   std::deque<StreamEvent> events_;
   bool ended_ = false;  // the final event was pushed
   bool drained_ = false;  // ... and taken
+  std::function<void()> listener_;
 };
 
 }  // namespace ds

@@ -1,0 +1,205 @@
+// dsinfer serve: the OpenAI-compatible server. Loads the model, sizes the KV
+// pool, starts the engine and the HTTP server (/health answers at once),
+// warms up (a real forward through the engine), then turns /ready true. On
+// SIGTERM or SIGINT it drains: not ready, new requests 503, those in flight
+// finish (up to --drain-timeout), exit 0.
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "base/log.h"
+#include "base/memory_size.h"
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "engine/engine.h"
+#include "server/api_server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds {
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "dsinfer serve: %s\n", message.c_str());
+  return 1;
+}
+
+bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host == "::1" || host == "localhost"; }
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point started = Clock::now();
+  auto values = model_value_options();
+  values.insert({"--host", "--port", "--api-keys", "--served-model-name", "--max-num-seqs", "--max-num-batched-tokens",
+                 "--max-in-flight", "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate",
+                 "--tenant-burst", "--chat-template", "--http-threads", "--max-body-bytes"});
+  auto flags = model_flags();
+  flags.insert({"--log-prompts", "--no-prefix-cache"});
+  auto args = Args::parse(argc, argv, values, flags);
+  if (!args.ok()) return fail(args.message());
+  const Args& a = args.value();
+  auto options = parse_model_options(a);
+  if (!options.ok()) return fail(options.message());
+
+  auto max_seqs = a.get_int("--max-num-seqs", 16);
+  auto batched = a.get_int("--max-num-batched-tokens", 512);
+  auto port = a.get_int("--port", 8000);
+  auto request_timeout = a.get_float("--request-timeout", 600);
+  auto drain_timeout = a.get_float("--drain-timeout", 30);
+  auto http_threads = a.get_int("--http-threads", 2);
+  auto max_body = a.get_int("--max-body-bytes", 8 << 20);
+  for (const Status& s : {max_seqs.status(), batched.status(), port.status(), request_timeout.status(), drain_timeout.status(),
+                          http_threads.status(), max_body.status()}) {
+    if (!s.ok()) return fail(s.message());
+  }
+  if (max_seqs.value() < 1 || max_seqs.value() > 4096) return fail("--max-num-seqs must be 1..4096");
+  if (batched.value() < 1 || batched.value() > 1 << 20) return fail("--max-num-batched-tokens must be 1..1048576");
+  if (port.value() < 0 || port.value() > 65535) return fail("--port must be 0..65535");
+  if (!(request_timeout.value() > 0) || !(drain_timeout.value() >= 0)) return fail("--request-timeout must be > 0 and --drain-timeout >= 0");
+  if (http_threads.value() < 1 || http_threads.value() > 256) return fail("--http-threads must be 1..256");
+  const auto max_in_flight = a.get_int("--max-in-flight", 4 * max_seqs.value());
+  if (!max_in_flight.ok() || max_in_flight.value() < 1) return fail("--max-in-flight must be a positive integer");
+  const std::string host = a.get("--host", "127.0.0.1");
+  if (!a.has("--api-keys") && !is_loopback(host)) {
+    return fail("without --api-keys the server is open to anyone who reaches it: give --api-keys FILE to listen on " + host);
+  }
+
+  auto model = Model::load(options.value().path, options.value().model);
+  if (!model.ok()) return fail(model.message());
+  const ModelConfig& config = model.value()->config();
+  auto tokenizer = Tokenizer::from_gguf(model.value()->file());
+  if (!tokenizer.ok()) return fail(tokenizer.message());
+  std::optional<ChatFormat> chat_format;
+  if (a.has("--chat-template")) {
+    auto format = chat_format_from_name(a.get("--chat-template"));
+    if (!format.ok()) return fail(format.message());
+    chat_format = format.value();
+  } else if (auto jinja = model.value()->file().get_string("tokenizer.chat_template"); jinja.ok()) {
+    auto format = detect_chat_format(jinja.value());
+    if (format.ok()) chat_format = format.value();
+    else DS_LOG_WARN("%s; /v1/chat/completions is off (choose a format with --chat-template)", format.message().c_str());
+  }
+
+  int64_t n_ctx = options.value().n_ctx > 0 ? options.value().n_ctx : std::min<int64_t>(config.n_ctx_train, 4096);
+  KvCacheOptions kv = options.value().kv;
+  const int64_t context_pages = (n_ctx + kv.page_tokens - 1) / kv.page_tokens;
+  // Default pool: every sequence slot can hold a full context, within a quarter of free memory.
+  int64_t wanted_pages = context_pages * max_seqs.value();
+  if (options.value().kv_memory_bytes == 0) {
+    const int64_t page_bytes = KvCache::bytes_per_token(config, kv.dtype) * kv.page_tokens;
+    const int64_t quarter_free = available_memory_bytes() / 4 / page_bytes;
+    if (quarter_free > 0) wanted_pages = std::min(wanted_pages, std::max(quarter_free, context_pages));
+  }
+  auto n_pages = kv_pool_pages(options.value(), config, wanted_pages);
+  if (!n_pages.ok()) return fail(n_pages.message());
+  if (n_pages.value() < context_pages) {
+    DS_LOG_WARN("the KV pool holds %lld tokens, less than the context of %lld: the context is cut to fit",
+                (long long)(n_pages.value() * kv.page_tokens), (long long)n_ctx);
+    n_ctx = n_pages.value() * kv.page_tokens;
+  }
+  kv.n_pages = n_pages.value();
+  auto memory = KvCache::create(config, kv);
+  if (!memory.ok()) return fail(memory.message());
+
+  EngineCoreConfig engine_config;
+  engine_config.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(n_ctx)};
+  engine_config.prefix_cache = !a.has("--no-prefix-cache");
+  Engine engine(*model.value(), *memory.value(), engine_config, *tokenizer.value());
+
+  // Warm-up: page faults, thread start-up and a decode, before anyone is told we are ready.
+  double warm_tpot = 0.0;
+  {
+    EngineRequest warm;
+    warm.prompt.assign(16, tokenizer.value()->vocab().bos != k_no_token ? tokenizer.value()->vocab().bos : 0);
+    warm.params.sampling.temperature = 0.0f;
+    warm.params.max_tokens = 8;
+    warm.params.stop_at_end_of_generation = false;
+    auto stream = engine.submit(std::move(warm));
+    for (;;) {
+      auto event = stream->next(std::chrono::seconds(600));
+      if (!event) return fail("warm-up did not finish");
+      if (event->finish == FinishReason::error) return fail("warm-up failed: " + event->error);
+      if (event->finish != FinishReason::none) {
+        if (event->metrics) warm_tpot = event->metrics->tpot_seconds;
+        break;
+      }
+    }
+  }
+
+  // Rate defaults from the measured speed: as if every request produced 128
+  // tokens at single-stream speed with all sequence slots busy (batching makes
+  // the real capacity higher, so this errs towards admitting).
+  RateLimits limits;
+  const double measured_rps = warm_tpot > 0 ? double(max_seqs.value()) / (warm_tpot * 128.0) : 10.0;
+  auto rate = a.get_float("--rate", std::max(1.0, measured_rps));
+  auto burst = a.get_float("--burst", double(max_in_flight.value()));
+  auto tenant_rate = a.get_float("--tenant-rate", rate.ok() ? rate.value() : 1.0);
+  auto tenant_burst = a.get_float("--tenant-burst", burst.ok() ? burst.value() : 1.0);
+  for (const auto* v : {&rate, &burst, &tenant_rate, &tenant_burst}) {
+    if (!v->ok()) return fail(v->message());
+    if (!(v->value() > 0)) return fail("--rate, --burst, --tenant-rate and --tenant-burst must be > 0");
+  }
+  limits = RateLimits{rate.value(), burst.value(), tenant_rate.value(), tenant_burst.value()};
+  auto admission = Admission::create(a.get("--api-keys", ""), limits);
+  if (!admission.ok()) return fail(admission.message());
+
+  ServerOptions server_options;
+  const std::string path = options.value().path;
+  const size_t slash = path.find_last_of('/');
+  std::string stem = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".gguf") stem.resize(stem.size() - 5);
+  server_options.model_name = a.get("--served-model-name", stem);
+  server_options.max_context = n_ctx;
+  server_options.page_tokens = int32_t(kv.page_tokens);
+  server_options.max_in_flight = int32_t(max_in_flight.value());
+  server_options.request_timeout = std::chrono::milliseconds(int64_t(request_timeout.value() * 1000));
+  server_options.log_prompts = a.has("--log-prompts");
+  Server server(engine, *tokenizer.value(), chat_format, *admission.value(), server_options);
+
+  HttpServerOptions http_options;
+  http_options.host = host;
+  http_options.port = uint16_t(port.value());
+  http_options.n_threads = int(http_threads.value());
+  http_options.max_body_bytes = size_t(std::max<int64_t>(1, max_body.value()));
+  auto http = HttpServer::start(http_options, [&server](HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+    server.handle(std::move(request), std::move(exchange));
+  });
+  if (!http.ok()) return fail(http.message());
+
+  std::atomic<bool> draining{false};
+  std::thread drainer;
+  http.value()->on_shutdown_signal([&](int signal) {
+    if (draining.exchange(true)) return;
+    DS_LOG_INFO("signal %d: draining %lld requests in flight (up to %.0f s)", signal, (long long)server.in_flight(), drain_timeout.value());
+    server.start_draining();
+    drainer = std::thread([&] {
+      const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(drain_timeout.value() * 1000));
+      while (server.in_flight() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (server.in_flight() > 0) DS_LOG_WARN("drain timeout: %lld requests still in flight", (long long)server.in_flight());
+      http.value()->stop();
+    });
+  });
+  server.set_ready(true);
+  const double cold_start = std::chrono::duration<double>(Clock::now() - started).count();
+  DS_LOG_INFO("ready in %.2f s (cold start, warm-up included): model '%s', context %lld, %d sequences, %s chat format",
+              cold_start, server_options.model_name.c_str(), (long long)n_ctx, int(max_seqs.value()),
+              chat_format ? chat_format_name(*chat_format) : "no");
+  DS_LOG_INFO("rate limits: %.2f requests/s (burst %.0f) overall, %.2f/s (burst %.0f) per tenant; %s",
+              limits.global_rate, limits.global_burst, limits.tenant_rate, limits.tenant_burst,
+              admission.value()->open_access() ? "open access (loopback only)" : "API keys required");
+  std::printf("dsinfer serve: listening on http://%s:%u\n", host.c_str(), unsigned(http.value()->port()));
+  std::printf("try: curl http://%s:%u/v1/%s -H 'Content-Type: application/json' -d '%s'\n", host.c_str(),
+              unsigned(http.value()->port()), chat_format ? "chat/completions" : "completions",
+              chat_format ? "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}"
+                          : "{\"prompt\": \"Once upon a time\", \"max_tokens\": 32}");
+  std::fflush(stdout);
+  http.value()->wait();
+  if (drainer.joinable()) drainer.join();
+  DS_LOG_INFO("stopped");
+  return 0;
+}
+
+}  // namespace ds

@@ -1,0 +1,203 @@
+#include "server/completion_request.h"
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace ds {
+
+std::string ApiError::json() const {
+  nlohmann::json body = {{"error",
+                          {{"message", message},
+                           {"type", type},
+                           {"param", param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param)},
+                           {"code", code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code)}}}};
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+namespace {
+
+using json = nlohmann::json;
+
+// Field readers: nullopt when absent or null, an ApiError when mistyped or out of range.
+struct Reader {
+  const json& body;
+  std::optional<ApiError> error;
+
+  const json* field(const char* name) {
+    auto it = body.find(name);
+    return it == body.end() || it->is_null() ? nullptr : &*it;
+  }
+  void fail(const char* name, const std::string& message) {
+    if (!error) error = ApiError::invalid(name, "'" + std::string(name) + "' " + message);
+  }
+  std::optional<double> number(const char* name, double low, double high) {
+    const json* f = field(name);
+    if (!f) return std::nullopt;
+    if (!f->is_number()) return fail(name, "must be a number"), std::nullopt;
+    const double v = f->get<double>();
+    if (!(v >= low && v <= high)) {
+      return fail(name, "must be between " + json(low).dump() + " and " + json(high).dump() + ", got " + f->dump()), std::nullopt;
+    }
+    return v;
+  }
+  std::optional<int64_t> integer(const char* name, int64_t low, int64_t high) {
+    const json* f = field(name);
+    if (!f) return std::nullopt;
+    if (!f->is_number_integer()) return fail(name, "must be an integer"), std::nullopt;
+    // Very large unsigned values do not fit int64: they are out of range too.
+    if (f->is_number_unsigned() && f->get<uint64_t>() > uint64_t(high)) {
+      return fail(name, "must be between " + std::to_string(low) + " and " + std::to_string(high)), std::nullopt;
+    }
+    const int64_t v = f->get<int64_t>();
+    if (v < low || v > high) return fail(name, "must be between " + std::to_string(low) + " and " + std::to_string(high)), std::nullopt;
+    return v;
+  }
+  std::optional<bool> boolean(const char* name) {
+    const json* f = field(name);
+    if (!f) return std::nullopt;
+    if (!f->is_boolean()) return fail(name, "must be true or false"), std::nullopt;
+    return f->get<bool>();
+  }
+  std::optional<std::string> string(const char* name) {
+    const json* f = field(name);
+    if (!f) return std::nullopt;
+    if (!f->is_string()) return fail(name, "must be a string"), std::nullopt;
+    return f->get<std::string>();
+  }
+};
+
+// Message content: a string, or an array of {"type": "text", "text": ...} parts.
+std::optional<std::string> message_content(const json& content, std::string* problem) {
+  if (content.is_string()) return content.get<std::string>();
+  if (content.is_null()) return std::string();
+  if (!content.is_array()) return *problem = "must be a string or an array of text parts", std::nullopt;
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+      return *problem = "parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is supported)", std::nullopt;
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+void read_messages(Reader& r, CompletionRequest& out) {
+  const json* messages = r.field("messages");
+  if (!messages) return r.fail("messages", "is required");
+  if (!messages->is_array() || messages->empty()) return r.fail("messages", "must be a non-empty array");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return r.fail("messages", where + " is not an object");
+    const std::string role = m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
+    if (role != "system" && role != "user" && role != "assistant" && role != "developer") {
+      return r.fail("messages", where + ".role must be system, developer, user or assistant");
+    }
+    std::string problem;
+    auto content = message_content(m.contains("content") ? m["content"] : json(nullptr), &problem);
+    if (!content) return r.fail("messages", where + ".content " + problem);
+    out.messages.push_back({role == "developer" ? "system" : role, *content});
+  }
+}
+
+void read_prompt(Reader& r, CompletionRequest& out) {
+  const json* prompt = r.field("prompt");
+  if (!prompt) return r.fail("prompt", "is required");
+  const auto tokens = [&](const json& array) {
+    for (const json& t : array) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+        return r.fail("prompt", "token ids must be non-negative integers"), false;
+      }
+      out.prompt_tokens.push_back(int32_t(t.get<int64_t>()));
+    }
+    out.prompt_is_tokens = true;
+    return true;
+  };
+  if (prompt->is_string()) {
+    out.prompt_text = prompt->get<std::string>();
+  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
+    tokens(*prompt);
+  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+    out.prompt_text = (*prompt)[0].get<std::string>();
+  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_array()) {
+    tokens((*prompt)[0]);
+  } else if (prompt->is_array() && prompt->size() > 1) {
+    r.fail("prompt", "holds several prompts; send one per request");
+  } else {
+    r.fail("prompt", "must be a string, an array of token ids, or a one-element array of either");
+  }
+  if (!r.error && out.prompt_is_tokens && out.prompt_tokens.empty()) r.fail("prompt", "must not be empty");
+}
+
+}  // namespace
+
+std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, const std::string& body) {
+  const json parsed = json::parse(body, nullptr, false);
+  if (parsed.is_discarded()) return ApiError::invalid("", "the request body is not valid JSON");
+  if (!parsed.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
+  Reader r{parsed, std::nullopt};
+  CompletionRequest out;
+  out.endpoint = endpoint;
+  out.model = r.string("model").value_or("");
+  if (endpoint == Endpoint::chat) {
+    read_messages(r, out);
+  } else {
+    read_prompt(r, out);
+  }
+  // OpenAI's sampling defaults: temperature 1, nucleus off; dsinfer's extras off.
+  out.sampling = SamplingParams{};
+  out.sampling.temperature = float(r.number("temperature", 0.0, 2.0).value_or(1.0));
+  out.sampling.top_p = float(r.number("top_p", 0.0, 1.0).value_or(1.0));
+  if (out.sampling.top_p <= 0.0f && !r.error) r.fail("top_p", "must be greater than 0");
+  out.sampling.top_k = int32_t(r.integer("top_k", -1, 1 << 20).value_or(0));
+  out.sampling.min_p = float(r.number("min_p", 0.0, 1.0).value_or(0.0));
+  out.sampling.presence_penalty = float(r.number("presence_penalty", -2.0, 2.0).value_or(0.0));
+  out.sampling.frequency_penalty = float(r.number("frequency_penalty", -2.0, 2.0).value_or(0.0));
+  out.sampling.repetition_penalty = float(r.number("repetition_penalty", 0.01, 10.0).value_or(1.0));
+  if (auto seed = r.integer("seed", INT64_MIN, INT64_MAX)) {
+    out.sampling.seed = uint64_t(*seed);
+  } else {
+    out.sampling.seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  }
+  auto max_tokens = r.integer("max_tokens", 1, 1 << 30);
+  if (auto m = r.integer("max_completion_tokens", 1, 1 << 30)) max_tokens = m;
+  if (max_tokens) out.max_tokens = int32_t(*max_tokens);
+  if (auto n = r.integer("n", 1, 1 << 20); n && *n != 1) r.fail("n", "must be 1: dsinfer returns one choice per request");
+  if (const json* stop = r.field("stop")) {
+    if (stop->is_string()) {
+      out.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array() && stop->size() <= 16) {
+      for (const json& s : *stop) {
+        if (!s.is_string()) r.fail("stop", "must be a string or an array of strings");
+        else out.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      r.fail("stop", "must be a string or an array of up to 16 strings");
+    }
+    for (const std::string& s : out.stop) {
+      if (s.empty()) r.fail("stop", "must not contain empty strings");
+    }
+  }
+  out.stream = r.boolean("stream").value_or(false);
+  if (const json* options = r.field("stream_options")) {
+    if (!options->is_object()) {
+      r.fail("stream_options", "must be an object");
+    } else if (options->contains("include_usage") && !(*options)["include_usage"].is_null()) {
+      if (!(*options)["include_usage"].is_boolean()) r.fail("stream_options", "include_usage must be true or false");
+      else out.include_usage = (*options)["include_usage"].get<bool>();
+    }
+  }
+  if (endpoint == Endpoint::chat) {
+    const bool logprobs = r.boolean("logprobs").value_or(false);
+    const auto top = r.integer("top_logprobs", 0, 20);
+    if (top && !logprobs) r.fail("top_logprobs", "needs logprobs set to true");
+    if (logprobs) out.logprobs = int32_t(top.value_or(0));
+  } else if (auto logprobs = r.integer("logprobs", 0, 20)) {
+    out.logprobs = int32_t(*logprobs);
+  }
+  out.user = r.string("user").value_or("");
+  if (r.error) return *r.error;
+  return out;
+}
+
+}  // namespace ds

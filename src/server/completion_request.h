@@ -1,0 +1,38 @@
+#pragma once
+// The body of POST /v1/chat/completions and /v1/completions, parsed and
+// checked. Every rejection names the field; absent and null fields take
+// OpenAI's defaults; fields the API defines but dsinfer ignores are accepted.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "server/api_error.h"
+#include "tokenizer/chat_template.h"
+
+namespace ds {
+
+enum class Endpoint { chat, completion };
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::chat;
+  std::string model;
+  std::vector<ChatMessage> messages;   // chat
+  std::string prompt_text;             // completion, as text ...
+  std::vector<int32_t> prompt_tokens;  // ... or as token ids
+  bool prompt_is_tokens = false;
+  std::optional<int32_t> max_tokens;   // absent: up to the end of the context
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+  int32_t logprobs = -1;  // -1: none; otherwise how many alternatives per token
+  std::string user;
+};
+
+std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, const std::string& body);
+
+}  // namespace ds
