@@ -287,7 +287,9 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
   if (!known) return reply_error(*exchange, label, ApiError{404, "no such path: " + path, "invalid_request_error", "", "not_found", 0});
   const bool post = path == "/v1/chat/completions" || path == "/v1/completions";
   if (request.method != (post ? "POST" : "GET")) {
-    return reply_error(*exchange, label, ApiError{405, path + " takes " + (post ? "POST" : "GET"), "invalid_request_error", "", "method_not_allowed", 0});
+    metrics_.add("dsinfer:http_requests_total", "path=\"" + label + "\",status=\"405\"");
+    const ApiError error{405, path + " takes " + (post ? "POST" : "GET"), "invalid_request_error", "", "method_not_allowed", 0};
+    return exchange->respond(405, "application/json", error.json(), {{"Allow", post ? "POST" : "GET"}});
   }
   if (path == "/health") return reply(*exchange, label, 200, "application/json", "{\"status\":\"ok\"}");
   if (path == "/ready") {

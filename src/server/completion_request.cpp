@@ -73,7 +73,9 @@ std::optional<std::string> message_content(const json& content, std::string* pro
   if (!content.is_array()) return *problem = "must be a string or an array of text parts", std::nullopt;
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+    const bool text_part = part.is_object() && part.contains("type") && part["type"] == "text" && part.contains("text") &&
+                           part["text"].is_string();
+    if (!text_part) {
       return *problem = "parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is supported)", std::nullopt;
     }
     text += part["text"].get<std::string>();

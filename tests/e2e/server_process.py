@@ -1,0 +1,75 @@
+"""Starts `dsinfer serve` on 127.0.0.1 on a free port and stops it: the e2e
+tests, the load test and the soak test all drive a real server process."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DSINFER = os.environ.get("DSINFER", os.path.join(ROOT, "build", "dsinfer"))
+STORIES = os.path.join(ROOT, "..", "shared", "fixtures", "models", "stories260K.gguf")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    def __init__(self, *args, model=STORIES, log_path=None):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path or f"/tmp/dsinfer-serve-{self.port}.log"
+        self.log = open(self.log_path, "w")
+        self.process = subprocess.Popen([DSINFER, "serve", "-m", model, "--port", str(self.port), *args],
+                                        stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"dsinfer serve exited with {self.process.returncode}: {self.output()}")
+            try:
+                with urllib.request.urlopen(self.base + "/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("dsinfer serve did not become ready: " + self.output())
+
+    def output(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def metric(self, name):
+        """The value of an unlabelled series from /metrics."""
+        with urllib.request.urlopen(self.base + "/metrics", timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        raise KeyError(name)
+
+    def rss_kib(self):
+        with open(f"/proc/{self.process.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def terminate(self):
+        self.process.send_signal(signal.SIGTERM)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()

@@ -1,0 +1,85 @@
+#include "server/completion_request.h"
+
+#include <gtest/gtest.h>
+
+namespace ds {
+namespace {
+
+ApiError error_of(Endpoint endpoint, const std::string& body) {
+  auto parsed = parse_completion_request(endpoint, body);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parsed)) << body;
+  return std::holds_alternative<ApiError>(parsed) ? std::get<ApiError>(parsed) : ApiError{};
+}
+
+TEST(CompletionRequest, ChatFieldsAndOpenAiDefaults) {
+  auto parsed = parse_completion_request(Endpoint::chat, R"({"model": "m", "messages": [
+      {"role": "system", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "hi "}, {"type": "text", "text": "there"}]}],
+      "max_completion_tokens": 7, "stop": "END", "seed": 5, "logprobs": true, "top_logprobs": 3,
+      "stream": true, "stream_options": {"include_usage": true}, "frequency_penalty": null, "tools": []})");
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed)) << std::get<ApiError>(parsed).message;
+  const CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].content, "hi there");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r.sampling.seed, 5u);
+  EXPECT_EQ(r.logprobs, 3);
+  EXPECT_TRUE(r.stream && r.include_usage);
+  EXPECT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_EQ(r.sampling.frequency_penalty, 0.0f);
+}
+
+TEST(CompletionRequest, PromptForms) {
+  for (const char* body : {R"({"prompt": [1, 2, 3]})", R"({"prompt": [[1, 2, 3]]})"}) {
+    auto parsed = parse_completion_request(Endpoint::completion, body);
+    ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed)) << body;
+    EXPECT_EQ(std::get<CompletionRequest>(parsed).prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  }
+  auto text = parse_completion_request(Endpoint::completion, R"({"prompt": ["once"], "logprobs": 2})");
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(text));
+  EXPECT_EQ(std::get<CompletionRequest>(text).prompt_text, "once");
+  EXPECT_EQ(std::get<CompletionRequest>(text).logprobs, 2);
+}
+
+TEST(CompletionRequest, EveryRejectionNamesItsField) {
+  EXPECT_EQ(error_of(Endpoint::chat, "{not json").message, "the request body is not valid JSON");
+  EXPECT_EQ(error_of(Endpoint::chat, "[1]").status, 400);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({})", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": [{"role": "robot", "content": "x"}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": [{"type": {}, "text": ""}]}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", "temperature"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": 2.5})", "temperature"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_p": 0})", "top_p"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 18446744073709551615})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", "n"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})", "stop"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stop": [""]})", "stop"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "stream"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": 1}})", "stream_options"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": -3})", "presence_penalty"},
+  };
+  for (const auto& [body, field] : cases) {
+    const ApiError e = error_of(Endpoint::chat, body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, field) << body;
+    EXPECT_NE(e.message.find(field), std::string::npos) << e.message;
+  }
+  for (const char* body : {R"({})", R"({"prompt": 5})", R"({"prompt": []})", R"({"prompt": ["a", "b"]})", R"({"prompt": [-1]})",
+                           R"({"prompt": "x", "logprobs": 21})"}) {
+    const ApiError e = error_of(Endpoint::completion, body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_FALSE(e.param.empty()) << body;
+  }
+}
+
+}  // namespace
+}  // namespace ds
