@@ -78,6 +78,7 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
 
   void after(std::chrono::milliseconds delay, std::function<void()> fn) override {
     auto timer = std::make_shared<net::steady_timer>(stream_.get_executor(), delay);
+    timers_.push_back(timer);  // cancelled when the response ends, so nothing waits out the delay
     const uint64_t response = response_serial_;
     timer->async_wait([self = shared_from_this(), timer, response, fn = std::move(fn)](beast::error_code ec) {
       if (!ec && self->responding_ && self->response_serial_ == response) fn();
@@ -175,9 +176,15 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
     }
   }
 
+  void cancel_timers() {
+    for (auto& timer : timers_) timer->cancel();
+    timers_.clear();
+  }
+
   void finish_response() {
     responding_ = false;
     on_disconnect_ = nullptr;
+    cancel_timers();
     if (!keep_alive_) {
       close_after_write_ = true;
       if (!writing_) shut();
@@ -235,6 +242,7 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
     closed_ = true;
     shut_ = true;
     idle_timer_.cancel();
+    cancel_timers();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
@@ -249,6 +257,7 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
   std::deque<std::string> out_;
   std::deque<std::pair<HttpRequest, bool>> pending_;
   std::function<void()> on_disconnect_;
+  std::vector<std::shared_ptr<net::steady_timer>> timers_;
   uint64_t response_serial_ = 0;
   bool reading_ = false, writing_ = false, responding_ = false, keep_alive_ = true;
   bool close_after_write_ = false, closed_ = false, shut_ = false;
