@@ -2,8 +2,9 @@
 # The whole test suite, from a fresh machine: installs dependencies, builds,
 # runs the unit tests, the bad-input tests under AddressSanitizer, the
 # threaded parts under ThreadSanitizer, a bounded
-# fuzz smoke of the GGUF reader, and the reference comparisons against
-# llama.cpp (tests/reference). Ends with pytest's summary line.
+# fuzz smoke of the GGUF reader, the server end to end (tests/e2e: the openai
+# client, schemathesis, overload, disconnects, drain, soak), and the reference
+# comparisons against llama.cpp (tests/reference). Ends with pytest's summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -17,7 +18,7 @@ echo "== unit tests"
 echo "== bad input under AddressSanitizer"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_ASAN=ON >/dev/null
 ninja -C build-asan -j2 dsinfer_tests
-ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_tests --gtest_filter='GgufFile.*:Model.Unknown*:Model.Malformed*:Tokenizer.*:Utf8.*:BlockPool.*:KvCacheManager.*:Scheduler.*:Engine*'
+ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_tests --gtest_filter='GgufFile.*:Model.Unknown*:Model.Malformed*:Tokenizer.*:Utf8.*:BlockPool.*:KvCacheManager.*:Scheduler.*:Engine*:CompletionRequest.*:ReasoningSplitter.*:Admission.*:MemorySize.*'
 
 echo "== threads under ThreadSanitizer"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_TSAN=ON >/dev/null
@@ -34,6 +35,9 @@ build-fuzz/gguf_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb
   "$corpus" 2>&1 | tail -n 5
 rm -rf "$corpus"
 
-echo "== reference comparisons (llama.cpp through llama-cpp-python)"
+echo "== server end to end (tests/e2e)"
 cd "$root"
+python3 -m pytest -q -s tests/e2e
+
+echo "== reference comparisons (llama.cpp through llama-cpp-python)"
 python3 -m pytest -q tests/reference
