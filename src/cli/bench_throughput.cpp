@@ -132,6 +132,10 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   size_t submitted = 0, finished = 0;
   int64_t output_tokens = 0, steps = 0, step_tokens = 0, peak_pages = 0, busy_steps = 0;
   double fragmentation_sum = 0.0;
+  // Steps that only decode (every computed token is sampled): the batched
+  // decode rate, apart from prefill.
+  int64_t decode_steps = 0, decode_tokens = 0;
+  double decode_seconds = 0.0;
   const Clock::time_point start = Clock::now();
   while (finished < requests.size()) {
     while (submitted < requests.size() && int64_t(submitted - finished) < concurrency.value()) {
@@ -145,6 +149,11 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
     ++steps;
     const EngineStats stats = core.stats();
     step_tokens += stats.last_step_tokens;
+    if (stats.last_step_tokens > 0 && stats.last_step_tokens == int64_t(outputs.value().size())) {
+      ++decode_steps;
+      decode_tokens += stats.last_step_tokens;
+      decode_seconds += stats.last_step_seconds;
+    }
     peak_pages = std::max<int64_t>(peak_pages, stats.pages_held);
     if (stats.n_running > 0) {
       fragmentation_sum += stats.fragmentation;
@@ -168,7 +177,9 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   std::printf("TTFT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(ttft, 50), percentile(ttft, 90), percentile(ttft, 99));
   std::printf("TPOT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(tpot, 50), percentile(tpot, 90), percentile(tpot, 99));
   std::printf("latency ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(e2e, 50), percentile(e2e, 90), percentile(e2e, 99));
-  std::printf("steps: %lld, computed tokens per step %.2f\n", (long long)steps, double(step_tokens) / double(steps));
+  std::printf("steps: %lld, computed tokens per step %.2f; decode-only steps: %lld at %.2f tokens/s\n", (long long)steps,
+              double(step_tokens) / double(steps), (long long)decode_steps,
+              decode_seconds > 0 ? double(decode_tokens) / decode_seconds : 0.0);
   std::printf("KV pool: %d pages of %lld tokens, %.1f KiB each; peak %lld held (%.1f MiB); mean fragmentation %.3f; "
               "%d held at the end; %lld preemptions\n",
               stats.pages_total, (long long)kv.page_tokens, double(stats.page_bytes) / 1024.0, (long long)peak_pages,

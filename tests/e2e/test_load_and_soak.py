@@ -18,5 +18,9 @@ def test_overload_four_times_capacity():
     run_script("load_test.py", "--factor", "4", "--max-in-flight", "16")
 
 
+def test_a_thousand_streams_on_a_few_threads():
+    run_script("many_streams.py", "--streams", "1000")
+
+
 def test_soak_memory_stays_flat():
     run_script("soak.py", "--requests", "3000")
