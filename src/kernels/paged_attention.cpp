@@ -32,16 +32,17 @@ void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t n_t
   for (int64_t t = 0; t < n_tokens; ++t) {
     const size_t offset = slot_offset(kv, tables[seq_of_token[t]], positions[t]);
     quantize_row(kv.dtype, k + t * kv.kv_dim, kv.k + offset, kv.kv_dim);
-    quantize_row(kv.dtype, v + t * kv.kv_dim, kv.v + offset, kv.kv_dim);
+    if (kv.v) quantize_row(kv.dtype, v + t * kv.kv_dim, kv.v + offset, kv.kv_dim);
   }
 }
 
 void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionShape& shape, const float* q,
                      int64_t n_tokens, const int32_t* positions, const int32_t* seq_of_token,
                      const BlockTableView* tables, float* out, AttentionScratch& scratch) {
-  const int64_t head_dim = shape.head_dim;
+  const int64_t head_dim = shape.head_dim, v_dim = shape.value_dim();
   const int64_t group = shape.n_head / shape.n_head_kv;
   const size_t head_offset_per_kv_head = kv_bytes(kv, head_dim);
+  const uint8_t* values = kv.v ? kv.v : kv.k;
   // Queries are rounded to the cache's type before q·k, as llama.cpp does, so
   // that both engines see the same products.
   const VecDotFn dot = vec_dot_kernel(kv.dtype).dot;
@@ -72,11 +73,11 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
         scores[p] = dot(head_dim, key, q_typed) * shape.scale;
       }
       softmax(scores, n_ctx);
-      float* o = out + (t * shape.n_head + h) * head_dim;
-      std::memset(o, 0, size_t(head_dim) * sizeof(float));
+      float* o = out + (t * shape.n_head + h) * v_dim;
+      std::memset(o, 0, size_t(v_dim) * sizeof(float));
       for (int64_t p = 0; p < n_ctx; ++p) {
-        const uint8_t* value = kv.v + slot_offset(kv, table, p) + size_t(kv_head) * head_offset_per_kv_head;
-        axpy(head_dim, scores[p], value, o);
+        const uint8_t* value = values + slot_offset(kv, table, p) + size_t(kv_head) * head_offset_per_kv_head;
+        axpy(v_dim, scores[p], value, o);
       }
     }
   });
@@ -85,8 +86,9 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
 void paged_attention_reference(const KvLayerView& kv, const AttentionShape& shape, const float* q, int64_t n_tokens,
                                const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables,
                                float* out) {
-  const int64_t head_dim = shape.head_dim;
+  const int64_t head_dim = shape.head_dim, v_dim = shape.value_dim();
   const int64_t group = shape.n_head / shape.n_head_kv;
+  const uint8_t* values = kv.v ? kv.v : kv.k;
   std::vector<float> key(static_cast<size_t>(head_dim)), value(static_cast<size_t>(head_dim)), q_rounded(static_cast<size_t>(head_dim));
   std::vector<uint16_t> q_typed(size_t(head_dim * 2));
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -108,13 +110,13 @@ void paged_attention_reference(const KvLayerView& kv, const AttentionShape& shap
       }
       double sum = 0.0;
       for (double& s : scores) sum += (s = std::exp(s - max));
-      std::vector<double> o(size_t(head_dim), 0.0);
+      std::vector<double> o(size_t(v_dim), 0.0);
       for (int64_t p = 0; p < n_ctx; ++p) {
         const size_t offset = slot_offset(kv, table, p) + kv_bytes(kv, kv_head * head_dim);
-        dequantize_row(kv.dtype, kv.v + offset, value.data(), head_dim);
-        for (int64_t d = 0; d < head_dim; ++d) o[d] += scores[p] / sum * value[d];
+        dequantize_row(kv.dtype, values + offset, value.data(), v_dim);
+        for (int64_t d = 0; d < v_dim; ++d) o[d] += scores[p] / sum * value[d];
       }
-      for (int64_t d = 0; d < head_dim; ++d) out[(t * shape.n_head + h) * head_dim + d] = float(o[d]);
+      for (int64_t d = 0; d < v_dim; ++d) out[(t * shape.n_head + h) * v_dim + d] = float(o[d]);
     }
   }
 }

@@ -11,6 +11,9 @@
 namespace ds {
 
 // One layer's KV page memory: k and v are [n_pages][page_tokens][kv_dim] in dtype.
+// v may be null: then each key row also holds the value, in its first v_dim
+// elements (multi-head latent attention in absorbed form: the keys are the
+// latent plus a RoPE part, the values the latent).
 struct KvLayerView {
   DType dtype = DType::f16;  // f32, f16 or q8_0 (head_dim a multiple of 32)
   uint8_t* k = nullptr;
@@ -31,6 +34,8 @@ struct AttentionShape {
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
   float scale = 1.0f;  // applied to q·k
+  int64_t v_dim = 0;   // value elements per head; 0: head_dim
+  int64_t value_dim() const { return v_dim > 0 ? v_dim : head_dim; }
 };
 
 // Per-thread buffers for scores, so that the hot path does not allocate.
@@ -40,12 +45,14 @@ struct AttentionScratch {
 };
 
 // Stores the keys and values of each token at its position:
-// k, v: [n_tokens, kv_dim] f32; token t belongs to sequence seq_of_token[t].
+// k, v: [n_tokens, kv_dim] f32 (v ignored when kv.v is null); token t belongs
+// to sequence seq_of_token[t].
 void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens, const int32_t* positions,
               const int32_t* seq_of_token, const BlockTableView* tables);
 
 // out[t, h, :] = softmax(q[t,h]·K[0..pos_t] * scale) · V[0..pos_t] over the
-// token's own sequence. q: [n_tokens, n_head, head_dim]; out likewise.
+// token's own sequence. q: [n_tokens, n_head, head_dim]; out: [n_tokens,
+// n_head, value_dim].
 void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionShape& shape, const float* q,
                      int64_t n_tokens, const int32_t* positions, const int32_t* seq_of_token,
                      const BlockTableView* tables, float* out, AttentionScratch& scratch);

@@ -5,12 +5,15 @@
 namespace ds {
 
 int64_t KvCache::bytes_per_token(const ModelConfig& config, DType dtype) {
-  return row_bytes(dtype, config.kv_dim()) * 2 * config.n_layer;
+  return (row_bytes(dtype, config.cache_k_dim()) + row_bytes(dtype, config.cache_v_dim())) * config.n_layer;
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, const KvCacheOptions& options) {
   if (options.dtype != DType::f16 && options.dtype != DType::f32 && options.dtype != DType::q8_0) {
     return Status::error("kv cache: dtype must be f16, f32 or q8_0");
+  }
+  if (options.dtype == DType::q8_0 && config.mla) {
+    return Status::error("kv cache: q8_0 is not implemented for the latent cache of multi-head latent attention; use f16 or f32");
   }
   if (options.dtype == DType::q8_0 && config.head_dim % dtype_traits(DType::q8_0).block_elements != 0) {
     return Status::error("kv cache: q8_0 needs a head size that is a multiple of 32, the model's is " +
@@ -21,9 +24,11 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   std::unique_ptr<KvCache> cache(new KvCache());
   cache->options_ = options;
   cache->n_layer_ = config.n_layer;
-  cache->kv_dim_ = config.kv_dim();
-  cache->page_bytes_per_layer_ = options.page_tokens * row_bytes(options.dtype, config.kv_dim());
-  cache->memory_bytes_ = size_t(cache->page_bytes_per_layer_ * options.n_pages * 2 * config.n_layer);
+  cache->k_dim_ = config.cache_k_dim();
+  cache->v_dim_ = config.cache_v_dim();
+  cache->k_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->k_dim_);
+  cache->v_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->v_dim_);
+  cache->memory_bytes_ = size_t((cache->k_page_bytes_ + cache->v_page_bytes_) * options.n_pages * config.n_layer);
   void* mem = mmap(nullptr, cache->memory_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return Status::error("kv cache: cannot allocate " + std::to_string(cache->memory_bytes_) + " bytes");
   madvise(mem, cache->memory_bytes_, MADV_HUGEPAGE);
@@ -36,9 +41,10 @@ KvCache::~KvCache() {
 }
 
 KvLayerView KvCache::layer(int64_t index) const {
-  const size_t layer_bytes = size_t(page_bytes_per_layer_ * options_.n_pages);
-  uint8_t* k = memory_ + size_t(index) * 2 * layer_bytes;
-  return KvLayerView{options_.dtype, k, k + layer_bytes, options_.page_tokens, kv_dim_};
+  const size_t k_bytes = size_t(k_page_bytes_ * options_.n_pages), v_bytes = size_t(v_page_bytes_ * options_.n_pages);
+  uint8_t* k = memory_ + size_t(index) * (k_bytes + v_bytes);
+  // With MLA there are no values: v is null and kv_dim is the latent-plus-RoPE row.
+  return KvLayerView{options_.dtype, k, v_dim_ > 0 ? k + k_bytes : nullptr, options_.page_tokens, k_dim_};
 }
 
 }  // namespace ds

@@ -1,6 +1,7 @@
 #pragma once
 // KV page memory: for each layer one K and one V buffer of n_pages pages of
-// page_tokens slots. Which page belongs to which sequence is not known here:
+// page_tokens slots (for multi-head latent attention one buffer of latent
+// rows, no V). Which page belongs to which sequence is not known here:
 // callers pass block tables (the engine's page pool decides them).
 
 #include <cstdint>
@@ -30,15 +31,15 @@ class KvCache {
   int64_t page_tokens() const { return options_.page_tokens; }
   DType dtype() const { return options_.dtype; }
   // Bytes one page takes across all layers, keys and values.
-  int64_t page_bytes() const { return page_bytes_per_layer_ * 2 * n_layer_; }
+  int64_t page_bytes() const { return (k_page_bytes_ + v_page_bytes_) * n_layer_; }
   static int64_t bytes_per_token(const ModelConfig& config, DType dtype);
 
  private:
   KvCache() = default;
   KvCacheOptions options_;
   int64_t n_layer_ = 0;
-  int64_t kv_dim_ = 0;
-  int64_t page_bytes_per_layer_ = 0;  // one of K or V
+  int64_t k_dim_ = 0, v_dim_ = 0;  // elements per token and layer (v_dim_ = 0: MLA, keys only)
+  int64_t k_page_bytes_ = 0, v_page_bytes_ = 0;  // one page of one layer
   uint8_t* memory_ = nullptr;
   size_t memory_bytes_ = 0;
 };

@@ -35,6 +35,29 @@ void Model::ensure_workspace(int64_t n, int64_t n_logits) {
   const ModelConfig& c = config_;
   grow(x_, n * c.n_embd);
   grow(h_, n * c.n_embd);
+  if (c.mla) {
+    const MlaConfig& m = c.mla_config;
+    grow(q_, n * c.n_head * (m.qk_nope_dim + m.qk_rope_dim));
+    grow(q_a_, n * m.q_lora_rank);
+    grow(latent_, n * m.cache_dim());
+    grow(q_pe_, n * c.n_head * m.qk_rope_dim);
+    grow(head_in_, n * std::max(m.qk_nope_dim, m.kv_lora_rank));
+    grow(head_out_, n * std::max(m.kv_lora_rank, m.v_head_dim));
+    grow(q_full_, n * c.n_head * m.cache_dim());
+    grow(attn_latent_, n * c.n_head * m.kv_lora_rank);
+    grow(attn_, n * c.n_head * m.v_head_dim);
+  }
+  if (c.moe.n_expert > 0) {
+    const MoeConfig& moe = c.moe;
+    grow(router_logits_, n * moe.n_expert);
+    grow(expert_in_, n * c.n_embd);
+    grow(expert_out_, n * c.n_embd);
+    grow(slot_out_, n * moe.n_expert_used * c.n_embd);
+    grow(routed_expert_, n * moe.n_expert_used);
+    grow(routed_weight_, n * moe.n_expert_used);
+    grow(gate_, n * moe.expert_ff * std::max<int64_t>(1, moe.n_expert_shared));
+    grow(up_, n * moe.expert_ff * std::max<int64_t>(1, moe.n_expert_shared));
+  }
   grow(q_, n * c.q_dim());
   grow(k_, n * c.kv_dim());
   grow(v_, n * c.kv_dim());
@@ -104,7 +127,15 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
   return Status();
 }
 
+void Model::rms_norm_rows(const float* in, const std::vector<float>& weight, int64_t n, int64_t dim, int64_t stride,
+                          float* out) {
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) rms_norm(in + t * stride, weight.data(), config_.norm_eps, 1, dim, out + t * stride);
+  });
+}
+
 void Model::attention_block(int64_t layer, const Batch& batch, KvCache& cache) {
+  if (config_.mla) return mla_attention_block(layer, batch, cache);
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_->layers[size_t(layer)];
   const int64_t n = batch.n_tokens();
@@ -137,19 +168,23 @@ void Model::attention_block(int64_t layer, const Batch& batch, KvCache& cache) {
 }
 
 void Model::ffn_block(int64_t layer, int64_t n) {
+  if (config_.moe.is_moe_layer(layer)) return moe_ffn_block(layer, n);
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_->layers[size_t(layer)];
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-    rms_norm(x_.data() + begin * c.n_embd, w.ffn_norm.data(), c.norm_eps, end - begin, c.n_embd,
-             h_.data() + begin * c.n_embd);
-  });
-  matmul(pool_, w.w_gate, h_.data(), n, gate_.data(), matmul_scratch_);
-  matmul(pool_, w.w_up, h_.data(), n, up_.data(), matmul_scratch_);
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-    silu_mul(gate_.data() + begin * c.n_ff, up_.data() + begin * c.n_ff, (end - begin) * c.n_ff);
-  });
-  matmul(pool_, w.w_down, gate_.data(), n, proj_.data(), matmul_scratch_);
+  rms_norm_rows(x_.data(), w.ffn_norm, n, c.n_embd, c.n_embd, h_.data());
+  gated_ffn(w.w_gate, w.w_up, w.w_down, h_.data(), n, proj_.data());
   add_inplace(x_.data(), proj_.data(), n * c.n_embd);
+}
+
+void Model::gated_ffn(const WeightMatrix& w_gate, const WeightMatrix& w_up, const WeightMatrix& w_down, const float* in,
+                      int64_t n, float* out) {
+  const int64_t ff = w_gate.n_rows;
+  matmul(pool_, w_gate, in, n, gate_.data(), matmul_scratch_);
+  matmul(pool_, w_up, in, n, up_.data(), matmul_scratch_);
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+    silu_mul(gate_.data() + begin * ff, up_.data() + begin * ff, (end - begin) * ff);
+  });
+  matmul(pool_, w_down, gate_.data(), n, out, matmul_scratch_);
 }
 
 }  // namespace ds

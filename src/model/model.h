@@ -1,5 +1,7 @@
 #pragma once
-// A decoder-only transformer (Llama, Qwen2) over paged KV memory.
+// A decoder-only transformer over paged KV memory: Llama and Qwen2 (grouped-
+// query attention, dense FFN) and DeepSeek-V2/V3 (multi-head latent attention,
+// DeepSeekMoE), which swap in their own blocks (model_mla.cpp, model_moe.cpp).
 //
 // Only the engine thread calls forward(); the model owns its thread pool and
 // its scratch buffers, which grow to the largest batch seen and are reused.
@@ -39,12 +41,22 @@ class Model {
   // Fails (without touching the cache) when the batch is malformed.
   Status forward(const Batch& batch, KvCache& cache, float* logits, const LayerObserver& observer = nullptr);
 
+  // MoE models: how many of the last step's tokens each routed expert took,
+  // summed over the MoE layers (load imbalance at a glance). Empty otherwise.
+  const std::vector<int64_t>& last_expert_tokens() const { return expert_tokens_; }
+
  private:
   Model(const ModelConfig& config, std::unique_ptr<ModelWeights> weights, int n_threads);
   Status validate(const Batch& batch, const KvCache& cache) const;
   void ensure_workspace(int64_t n_tokens, int64_t n_logits);
   void attention_block(int64_t layer, const Batch& batch, KvCache& cache);
+  void mla_attention_block(int64_t layer, const Batch& batch, KvCache& cache);
   void ffn_block(int64_t layer, int64_t n_tokens);
+  void moe_ffn_block(int64_t layer, int64_t n_tokens);
+  // out = down(silu(gate(in)) * up(in)) for n rows; uses gate_ and up_.
+  void gated_ffn(const WeightMatrix& w_gate, const WeightMatrix& w_up, const WeightMatrix& w_down, const float* in,
+                 int64_t n, float* out);
+  void rms_norm_rows(const float* in, const std::vector<float>& weight, int64_t n, int64_t dim, int64_t stride, float* out);
 
   ModelConfig config_;
   std::unique_ptr<ModelWeights> weights_;
@@ -59,6 +71,13 @@ class Model {
   std::vector<float> proj_;    // [n, n_embd]
   std::vector<float> gate_, up_;  // [n, n_ff]
   std::vector<float> last_;    // [n_logits, n_embd]
+  // MLA: [n, 576]-style latent rows, per-head gathers, absorbed queries.
+  std::vector<float> q_a_, latent_, q_pe_, head_in_, head_out_, q_full_, attn_latent_;
+  // MoE: router scores, routing, per-expert gathers, per-(token, slot) outputs.
+  std::vector<float> router_logits_, expert_in_, expert_out_, slot_out_;
+  std::vector<int32_t> routed_expert_;  // [n, n_expert_used]
+  std::vector<float> routed_weight_;    // [n, n_expert_used]
+  std::vector<int64_t> expert_tokens_;
   MatmulScratch matmul_scratch_;
   AttentionScratch attention_scratch_;
 };

@@ -1,17 +1,84 @@
 #include "model/model_config.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace ds {
 namespace {
 
 constexpr ArchInfo k_archs[] = {
     {Arch::llama, "llama", RopeLayout::normal, false},
     {Arch::qwen2, "qwen2", RopeLayout::neox, true},
+    {Arch::deepseek2, "deepseek2", RopeLayout::normal, false},
 };
 
 constexpr int64_t k_max_dim = int64_t(1) << 20;
 
 Status out_of_range(const std::string& key, uint64_t value) {
   return Status::error("model: metadata '" + key + "' = " + std::to_string(value) + " is out of range");
+}
+
+// DeepSeek-V2/V3 (deepseek2): the MLA shapes and the MoE routing.
+template <typename Dim>
+Status read_deepseek2(const GgufFile& file, const std::string& p, Dim& dim, ModelConfig& c) {
+  MlaConfig& m = c.mla_config;
+  auto optional_dim = [&](const std::string& key, int64_t* out) -> Status {
+    return file.find(p + key) ? dim(key, out) : Status();
+  };
+  DS_RETURN_IF_ERROR(optional_dim("attention.q_lora_rank", &m.q_lora_rank));
+  DS_RETURN_IF_ERROR(dim("attention.kv_lora_rank", &m.kv_lora_rank));
+  DS_RETURN_IF_ERROR(dim("rope.dimension_count", &m.qk_rope_dim));
+  // Files with the split k_b/v_b tensors give the per-head sizes as *_mla and
+  // the cache's as key/value_length; files with kv_b give the per-head ones.
+  int64_t key_length = 0;
+  const bool split = file.find(p + "attention.key_length_mla") != nullptr;
+  DS_RETURN_IF_ERROR(dim(split ? "attention.key_length_mla" : "attention.key_length", &key_length));
+  DS_RETURN_IF_ERROR(dim(split ? "attention.value_length_mla" : "attention.value_length", &m.v_head_dim));
+  if (key_length <= m.qk_rope_dim || m.qk_rope_dim % 2 != 0) {
+    return Status::error("model: " + p + "attention key length " + std::to_string(key_length) +
+                         " must exceed an even rope.dimension_count " + std::to_string(m.qk_rope_dim));
+  }
+  m.qk_nope_dim = key_length - m.qk_rope_dim;
+  c.head_dim = key_length;
+  c.n_head_kv = c.n_head;
+
+  MoeConfig& moe = c.moe;
+  DS_RETURN_IF_ERROR(optional_dim("expert_count", &moe.n_expert));
+  if (moe.n_expert == 0) return Status();
+  DS_RETURN_IF_ERROR(dim("expert_used_count", &moe.n_expert_used));
+  DS_RETURN_IF_ERROR(dim("expert_feed_forward_length", &moe.expert_ff));
+  DS_RETURN_IF_ERROR(optional_dim("expert_shared_count", &moe.n_expert_shared));
+  auto leading = file.get_uint_or(p + "leading_dense_block_count", 0);
+  if (!leading.ok()) return leading.status();
+  if (leading.value() > uint64_t(c.n_layer)) return out_of_range(p + "leading_dense_block_count", leading.value());
+  moe.leading_dense = int64_t(leading.value());
+  auto gating = file.get_uint_or(p + "expert_gating_func", 1);
+  if (!gating.ok()) return gating.status();
+  if (gating.value() != 1 && gating.value() != 2) {
+    return Status::error("model: " + p + "expert_gating_func " + std::to_string(gating.value()) + " is not softmax (1) or sigmoid (2)");
+  }
+  moe.gating = gating.value() == 2 ? ExpertGating::sigmoid : ExpertGating::softmax;
+  if (file.find(p + "expert_weights_norm")) {
+    auto norm = file.get_bool(p + "expert_weights_norm");
+    if (!norm.ok()) return norm.status();
+    moe.normalize_weights = norm.value();
+  }
+  auto scale = file.get_float_or(p + "expert_weights_scale", 1.0);
+  if (!scale.ok()) return scale.status();
+  moe.weights_scale = scale.value() == 0.0 ? 1.0f : float(scale.value());
+  auto groups = file.get_uint_or(p + "expert_group_count", 1);
+  auto groups_used = file.get_uint_or(p + "expert_group_used_count", 1);
+  if (!groups.ok()) return groups.status();
+  if (!groups_used.ok()) return groups_used.status();
+  moe.n_group = std::max<int64_t>(1, int64_t(std::min<uint64_t>(groups.value(), uint64_t(k_max_dim))));
+  moe.n_group_used = std::max<int64_t>(1, int64_t(std::min<uint64_t>(groups_used.value(), uint64_t(k_max_dim))));
+  if (moe.n_expert_used > moe.n_expert || moe.n_expert % moe.n_group != 0 || moe.n_group_used > moe.n_group ||
+      moe.n_expert_used > moe.n_group_used * (moe.n_expert / moe.n_group)) {
+    return Status::error("model: " + p + "expert counts are inconsistent (" + std::to_string(moe.n_expert) + " experts, " +
+                         std::to_string(moe.n_expert_used) + " used, " + std::to_string(moe.n_group) + " groups, " +
+                         std::to_string(moe.n_group_used) + " used)");
+  }
+  return Status();
 }
 
 }  // namespace
@@ -61,8 +128,13 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
                          std::to_string(c.n_head_kv));
   }
   c.head_dim = c.n_embd / c.n_head;
-  if (file.find(p + "attention.key_length")) DS_RETURN_IF_ERROR(dim("attention.key_length", &c.head_dim));
-  if (file.find(p + "attention.value_length")) {
+  c.mla = c.arch->arch == Arch::deepseek2;
+  if (c.mla) {
+    DS_RETURN_IF_ERROR(read_deepseek2(file, p, dim, c));
+  } else if (file.find(p + "attention.key_length")) {
+    DS_RETURN_IF_ERROR(dim("attention.key_length", &c.head_dim));
+  }
+  if (!c.mla && file.find(p + "attention.value_length")) {
     int64_t value_length = 0;
     DS_RETURN_IF_ERROR(dim("attention.value_length", &value_length));
     if (value_length != c.head_dim) return Status::error("model: key_length and value_length differ, which this architecture does not support");
@@ -74,8 +146,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
 
   RopeParams& rope = c.rope;
   rope.layout = c.arch->rope_layout;
-  int64_t n_rot = c.head_dim;
-  if (file.find(p + "rope.dimension_count")) DS_RETURN_IF_ERROR(dim("rope.dimension_count", &n_rot));
+  int64_t n_rot = c.mla ? c.mla_config.qk_rope_dim : c.head_dim;
+  if (!c.mla && file.find(p + "rope.dimension_count")) DS_RETURN_IF_ERROR(dim("rope.dimension_count", &n_rot));
   if (n_rot > c.head_dim || n_rot % 2 != 0) return out_of_range(p + "rope.dimension_count", uint64_t(n_rot));
   rope.n_rot = int(n_rot);
   auto base = file.get_float_or(p + "rope.freq_base", 10000.0);
@@ -116,6 +188,21 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     rope.yarn_beta_slow = float(beta_slow.value());
   } else {
     return Status::error("model: unknown " + p + "rope.scaling.type '" + scaling + "' (none, linear, yarn, dynamic)");
+  }
+
+  if (c.mla) {
+    // As llama.cpp: the YaRN magnitude correction moves out of RoPE into the
+    // attention scale, as mscale^2 with DeepSeek's log multiplier.
+    MlaConfig& m = c.mla_config;
+    m.kq_scale = 1.0f / std::sqrt(float(m.qk_nope_dim + m.qk_rope_dim));
+    if (rope.scaling == RopeScaling::yarn) {
+      auto log_mul = file.get_float_or(p + "rope.scaling.yarn_log_multiplier", 0.0);
+      if (!log_mul.ok()) return log_mul.status();
+      const float log_factor = std::log(rope.scaling_factor);
+      rope.yarn_attn_factor = 1.0f / (1.0f + 0.1f * log_factor);
+      const float mscale = 1.0f + 0.1f * float(log_mul.value()) * log_factor;
+      m.kq_scale *= mscale * mscale;
+    }
   }
 
   // The vocabulary size comes from the embedding matrix (checked at weight load).

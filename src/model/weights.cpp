@@ -16,9 +16,44 @@ std::string shape_string(const GgufTensorInfo& t) {
   return s + "]";
 }
 
+}  // namespace
+
 class Loader {
  public:
   Loader(const GgufFile& file, LoadMode mode) : file_(file), mode_(mode) {}
+
+  const GgufTensorInfo* find(const std::string& name) const { return file_.find_tensor(name); }
+
+  // n_slices matrices of n_rows x n_cols stacked in one tensor (GGUF ne =
+  // {n_cols, n_rows, n_slices}; n_slices = 1 allows a 2-D tensor).
+  Status slices(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols, std::vector<WeightMatrix>* out) {
+    const GgufTensorInfo* t = file_.find_tensor(name);
+    if (!t) return Status::error("model: tensor '" + name + "' is missing");
+    const bool shape_ok = t->ne[0] == n_cols && t->ne[1] == n_rows &&
+                          (t->n_dims == 3 ? t->ne[2] == n_slices : t->n_dims == 2 && n_slices == 1);
+    if (!shape_ok) {
+      return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" + std::to_string(n_cols) +
+                           ", " + std::to_string(n_rows) + ", " + std::to_string(n_slices) + "]");
+    }
+    DS_RETURN_IF_ERROR(check_type(name, *t));
+    out->resize(size_t(n_slices));
+    for (int64_t i = 0; i < n_slices; ++i) rows(t, i * n_rows, n_rows, &(*out)[size_t(i)]);
+    return Status();
+  }
+
+  // Rows [first, first + n) of a 2-D tensor already checked, as a matrix.
+  void rows(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out) {
+    const size_t offset = size_t(first * row_bytes(t->type, t->ne[0]));
+    *out = WeightMatrix{t->type, n, t->ne[0], file_.tensor_data(*t) + offset};
+    matrices_.push_back({out, t, offset});
+  }
+
+  Status check_type(const std::string& name, const GgufTensorInfo& t) const {
+    if (is_compute_supported(t.type)) return Status();
+    return Status::error("model: tensor '" + name + "' has type " + dtype_name(t.type) +
+                         ", which dsinfer does not support (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+                         "Q4_K, Q5_K, Q6_K)");
+  }
 
   // A matrix with n_cols elements per row and n_rows rows (GGUF ne = {n_cols, n_rows}).
   Status matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out) {
@@ -28,13 +63,8 @@ class Loader {
       return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" +
                            std::to_string(n_cols) + ", " + std::to_string(n_rows) + "]");
     }
-    if (!is_compute_supported(t->type)) {
-      return Status::error("model: tensor '" + name + "' has type " + dtype_name(t->type) +
-                           ", which dsinfer does not support (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-                           "Q4_K, Q5_K, Q6_K)");
-    }
-    *out = WeightMatrix{t->type, n_rows, n_cols, file_.tensor_data(*t)};
-    matrices_.push_back({out, t});
+    DS_RETURN_IF_ERROR(check_type(name, *t));
+    rows(t, 0, n_rows, out);
     return Status();
   }
 
@@ -71,7 +101,7 @@ class Loader {
         offset += (m.info->n_bytes + 63) / 64 * 64;
         it = placed.emplace(m.info, dst).first;
       }
-      m.matrix->data = it->second;
+      m.matrix->data = it->second + m.offset;
     }
     *region = mem;
     *region_bytes = total;
@@ -82,13 +112,12 @@ class Loader {
   struct Placed {
     WeightMatrix* matrix;
     const GgufTensorInfo* info;
+    size_t offset;  // of the matrix's first row in the tensor
   };
   const GgufFile& file_;
   LoadMode mode_;
   std::vector<Placed> matrices_;
 };
-
-}  // namespace
 
 Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFile> file, const ModelConfig& c,
                                                          LoadMode mode) {
@@ -108,6 +137,12 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFil
     const std::string b = "blk." + std::to_string(i) + ".";
     LayerWeights& l = w->layers[size_t(i)];
     DS_RETURN_IF_ERROR(loader.vector(b + "attn_norm.weight", c.n_embd, &l.attn_norm));
+    DS_RETURN_IF_ERROR(loader.vector(b + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
+    if (c.mla) {
+      DS_RETURN_IF_ERROR(w->load_mla(loader, c, b, l));
+      DS_RETURN_IF_ERROR(w->load_moe(loader, c, b, l));
+      continue;
+    }
     DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q.weight", c.q_dim(), c.n_embd, &l.wq));
     DS_RETURN_IF_ERROR(loader.matrix(b + "attn_k.weight", c.kv_dim(), c.n_embd, &l.wk));
     DS_RETURN_IF_ERROR(loader.matrix(b + "attn_v.weight", c.kv_dim(), c.n_embd, &l.wv));
@@ -116,7 +151,6 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFil
     DS_RETURN_IF_ERROR(loader.vector(b + "attn_q.bias", c.q_dim(), &l.bq, bias_optional));
     DS_RETURN_IF_ERROR(loader.vector(b + "attn_k.bias", c.kv_dim(), &l.bk, bias_optional));
     DS_RETURN_IF_ERROR(loader.vector(b + "attn_v.bias", c.kv_dim(), &l.bv, bias_optional));
-    DS_RETURN_IF_ERROR(loader.vector(b + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
@@ -124,6 +158,68 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFil
   DS_RETURN_IF_ERROR(loader.place(&w->copy_, &w->copy_bytes_, &w->weight_bytes));
   if (w->tied_output) w->output = w->token_embd;
   return w;
+}
+
+Status ModelWeights::load_mla(Loader& loader, const ModelConfig& c, const std::string& b, LayerWeights& l) {
+  const MlaConfig& m = c.mla_config;
+  const int64_t q_head = m.qk_nope_dim + m.qk_rope_dim;
+  if (m.q_lora_rank > 0) {
+    DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q_a.weight", m.q_lora_rank, c.n_embd, &l.wq_a));
+    DS_RETURN_IF_ERROR(loader.vector(b + "attn_q_a_norm.weight", m.q_lora_rank, &l.q_a_norm));
+    DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q_b.weight", c.n_head * q_head, m.q_lora_rank, &l.wq_b));
+  } else {
+    DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q.weight", c.n_head * q_head, c.n_embd, &l.wq));
+  }
+  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_kv_a_mqa.weight", m.cache_dim(), c.n_embd, &l.wkv_a));
+  DS_RETURN_IF_ERROR(loader.vector(b + "attn_kv_a_norm.weight", m.kv_lora_rank, &l.kv_a_norm));
+  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_output.weight", c.n_embd, c.n_head * m.v_head_dim, &l.wo));
+  if (loader.find(b + "attn_k_b.weight")) {  // the split layout: per-head k_b and v_b as the absorbed form wants them
+    DS_RETURN_IF_ERROR(loader.slices(b + "attn_k_b.weight", c.n_head, m.kv_lora_rank, m.qk_nope_dim, &l.k_b));
+    return loader.slices(b + "attn_v_b.weight", c.n_head, m.v_head_dim, m.kv_lora_rank, &l.v_b);
+  }
+  // The combined kv_b: per head, nope rows of the key then v_head rows of the
+  // value, each over the latent. The value rows serve as they are; the key
+  // rows are transposed once here (to f32) so both layouts run the same code.
+  const std::string name = b + "attn_kv_b.weight";
+  std::vector<WeightMatrix> kv_b;
+  DS_RETURN_IF_ERROR(loader.slices(name, 1, c.n_head * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank, &kv_b));
+  const GgufTensorInfo* t = loader.find(name);
+  l.k_b.resize(size_t(c.n_head));
+  l.v_b.resize(size_t(c.n_head));
+  std::vector<float> row(static_cast<size_t>(m.kv_lora_rank));
+  for (int64_t h = 0; h < c.n_head; ++h) {
+    const int64_t first = h * (m.qk_nope_dim + m.v_head_dim);
+    std::vector<float>& k = derived_.emplace_back(size_t(m.kv_lora_rank * m.qk_nope_dim));
+    for (int64_t d = 0; d < m.qk_nope_dim; ++d) {
+      dequantize_row(t->type, kv_b[0].data + (first + d) * kv_b[0].row_stride_bytes(), row.data(), m.kv_lora_rank);
+      for (int64_t r = 0; r < m.kv_lora_rank; ++r) k[size_t(r * m.qk_nope_dim + d)] = row[size_t(r)];
+    }
+    l.k_b[size_t(h)] = WeightMatrix{DType::f32, m.kv_lora_rank, m.qk_nope_dim, reinterpret_cast<const uint8_t*>(k.data())};
+    loader.rows(t, first + m.qk_nope_dim, m.v_head_dim, &l.v_b[size_t(h)]);
+  }
+  return Status();
+}
+
+Status ModelWeights::load_moe(Loader& loader, const ModelConfig& c, const std::string& b, LayerWeights& l) {
+  const MoeConfig& moe = c.moe;
+  const int64_t layer = std::stoll(b.substr(4));
+  if (!moe.is_moe_layer(layer)) {
+    DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
+    DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
+    return loader.matrix(b + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down);
+  }
+  DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_gate_inp.weight", moe.n_expert, c.n_embd, &l.router));
+  DS_RETURN_IF_ERROR(loader.vector(b + "exp_probs_b.bias", moe.n_expert, &l.router_bias, true));
+  DS_RETURN_IF_ERROR(loader.slices(b + "ffn_gate_exps.weight", moe.n_expert, moe.expert_ff, c.n_embd, &l.expert_gate));
+  DS_RETURN_IF_ERROR(loader.slices(b + "ffn_up_exps.weight", moe.n_expert, moe.expert_ff, c.n_embd, &l.expert_up));
+  DS_RETURN_IF_ERROR(loader.slices(b + "ffn_down_exps.weight", moe.n_expert, c.n_embd, moe.expert_ff, &l.expert_down));
+  if (moe.n_expert_shared > 0) {
+    const int64_t shared_ff = moe.expert_ff * moe.n_expert_shared;
+    DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_gate_shexp.weight", shared_ff, c.n_embd, &l.w_gate));
+    DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_up_shexp.weight", shared_ff, c.n_embd, &l.w_up));
+    DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_down_shexp.weight", c.n_embd, shared_ff, &l.w_down));
+  }
+  return Status();
 }
 
 ModelWeights::~ModelWeights() {

@@ -27,6 +27,19 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv; // empty when the model has no q/k/v biases
   std::vector<float> ffn_norm;   // [n_embd]
   WeightMatrix w_gate, w_up, w_down;  // [n_ff, n_embd] x2, [n_embd, n_ff]
+
+  // deepseek2 attention (MLA). Queries: wq, or wq_a -> q_a_norm -> wq_b.
+  WeightMatrix wq_a, wq_b;            // [q_lora_rank, n_embd], [n_head * (nope + rope), q_lora_rank]
+  std::vector<float> q_a_norm;        // [q_lora_rank]
+  WeightMatrix wkv_a;                 // [kv_lora_rank + rope, n_embd]: the latent and the shared RoPE key
+  std::vector<float> kv_a_norm;       // [kv_lora_rank]
+  std::vector<WeightMatrix> k_b;      // per head [kv_lora_rank, nope]: folds the key up-projection into q
+  std::vector<WeightMatrix> v_b;      // per head [v_head, kv_lora_rank]: the value up-projection
+
+  // deepseek2 MoE layers (w_gate/w_up/w_down are the shared experts there).
+  WeightMatrix router;                // [n_expert, n_embd]
+  std::vector<float> router_bias;     // [n_expert] selection bias (V3); empty if none
+  std::vector<WeightMatrix> expert_gate, expert_up, expert_down;  // per expert
 };
 
 class ModelWeights {
@@ -45,6 +58,9 @@ class ModelWeights {
 
  private:
   ModelWeights() = default;
+  Status load_mla(class Loader& loader, const ModelConfig& c, const std::string& prefix, LayerWeights& l);
+  Status load_moe(class Loader& loader, const ModelConfig& c, const std::string& prefix, LayerWeights& l);
+  std::vector<std::vector<float>> derived_;  // matrices made at load (k_b transposed out of kv_b)
   std::unique_ptr<GgufFile> file_;
   void* copy_ = nullptr;
   size_t copy_bytes_ = 0;

@@ -69,6 +69,18 @@ def copy_tokenizer(writer, vocab_path):
     return len(reader.fields["tokenizer.ggml.tokens"].data)
 
 
+def add_weight(writer, name, data, dtype):
+    """Adds a float32 array (any rank, rows along the last axis) in dtype."""
+    qtype = WRITABLE[dtype]
+    if qtype == GQ.F32:
+        writer.add_tensor(name, data.astype(np.float32))
+    elif qtype == GQ.F16:
+        writer.add_tensor(name, data.astype(np.float16))
+    else:
+        packed = gguf.quants.quantize(data.astype(np.float32), qtype)
+        writer.add_tensor(name, packed, raw_shape=packed.shape, raw_dtype=qtype)
+
+
 def write_model(path, arch="llama", dtype="f32", n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_layer=2,
                 n_ctx=512, seed=0, vocab_path=DEFAULT_VOCAB, rope_base=10000.0, tied_output=False, scale=0.08,
                 rope_scaling=None):
@@ -102,15 +114,7 @@ def write_model(path, arch="llama", dtype="f32", n_embd=256, n_ff=512, n_head=4,
         writer.add_uint32(f"{arch}.rope.scaling.original_context_length", original)
 
     def matrix(name, n_rows, n_cols):
-        data = (rng.standard_normal((n_rows, n_cols)) * scale).astype(np.float32)
-        qtype = WRITABLE[dtype]
-        if qtype == GQ.F32:
-            writer.add_tensor(name, data)
-        elif qtype == GQ.F16:
-            writer.add_tensor(name, data.astype(np.float16))
-        else:
-            packed = gguf.quants.quantize(data, qtype)
-            writer.add_tensor(name, packed, raw_shape=packed.shape, raw_dtype=qtype)
+        add_weight(writer, name, rng.standard_normal((n_rows, n_cols)) * scale, dtype)
 
     def vector(name, n, around=1.0):
         writer.add_tensor(name, (around + rng.standard_normal(n) * 0.1).astype(np.float32))
