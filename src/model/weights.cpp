@@ -179,22 +179,29 @@ Status ModelWeights::load_mla(Loader& loader, const ModelConfig& c, const std::s
   }
   // The combined kv_b: per head, nope rows of the key then v_head rows of the
   // value, each over the latent. The value rows serve as they are; the key
-  // rows are transposed once here (to f32) so both layouts run the same code.
+  // rows are transposed once here into the split layout, as llama.cpp's
+  // converter would write it: 16- and 32-bit types keep their type (exact, so
+  // both layouts compute alike), quantized ones become f32 (exact values).
   const std::string name = b + "attn_kv_b.weight";
   std::vector<WeightMatrix> kv_b;
   DS_RETURN_IF_ERROR(loader.slices(name, 1, c.n_head * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank, &kv_b));
   const GgufTensorInfo* t = loader.find(name);
+  const DType k_type = t->type == DType::f16 || t->type == DType::bf16 ? t->type : DType::f32;
   l.k_b.resize(size_t(c.n_head));
   l.v_b.resize(size_t(c.n_head));
-  std::vector<float> row(static_cast<size_t>(m.kv_lora_rank));
+  std::vector<float> row(static_cast<size_t>(m.kv_lora_rank)), transposed(size_t(m.kv_lora_rank * m.qk_nope_dim));
   for (int64_t h = 0; h < c.n_head; ++h) {
     const int64_t first = h * (m.qk_nope_dim + m.v_head_dim);
-    std::vector<float>& k = derived_.emplace_back(size_t(m.kv_lora_rank * m.qk_nope_dim));
     for (int64_t d = 0; d < m.qk_nope_dim; ++d) {
       dequantize_row(t->type, kv_b[0].data + (first + d) * kv_b[0].row_stride_bytes(), row.data(), m.kv_lora_rank);
-      for (int64_t r = 0; r < m.kv_lora_rank; ++r) k[size_t(r * m.qk_nope_dim + d)] = row[size_t(r)];
+      for (int64_t r = 0; r < m.kv_lora_rank; ++r) transposed[size_t(r * m.qk_nope_dim + d)] = row[size_t(r)];
     }
-    l.k_b[size_t(h)] = WeightMatrix{DType::f32, m.kv_lora_rank, m.qk_nope_dim, reinterpret_cast<const uint8_t*>(k.data())};
+    const int64_t k_row_bytes = row_bytes(k_type, m.qk_nope_dim);
+    std::vector<uint8_t>& k = derived_.emplace_back(size_t(m.kv_lora_rank * k_row_bytes));
+    for (int64_t r = 0; r < m.kv_lora_rank; ++r) {
+      quantize_row(k_type, transposed.data() + r * m.qk_nope_dim, k.data() + r * k_row_bytes, m.qk_nope_dim);
+    }
+    l.k_b[size_t(h)] = WeightMatrix{k_type, m.kv_lora_rank, m.qk_nope_dim, k.data()};
     loader.rows(t, first + m.qk_nope_dim, m.v_head_dim, &l.v_b[size_t(h)]);
   }
   return Status();

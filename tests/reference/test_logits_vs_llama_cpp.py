@@ -98,3 +98,45 @@ def test_rope_scaling_matches_llama_cpp(dsinfer, model_dir, arch, scaling):
     write_model(plain, arch=arch, dtype="f32", seed=7)
     dsinfer("logits", "-m", plain, "--tokens", ",".join(map(str, TOKENS)), "--out", plain + ".npy")
     assert np.abs(np.load(plain + ".npy") - np.load(scaled_out)).max() > 1e-2
+
+
+DEEPSEEK2_CASES = [(shape, dtype, layout) for shape in ("v2lite", "v3") for dtype in ("f32", "f16", "q8_0")
+                   for layout in ("kv_b", "split") if dtype != "q8_0" or layout == "split"]
+
+
+@pytest.mark.parametrize("shape,dtype,layout", DEEPSEEK2_CASES)
+def test_deepseek2_logits_match_llama_cpp(dsinfer, model_dir, shape, dtype, layout):
+    """MLA (absorbed, latent-only cache) and DeepSeekMoE against llama.cpp.
+
+    V2-Lite-like: 27 layers (llama.cpp recognises V2-Lite by its layer count and
+    then expects no q LoRA), softmax gating, two shared experts, MoE in the last
+    three layers. V3-like: q LoRA, sigmoid gating with a selection bias,
+    normalised and scaled weights, group-limited routing, a leading dense layer.
+
+    Reference: llama.cpp on the same file, except for 16-bit weights in the kv_b
+    layout. There llama.cpp expands keys per head (rounding the latent to f16
+    first) while dsinfer and llama.cpp's own split-layout path absorb the key
+    projection into the query; the two orders differ by ~1e-3, enough to flip a
+    top-k expert choice at some position (llama.cpp's two layouts of the same
+    f16 weights differ from each other by 6e-2 to 1.3e-1), so the reference is
+    llama.cpp's absorbed run of the same weights. Quantized kv_b is not compared:
+    the split file's k_b is quantized along another axis, so no llama.cpp run
+    holds the same weights.
+    """
+    from make_deepseek2 import write_deepseek2
+    seed = zlib.crc32(f"{shape}-{dtype}".encode()) % 1000
+    overrides = {"leading_dense": 24} if shape == "v2lite" else {}
+    path = os.path.join(model_dir, f"deepseek2_{shape}_{dtype}_{layout}.gguf")
+    write_deepseek2(path, shape=shape, dtype=dtype, layout=layout, seed=seed, **overrides)
+    reference_path = path
+    if layout == "kv_b" and dtype != "f32":
+        reference_path = os.path.join(model_dir, f"deepseek2_{shape}_{dtype}_split_ref.gguf")
+        write_deepseek2(reference_path, shape=shape, dtype=dtype, layout="split", seed=seed, **overrides)
+    out = os.path.join(model_dir, f"deepseek2_{shape}_{dtype}_{layout}.npy")
+    dsinfer("logits", "-m", path, "--tokens", ",".join(map(str, TOKENS)), "--out", out, "--kv-cache-dtype", "f32")
+    ours = np.load(out)
+    ref = llama_cpp_logits(str(reference_path), TOKENS, kv="f32")
+    error = float(np.abs(ours - ref).max() / np.abs(ref).max())
+    tolerance = TOLERANCE.get(dtype, QUANT_TOLERANCE)
+    print(f"deepseek2 {shape} {dtype} {layout}: relative max error {error:.2e} (tolerance {tolerance:.0e})")
+    assert error <= tolerance
