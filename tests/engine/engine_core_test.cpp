@@ -1,8 +1,9 @@
 // Batching is invisible in the results: greedy outputs of concurrent requests
 // equal each request run alone, with the prefix cache on and off, at several
 // chunk budgets and page sizes, and with sequences preempted and recomputed
-// under a tiny page pool. On the real stories260K model (llama, f16 KV) and on
-// a random-weight qwen2 model (Q8_0 weights, biases, q8_0 KV).
+// under a tiny page pool. On the real stories260K model (llama, f16 KV), a
+// random-weight qwen2 model (Q8_0 weights, biases, q8_0 KV) and a random-weight
+// DeepSeek-V3-like model (Q8_0, MLA latent cache, MoE with grouped routing).
 
 #include "engine/engine_core.h"
 
@@ -100,13 +101,15 @@ class EngineCoreTest : public ::testing::TestWithParam<TestModel> {
   void SetUp() override {
     const TestModel& m = GetParam();
     std::string path = k_stories;
-    if (std::string(m.name) == "qwen2_q8_0") {
+    if (std::string(m.name) != "stories260K") {
       RandomModelShape shape;
+      shape.arch = std::string(m.name) == "qwen2_q8_0" ? "qwen2" : "deepseek2";
       shape.weight_type = DType::q8_0;
       shape.n_embd = 128;
       shape.n_ff = 256;
       shape.n_vocab = 512;
-      path = write_random_model(shape, "engine_core_qwen2.gguf");
+      shape.n_layer = shape.arch == "deepseek2" ? 3 : 2;
+      path = write_random_model(shape, std::string("engine_core_") + m.name + ".gguf");
     }
     auto loaded = Model::load(path, ModelOptions{2, LoadMode::mmap});
     ASSERT_TRUE(loaded.ok()) << loaded.message();
@@ -212,7 +215,8 @@ TEST(EngineCorePrefix, LongSharedPrefixIsComputedOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineCoreTest,
-                         ::testing::Values(TestModel{"stories260K", DType::f16}, TestModel{"qwen2_q8_0", DType::q8_0}),
+                         ::testing::Values(TestModel{"stories260K", DType::f16}, TestModel{"qwen2_q8_0", DType::q8_0},
+                                           TestModel{"deepseek2_q8_0", DType::f16}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "gguf/gguf_writer.h"
+#include "support/random_model.h"
 
 namespace ds {
 namespace {
@@ -159,6 +160,34 @@ TEST(Model, UnknownArchitectureAndMissingTensorsFailAtLoad) {
   GgufWriter no_dims;
   no_dims.add_string("general.architecture", "qwen2");
   EXPECT_NE(load_error(no_dims).find("qwen2.embedding_length"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds
+
+namespace ds {
+namespace {
+
+// MLA caches one latent plus one shared RoPE key per token and layer, not
+// per-head keys and values: (kv_lora_rank + rope) x layers x element size.
+TEST(Model, MlaCachesOnlyTheLatentAndTheRopeKey) {
+  RandomModelShape shape;
+  shape.arch = "deepseek2";
+  shape.n_embd = 128;
+  shape.n_layer = 3;
+  auto model = Model::load(write_random_model(shape, "mla_kv_bytes.gguf"), ModelOptions{1, LoadMode::mmap});
+  ASSERT_TRUE(model.ok()) << model.message();
+  const ModelConfig& c = model.value()->config();
+  ASSERT_TRUE(c.mla);
+  EXPECT_EQ(c.mla_config.kv_lora_rank, 64);
+  EXPECT_EQ(c.mla_config.qk_rope_dim, 32);
+  EXPECT_EQ(KvCache::bytes_per_token(c, DType::f16), (64 + 32) * 3 * 2);
+  EXPECT_EQ(KvCache::bytes_per_token(c, DType::f32), (64 + 32) * 3 * 4);
+  auto cache = KvCache::create(c, KvCacheOptions{DType::f16, 16, 4});
+  ASSERT_TRUE(cache.ok());
+  EXPECT_EQ(cache.value()->page_bytes(), 16 * (64 + 32) * 3 * 2);
+  EXPECT_EQ(cache.value()->layer(0).v, nullptr);
+  EXPECT_FALSE(KvCache::create(c, KvCacheOptions{DType::q8_0, 16, 4}).ok());
 }
 
 }  // namespace

@@ -36,6 +36,18 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
     }
     w.add_tensor(name, type, {cols, rows}, bytes.data(), bytes.size());
   };
+  // n matrices of rows x cols stacked in one 3-D tensor (the expert layout).
+  auto experts = [&](const std::string& name, int64_t n, int64_t rows, int64_t cols) {
+    const float bound = std::sqrt(3.0f / float(cols));
+    std::uniform_real_distribution<float> dist(-bound, bound);
+    std::vector<float> values(static_cast<size_t>(cols));
+    std::vector<uint8_t> bytes(size_t(n * rows * row_bytes(s.weight_type, cols)));
+    for (int64_t r = 0; r < n * rows; ++r) {
+      for (float& v : values) v = dist(rng);
+      EXPECT_TRUE(quantize_row(s.weight_type, values.data(), bytes.data() + r * row_bytes(s.weight_type, cols), cols));
+    }
+    w.add_tensor(name, s.weight_type, {cols, rows, n}, bytes.data(), bytes.size());
+  };
   auto vector = [&](const std::string& name, int64_t n, float center, float spread) {
     std::uniform_real_distribution<float> dist(center - spread, center + spread);
     std::vector<float> values(static_cast<size_t>(n));
@@ -47,6 +59,53 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
   matrix("token_embd.weight", s.n_vocab, s.n_embd, DType::f32);
   vector("output_norm.weight", s.n_embd, 1.0f, 0.1f);
   matrix("output.weight", s.n_vocab, s.n_embd, s.weight_type);
+  if (s.arch == "deepseek2") {
+    constexpr int64_t q_lora = 64, kv_lora = 64, nope = 32, rope = 32, v_head = 32, n_expert = 8, expert_ff = 64;
+    w.add_uint32(p + "attention.q_lora_rank", q_lora);
+    w.add_uint32(p + "attention.kv_lora_rank", kv_lora);
+    w.add_uint32(p + "attention.key_length", nope + rope);
+    w.add_uint32(p + "attention.value_length", v_head);
+    w.add_uint32(p + "rope.dimension_count", rope);
+    w.add_uint32(p + "leading_dense_block_count", 1);
+    w.add_uint32(p + "expert_count", n_expert);
+    w.add_uint32(p + "expert_used_count", 2);
+    w.add_uint32(p + "expert_shared_count", 1);
+    w.add_uint32(p + "expert_feed_forward_length", expert_ff);
+    w.add_uint32(p + "expert_gating_func", 2);
+    w.add_bool(p + "expert_weights_norm", true);
+    w.add_float32(p + "expert_weights_scale", 2.0f);
+    w.add_uint32(p + "expert_group_count", 4);
+    w.add_uint32(p + "expert_group_used_count", 2);
+    for (int64_t i = 0; i < s.n_layer; ++i) {
+      const std::string b = "blk." + std::to_string(i) + ".";
+      vector(b + "attn_norm.weight", s.n_embd, 1.0f, 0.1f);
+      matrix(b + "attn_q_a.weight", q_lora, s.n_embd, s.weight_type);
+      vector(b + "attn_q_a_norm.weight", q_lora, 1.0f, 0.1f);
+      matrix(b + "attn_q_b.weight", s.n_head * (nope + rope), q_lora, s.weight_type);
+      matrix(b + "attn_kv_a_mqa.weight", kv_lora + rope, s.n_embd, s.weight_type);
+      vector(b + "attn_kv_a_norm.weight", kv_lora, 1.0f, 0.1f);
+      matrix(b + "attn_kv_b.weight", s.n_head * (nope + v_head), kv_lora, s.weight_type);
+      matrix(b + "attn_output.weight", s.n_embd, s.n_head * v_head, s.weight_type);
+      vector(b + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f);
+      if (i == 0) {
+        matrix(b + "ffn_gate.weight", s.n_ff, s.n_embd, s.weight_type);
+        matrix(b + "ffn_up.weight", s.n_ff, s.n_embd, s.weight_type);
+        matrix(b + "ffn_down.weight", s.n_embd, s.n_ff, s.weight_type);
+        continue;
+      }
+      matrix(b + "ffn_gate_inp.weight", n_expert, s.n_embd, DType::f32);
+      vector(b + "exp_probs_b.bias", n_expert, 0.0f, 0.05f);
+      experts(b + "ffn_gate_exps.weight", n_expert, expert_ff, s.n_embd);
+      experts(b + "ffn_up_exps.weight", n_expert, expert_ff, s.n_embd);
+      experts(b + "ffn_down_exps.weight", n_expert, s.n_embd, expert_ff);
+      matrix(b + "ffn_gate_shexp.weight", expert_ff, s.n_embd, s.weight_type);
+      matrix(b + "ffn_up_shexp.weight", expert_ff, s.n_embd, s.weight_type);
+      matrix(b + "ffn_down_shexp.weight", s.n_embd, expert_ff, s.weight_type);
+    }
+    const std::string path = ::testing::TempDir() + "/" + file_name;
+    EXPECT_TRUE(w.write_file(path).ok());
+    return path;
+  }
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     vector(b + "attn_norm.weight", s.n_embd, 1.0f, 0.1f);

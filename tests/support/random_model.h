@@ -11,7 +11,10 @@
 namespace ds {
 
 struct RandomModelShape {
-  std::string arch = "qwen2";  // "llama" or "qwen2" (with q/k/v biases)
+  // "llama", "qwen2" (with q/k/v biases) or "deepseek2" (V3-like: q LoRA, MLA
+  // with the kv_b layout, a leading dense layer, then DeepSeekMoE with sigmoid
+  // gating, a selection bias, 8 experts in 4 groups, 2 used, 1 shared).
+  std::string arch = "qwen2";
   DType weight_type = DType::f32;
   int64_t n_embd = 64;
   int64_t n_layer = 2;
