@@ -132,6 +132,7 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   size_t submitted = 0, finished = 0;
   int64_t output_tokens = 0, steps = 0, step_tokens = 0, peak_pages = 0, busy_steps = 0;
   double fragmentation_sum = 0.0;
+  std::vector<int64_t> expert_tokens;  // summed over steps
   // Steps that only decode (every computed token is sampled): the batched
   // decode rate, apart from prefill.
   int64_t decode_steps = 0, decode_tokens = 0;
@@ -155,6 +156,8 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
       decode_seconds += stats.last_step_seconds;
     }
     peak_pages = std::max<int64_t>(peak_pages, stats.pages_held);
+    if (expert_tokens.size() < stats.expert_tokens.size()) expert_tokens.resize(stats.expert_tokens.size());
+    for (size_t e = 0; e < stats.expert_tokens.size(); ++e) expert_tokens[e] += stats.expert_tokens[e];
     if (stats.n_running > 0) {
       fragmentation_sum += stats.fragmentation;
       ++busy_steps;
@@ -187,6 +190,13 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
               stats.pages_held, (long long)stats.n_preemptions);
   std::printf("prefix cache: %lld of %lld prompt tokens hit\n", (long long)stats.prefix_hit_tokens,
               (long long)stats.prefix_query_tokens);
+  if (!expert_tokens.empty()) {
+    const auto [least, most] = std::minmax_element(expert_tokens.begin(), expert_tokens.end());
+    int64_t total = 0;
+    for (int64_t n : expert_tokens) total += n;
+    std::printf("expert load over the run: %lld token-expert assignments, per expert min %lld, mean %.1f, max %lld\n",
+                (long long)total, (long long)*least, double(total) / double(expert_tokens.size()), (long long)*most);
+  }
   return 0;
 }
 

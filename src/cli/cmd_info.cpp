@@ -60,6 +60,24 @@ int cmd_info(int argc, char** argv) {
   std::printf("kv cache per 1K tokens: %.2f MiB (f16), %.2f MiB (f32)\n",
               KvCache::bytes_per_token(c, DType::f16) * 1024 / 1048576.0,
               KvCache::bytes_per_token(c, DType::f32) * 1024 / 1048576.0);
+  if (c.mla) {
+    const MlaConfig& m = c.mla_config;
+    // What a standard multi-head cache would hold: every head's key and value.
+    const int64_t mha_bytes = c.n_head * (m.qk_nope_dim + m.qk_rope_dim + m.v_head_dim) * c.n_layer * 2;
+    const int64_t mla_bytes = KvCache::bytes_per_token(c, DType::f16);
+    std::printf("mla: q lora %lld, kv lora %lld, head %lld+%lld (v %lld); kv bytes per token (f16) %lld, a full multi-head "
+                "cache %lld: %.1fx smaller\n",
+                (long long)m.q_lora_rank, (long long)m.kv_lora_rank, (long long)m.qk_nope_dim, (long long)m.qk_rope_dim,
+                (long long)m.v_head_dim, (long long)mla_bytes, (long long)mha_bytes, double(mha_bytes) / double(mla_bytes));
+  }
+  if (c.moe.n_expert > 0) {
+    const MoeConfig& e = c.moe;
+    std::printf("moe: %lld experts (%lld used, %lld shared) of width %lld after %lld dense layers, %s gating%s, "
+                "weights %s x%.2f, %lld groups (%lld used)\n",
+                (long long)e.n_expert, (long long)e.n_expert_used, (long long)e.n_expert_shared, (long long)e.expert_ff,
+                (long long)e.leading_dense, e.gating == ExpertGating::sigmoid ? "sigmoid" : "softmax",
+                e.normalize_weights ? "normalised" : "raw", e.weights_scale, (long long)e.n_group, (long long)e.n_group_used);
+  }
   return 0;
 }
 

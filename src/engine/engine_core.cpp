@@ -148,6 +148,7 @@ EngineStats EngineCore::stats() const {
   s.step_tokens = step_tokens_;
   s.last_step_tokens = last_step_tokens_;
   s.last_step_seconds = last_step_seconds_;
+  s.expert_tokens = model_.last_expert_tokens();
   return s;
 }
 

@@ -54,6 +54,7 @@ struct EngineStats {
   int64_t step_tokens = 0;       // tokens computed, all steps
   int32_t last_step_tokens = 0;
   double last_step_seconds = 0.0;
+  std::vector<int64_t> expert_tokens;  // MoE: tokens each routed expert took in the last step, all layers
 };
 
 enum class FinishReason { none, stop, length, cancelled, error };

@@ -77,6 +77,13 @@ std::string Metrics::render(const EngineStats& e, int64_t in_flight) const {
   gauge("dsinfer:engine_steps", "Engine steps since start (monotonic).", double(e.steps));
   gauge("dsinfer:last_step_tokens", "Tokens computed in the last step.", e.last_step_tokens);
   gauge("dsinfer:last_step_seconds", "Duration of the last step.", e.last_step_seconds);
+  if (!e.expert_tokens.empty()) {
+    out += "# HELP dsinfer:expert_tokens Tokens each routed expert took in the last step, summed over MoE layers.\n"
+           "# TYPE dsinfer:expert_tokens gauge\n";
+    for (size_t i = 0; i < e.expert_tokens.size(); ++i) {
+      out += "dsinfer:expert_tokens{expert=\"" + std::to_string(i) + "\"} " + std::to_string(e.expert_tokens[i]) + "\n";
+    }
+  }
 
   std::lock_guard lock(mutex_);
   for (const auto& [name, f] : families_) {
