@@ -1,12 +1,15 @@
 """Prompt processing and generation speed of dsinfer beside llama.cpp, in one run.
 
 Writes a ~1.1B-parameter random-weight Llama model (TinyLlama's shape) in F16
-and quantizes it to Q8_0 and Q4_0 with llama.cpp's quantizer, then measures
+and quantizes it to Q8_0 and Q4_0 with llama.cpp's quantizer (or, with --moe,
+a DeepSeek-V2-Lite-shaped MoE model with 4 of its 27 layers in Q8_0 and Q4_0;
+it carries V2's q LoRA of 1536 because llama.cpp takes a deepseek2 file without
+one for V2-Lite only when it has 27 layers), then measures
 pp512 (512 prompt tokens in one batch) and tg128 (128 single-token decode
 steps) for both engines with the same thread count, alternating engines per
 repetition so that machine noise hits both alike. Prints a markdown table.
 
-Usage: python3 bench/bench_vs_llama_cpp.py [--models DIR] [-p 512] [-n 128] [-r 3] [-t 2]
+Usage: python3 bench/bench_vs_llama_cpp.py [--moe] [--models DIR] [-p 512] [-n 128] [-r 3] [-t 2]
 """
 
 import argparse
@@ -20,9 +23,27 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 
+from make_deepseek2 import write_deepseek2  # noqa: E402
 from make_model import FIXTURES, quantize_with_llama_cpp, write_model  # noqa: E402
 
 SHAPE = dict(n_embd=2048, n_ff=5632, n_head=32, n_head_kv=4, n_layer=22, n_ctx=2048)
+# DeepSeek-V2-Lite's dimensions (its config.json), 4 layers: 1 dense, 3 MoE.
+MOE_SHAPE = dict(n_embd=2048, n_head=16, q_lora_rank=1536, kv_lora_rank=512, qk_nope=128, qk_rope=64, v_head=128,
+                 n_layer=4, leading_dense=1, n_ff=10944, n_expert=64, n_expert_used=6, n_shared=2, expert_ff=1408,
+                 gating=1, weights_norm=False, weights_scale=1.0, n_group=1, n_group_used=1, probs_bias=False)
+
+
+def ensure_moe_models(directory):
+    os.makedirs(directory, exist_ok=True)
+    paths = {}
+    for name in ("Q8_0", "Q4_0"):
+        path = os.path.join(directory, f"deepseek2_v2lite4_{name.lower()}.gguf")
+        if not os.path.exists(path):
+            print(f"writing {path} (random weights, V2-Lite dimensions, 4 layers)", file=sys.stderr)
+            write_deepseek2(path, dtype=name.lower(), layout="split", seed=0, n_ctx=2048,
+                            vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf"), **MOE_SHAPE)
+        paths[name] = path
+    return paths
 
 
 def ensure_models(directory):
@@ -68,6 +89,7 @@ def machine():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=os.path.join(ROOT, "models", "bench"))
+    parser.add_argument("--moe", action="store_true", help="the DeepSeek-V2-Lite-shaped MoE model instead of the Llama")
     parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
     parser.add_argument("-p", type=int, default=512)
     parser.add_argument("-n", type=int, default=128)
@@ -75,7 +97,7 @@ def main():
     parser.add_argument("-t", type=int, default=2)
     args = parser.parse_args()
 
-    models = ensure_models(args.models)
+    models = ensure_moe_models(args.models) if args.moe else ensure_models(args.models)
     print(f"machine: {machine()}; {args.t} threads; mean of {args.r} alternating repetitions\n")
     print(f"| weights | engine | pp{args.p} tok/s | tg{args.n} tok/s |")
     print("| --- | --- | --- | --- |")

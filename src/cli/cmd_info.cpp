@@ -72,7 +72,7 @@ int cmd_info(int argc, char** argv) {
   }
   if (c.moe.n_expert > 0) {
     const MoeConfig& e = c.moe;
-    std::printf("moe: %lld experts (%lld used, %lld shared) of width %lld after %lld dense layers, %s gating%s, "
+    std::printf("moe: %lld experts (%lld used, %lld shared) of width %lld after %lld dense layers, %s gating, "
                 "weights %s x%.2f, %lld groups (%lld used)\n",
                 (long long)e.n_expert, (long long)e.n_expert_used, (long long)e.n_expert_shared, (long long)e.expert_ff,
                 (long long)e.leading_dense, e.gating == ExpertGating::sigmoid ? "sigmoid" : "softmax",

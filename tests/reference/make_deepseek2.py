@@ -27,6 +27,8 @@ SHAPES = {
 
 def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_ctx=512, vocab_path=DEFAULT_VOCAB,
                     scale=0.08, **overrides):
+    """Writes the model; returns its path. `shape` names a SHAPES entry;
+    keyword overrides replace any of its fields."""
     s = dict(SHAPES[shape], **overrides)
     rng = np.random.default_rng(seed)
     arch = "deepseek2"
@@ -68,7 +70,7 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
         writer.add_uint32(p + "expert_group_used_count", s["n_group_used"])
 
     def weight(name, *shape_, dtype_=dtype):
-        add_weight(writer, name, rng.standard_normal(shape_) * scale, dtype_)
+        add_weight(writer, name, rng.standard_normal(shape_, dtype=np.float32) * np.float32(scale), dtype_)
 
     def vector(name, n, around=1.0, spread=0.1):
         writer.add_tensor(name, (around + rng.standard_normal(n) * spread).astype(np.float32))
