@@ -191,16 +191,18 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   }
 
   if (c.mla) {
-    // As llama.cpp: the YaRN magnitude correction moves out of RoPE into the
-    // attention scale, as mscale^2 with DeepSeek's log multiplier.
+    // DeepSeek's YaRN (HF modeling_deepseek): RoPE keeps unit magnitude
+    // (its mscale equals mscale_all_dim in every released config) and the
+    // softmax scale grows by mscale_all_dim's correction, squared. GGUF stores
+    // 0.1 * mscale_all_dim as yarn_log_multiplier.
     MlaConfig& m = c.mla_config;
     m.kq_scale = 1.0f / std::sqrt(float(m.qk_nope_dim + m.qk_rope_dim));
     if (rope.scaling == RopeScaling::yarn) {
       auto log_mul = file.get_float_or(p + "rope.scaling.yarn_log_multiplier", 0.0);
       if (!log_mul.ok()) return log_mul.status();
       const float log_factor = std::log(rope.scaling_factor);
-      rope.yarn_attn_factor = 1.0f / (1.0f + 0.1f * log_factor);
-      const float mscale = 1.0f + 0.1f * float(log_mul.value()) * log_factor;
+      rope.yarn_attn_factor = 1.0f / (1.0f + 0.1f * log_factor);  // cancels the rope kernel's own correction
+      const float mscale = 1.0f + float(log_mul.value()) * log_factor;
       m.kq_scale *= mscale * mscale;
     }
   }

@@ -26,9 +26,10 @@ SHAPES = {
 
 
 def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_ctx=512, vocab_path=DEFAULT_VOCAB,
-                    scale=0.08, **overrides):
+                    scale=0.08, yarn=None, **overrides):
     """Writes the model; returns its path. `shape` names a SHAPES entry;
-    keyword overrides replace any of its fields."""
+    keyword overrides replace any of its fields. yarn: None or (factor,
+    original context, mscale_all_dim), as DeepSeek's configs give them."""
     s = dict(SHAPES[shape], **overrides)
     rng = np.random.default_rng(seed)
     arch = "deepseek2"
@@ -46,6 +47,12 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_freq_base(10000.0)
     writer.add_rope_dimension_count(rope)
+    if yarn:
+        factor, original, mscale_all_dim = yarn
+        writer.add_string(p + "rope.scaling.type", "yarn")
+        writer.add_float32(p + "rope.scaling.factor", factor)
+        writer.add_uint32(p + "rope.scaling.original_context_length", original)
+        writer.add_float32(p + "rope.scaling.yarn_log_multiplier", 0.1 * mscale_all_dim)
     if s["q_lora_rank"]:
         writer.add_uint32(p + "attention.q_lora_rank", s["q_lora_rank"])
     writer.add_uint32(p + "attention.kv_lora_rank", kv_lora)

@@ -140,3 +140,16 @@ def test_deepseek2_logits_match_llama_cpp(dsinfer, model_dir, shape, dtype, layo
     tolerance = TOLERANCE.get(dtype, QUANT_TOLERANCE)
     print(f"deepseek2 {shape} {dtype} {layout}: relative max error {error:.2e} (tolerance {tolerance:.0e})")
     assert error <= tolerance
+
+
+@pytest.mark.parametrize("layout", ["kv_b", "split"])
+def test_deepseek2_yarn_matches_llama_cpp(dsinfer, model_dir, layout):
+    # V2/V3's YaRN: factor 40 in the real configs, 4 here over a 16-token original
+    # context so that the 48 test positions reach well past it; mscale_all_dim
+    # 0.707 as released.
+    from make_deepseek2 import write_deepseek2
+    path = os.path.join(model_dir, f"deepseek2_yarn_{layout}.gguf")
+    write_deepseek2(path, shape="v3", dtype="f32", layout=layout, seed=5, yarn=(4.0, 16, 0.707))
+    error = compare(dsinfer, path, os.path.join(model_dir, f"deepseek2_yarn_{layout}.npy"))
+    print(f"deepseek2 yarn {layout}: relative max error {error:.2e}")
+    assert error <= 1e-3
