@@ -1,6 +1,7 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "base/status.h"
 
@@ -57,7 +58,16 @@ void ThreadPool::run(FunctionRef<void(int, int)> fn) {
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   fn(0, n_threads_);
-  while (n_pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  // Spin while the workers are about to finish; past that, yield, so that a
+  // worker descheduled by other load (more threads than cores) gets the core
+  // instead of this thread burning its time slice.
+  for (int spin = 0; n_pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < k_spin_iterations) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   task_ = nullptr;
 }
 

@@ -4,12 +4,24 @@
 
 #include <cmath>
 #include <random>
+#include <unistd.h>
 #include <vector>
 
 #include "gguf/gguf_writer.h"
 #include "tensor/quantize.h"
 
 namespace ds {
+namespace {
+
+// ctest runs tests as parallel processes: each writes its own file, so none
+// truncates a file another has mapped.
+std::string write_file(const GgufWriter& w, const std::string& file_name) {
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + file_name;
+  EXPECT_TRUE(w.write_file(path).ok());
+  return path;
+}
+
+}  // namespace
 
 std::string write_random_model(const RandomModelShape& s, const std::string& file_name) {
   std::mt19937 rng(s.seed);
@@ -102,9 +114,7 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
       matrix(b + "ffn_up_shexp.weight", expert_ff, s.n_embd, s.weight_type);
       matrix(b + "ffn_down_shexp.weight", s.n_embd, expert_ff, s.weight_type);
     }
-    const std::string path = ::testing::TempDir() + "/" + file_name;
-    EXPECT_TRUE(w.write_file(path).ok());
-    return path;
+    return write_file(w, file_name);
   }
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
@@ -123,9 +133,7 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
     matrix(b + "ffn_up.weight", s.n_ff, s.n_embd, s.weight_type);
     matrix(b + "ffn_down.weight", s.n_embd, s.n_ff, s.weight_type);
   }
-  const std::string path = ::testing::TempDir() + "/" + file_name;
-  EXPECT_TRUE(w.write_file(path).ok());
-  return path;
+  return write_file(w, file_name);
 }
 
 }  // namespace ds
