@@ -46,6 +46,13 @@ json usage_schema() {
             {"prompt_tokens_details", {{"type", "object"}, {"properties", {{"cached_tokens", {{"type", "integer"}}}}}}}}}};
 }
 
+// A stream of server-sent events (OpenAPI 3.2's itemSchema form): each event's
+// data is one JSON chunk, and the last is the literal [DONE].
+json sse_stream() {
+  return {{"schema", {{"type", "string"}}},
+          {"itemSchema", {{"type", "object"}, {"required", {"data"}}, {"properties", {{"data", {{"type", "string"}}}}}}}};
+}
+
 json generation_path(const std::string& summary, const std::string& request_schema, const std::string& response_schema) {
   return {{"post",
            {{"summary", summary},
@@ -53,7 +60,7 @@ json generation_path(const std::string& summary, const std::string& request_sche
             {"responses",
              {{"200", {{"description", "The completion; with stream=true, server-sent events ending in 'data: [DONE]'"},
                        {"content", {{"application/json", {{"schema", ref(response_schema)}}},
-                                    {"text/event-stream", {{"schema", {{"type", "string"}}}}}}}}},
+                                    {"text/event-stream", sse_stream()}}}}},
               {"400", error_response("Invalid JSON or parameters (the message names the field), or context_length_exceeded")},
               {"401", error_response("Missing or unknown API key")},
               {"404", error_response("Unknown model")},
