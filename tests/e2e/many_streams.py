@@ -19,14 +19,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 from server_process import ServerProcess  # noqa: E402
 
 
-def threads_of(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    return 0
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--streams", type=int, default=1000)
@@ -60,7 +52,7 @@ def main():
                 key.fileobj.close()
                 open_streams -= 1
                 done += received[key.data].startswith(b"HTTP/1.1 200") and b"data: [DONE]" in received[key.data]
-        peak_threads = max(peak_threads, threads_of(server.process.pid))
+        peak_threads = max(peak_threads, server.status_field("Threads"))
     elapsed = time.time() - start
     server.stop()
     print(f"{n} concurrent streams: {done} ended with [DONE] in {elapsed:.1f} s; server threads at most {peak_threads}")

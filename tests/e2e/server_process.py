@@ -54,12 +54,16 @@ class ServerProcess:
                     return float(line.split()[1])
         raise KeyError(name)
 
-    def rss_kib(self):
+    def status_field(self, name):
+        """A number from /proc/PID/status, e.g. VmRSS (KiB) or Threads."""
         with open(f"/proc/{self.process.pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(name + ":"):
                     return int(line.split()[1])
         return 0
+
+    def rss_kib(self):
+        return self.status_field("VmRSS")
 
     def terminate(self):
         self.process.send_signal(signal.SIGTERM)
