@@ -37,7 +37,6 @@ void Model::ensure_workspace(int64_t n, int64_t n_logits) {
   grow(h_, n * c.n_embd);
   if (c.mla) {
     const MlaConfig& m = c.mla_config;
-    grow(q_, n * c.n_head * (m.qk_nope_dim + m.qk_rope_dim));
     grow(q_a_, n * m.q_lora_rank);
     grow(latent_, n * m.cache_dim());
     grow(q_pe_, n * c.n_head * m.qk_rope_dim);
@@ -139,10 +138,7 @@ void Model::attention_block(int64_t layer, const Batch& batch, KvCache& cache) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_->layers[size_t(layer)];
   const int64_t n = batch.n_tokens();
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-    rms_norm(x_.data() + begin * c.n_embd, w.attn_norm.data(), c.norm_eps, end - begin, c.n_embd,
-             h_.data() + begin * c.n_embd);
-  });
+  rms_norm_rows(x_.data(), w.attn_norm, n, c.n_embd, c.n_embd, h_.data());
   matmul(pool_, w.wq, h_.data(), n, q_.data(), matmul_scratch_);
   matmul(pool_, w.wk, h_.data(), n, k_.data(), matmul_scratch_);
   matmul(pool_, w.wv, h_.data(), n, v_.data(), matmul_scratch_);

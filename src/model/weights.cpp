@@ -140,7 +140,7 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFil
     DS_RETURN_IF_ERROR(loader.vector(b + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
     if (c.mla) {
       DS_RETURN_IF_ERROR(w->load_mla(loader, c, b, l));
-      DS_RETURN_IF_ERROR(w->load_moe(loader, c, b, l));
+      DS_RETURN_IF_ERROR(w->load_moe(loader, c, i, b, l));
       continue;
     }
     DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q.weight", c.q_dim(), c.n_embd, &l.wq));
@@ -207,9 +207,8 @@ Status ModelWeights::load_mla(Loader& loader, const ModelConfig& c, const std::s
   return Status();
 }
 
-Status ModelWeights::load_moe(Loader& loader, const ModelConfig& c, const std::string& b, LayerWeights& l) {
+Status ModelWeights::load_moe(Loader& loader, const ModelConfig& c, int64_t layer, const std::string& b, LayerWeights& l) {
   const MoeConfig& moe = c.moe;
-  const int64_t layer = std::stoll(b.substr(4));
   if (!moe.is_moe_layer(layer)) {
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));

@@ -59,7 +59,7 @@ class ModelWeights {
  private:
   ModelWeights() = default;
   Status load_mla(class Loader& loader, const ModelConfig& c, const std::string& prefix, LayerWeights& l);
-  Status load_moe(class Loader& loader, const ModelConfig& c, const std::string& prefix, LayerWeights& l);
+  Status load_moe(class Loader& loader, const ModelConfig& c, int64_t layer, const std::string& prefix, LayerWeights& l);
   std::vector<std::vector<uint8_t>> derived_;  // matrices made at load (k_b transposed out of kv_b)
   std::unique_ptr<GgufFile> file_;
   void* copy_ = nullptr;
