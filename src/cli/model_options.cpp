@@ -11,7 +11,7 @@ std::set<std::string> model_value_options() {
   return {"-m", "--model", "-t", "--threads", "-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype", "--kv-cache-memory"};
 }
 
-std::set<std::string> model_flags() { return {"--no-mmap"}; }
+std::set<std::string> model_flags() { return {"--no-mmap", "--no-repack"}; }
 
 std::string first_value(const Args& args, std::initializer_list<const char*> names, const std::string& fallback) {
   for (const char* name : names) {
@@ -29,6 +29,7 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   o.model.n_threads = threads.empty() ? int(hardware) : std::atoi(threads.c_str());
   if (o.model.n_threads < 1 || o.model.n_threads > 1024) return Status::error("--threads must be between 1 and 1024");
   o.model.load_mode = args.has("--no-mmap") ? LoadMode::copy : LoadMode::mmap;
+  o.model.interleave = !args.has("--no-repack");
   const std::string ctx = first_value(args, {"-c", "--ctx-size"}, "0");
   o.n_ctx = std::atoll(ctx.c_str());
   if (o.n_ctx < 0) return Status::error("--ctx-size must be positive");

@@ -12,7 +12,7 @@
 namespace ds {
 
 // Options taking a value: -m/--model, -t/--threads, -c/--ctx-size,
-// --kv-page-tokens, --kv-cache-dtype, --kv-cache-memory. Flag: --no-mmap.
+// --kv-page-tokens, --kv-cache-dtype, --kv-cache-memory. Flags: --no-mmap, --no-repack.
 std::set<std::string> model_value_options();
 std::set<std::string> model_flags();
 

@@ -188,6 +188,14 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* data, size_t si
   return file;
 }
 
+void GgufFile::release_tensor_pages(const GgufTensorInfo& info) const {
+  if (!mapped_) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(tensor_data(info)) + page - 1) / page * page;
+  const uintptr_t end = (uintptr_t(tensor_data(info)) + info.n_bytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 GgufFile::~GgufFile() {
   if (mapped_) munmap(const_cast<uint8_t*>(base_), size_);
 }

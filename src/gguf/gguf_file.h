@@ -84,6 +84,9 @@ class GgufFile {
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
   const uint8_t* tensor_data(const GgufTensorInfo& info) const { return base_ + data_offset_ + info.offset; }
+  // Drops the mapping's resident pages wholly inside the tensor, once a copy
+  // serves instead (the page cache keeps them; a later read maps them again).
+  void release_tensor_pages(const GgufTensorInfo& info) const;
 
  private:
   GgufFile() = default;

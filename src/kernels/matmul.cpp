@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include "kernels/activation_quant.h"
+#include "kernels/interleaved_rows.h"
 #include "kernels/vec_dot.h"
+#include "tensor/quant_blocks.h"
 #include "tensor/quantize.h"
 
 namespace ds {
@@ -13,32 +16,52 @@ namespace {
 constexpr int64_t k_row_tile = 16;
 constexpr int64_t k_token_tile = 32;
 
-}  // namespace
-
-void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
-            MatmulScratch& scratch) {
-  const VecDotKernel kernel = vec_dot_kernel(w.type);
-  const int64_t act_row_bytes = row_bytes(kernel.activation_type, w.n_cols);
-  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
-  if (kernel.activation_type != DType::f32) {
-    const size_t needed = size_t(act_row_bytes * n_tokens);
-    if (scratch.activations.size() < needed) scratch.activations.resize(needed);
-    uint8_t* converted = scratch.activations.data();
-    if (n_tokens == 1) {
-      quantize_row(kernel.activation_type, x, converted, w.n_cols);
-    } else {
-      pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
-        for (int64_t t = begin; t < end; ++t) {
-          quantize_row(kernel.activation_type, x + t * w.n_cols, converted + t * act_row_bytes, w.n_cols);
-        }
-      });
-    }
-    act = converted;
+// Activations in the kernel's type, converted once for all rows; with the
+// per-block offsets the interleaved Q4_0 kernel needs.
+const uint8_t* convert_activations(ThreadPool& pool, DType act_type, const float* x, int64_t n_tokens, int64_t n_cols,
+                                   bool with_offsets, MatmulScratch& scratch) {
+  if (act_type == DType::f32) return reinterpret_cast<const uint8_t*>(x);
+  const int64_t act_row_bytes = row_bytes(act_type, n_cols), n_blocks = n_cols / k_qk;
+  const size_t needed = size_t(act_row_bytes * n_tokens);
+  if (scratch.activations.size() < needed) scratch.activations.resize(needed);
+  if (with_offsets && scratch.block_offsets.size() < size_t(n_tokens * n_blocks)) {
+    scratch.block_offsets.resize(size_t(n_tokens * n_blocks));
   }
+  uint8_t* converted = scratch.activations.data();
+  auto convert = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      quantize_activations(act_type, x + t * n_cols, converted + t * act_row_bytes, n_cols);
+      if (!with_offsets) continue;
+      const auto* blocks = reinterpret_cast<const BlockQ8_0*>(converted + t * act_row_bytes);
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        int32_t sum = 0;
+        for (int8_t q : blocks[b].qs) sum += q;
+        scratch.block_offsets[size_t(t * n_blocks + b)] = 8 * sum;
+      }
+    }
+  };
+  if (n_tokens == 1) convert(0, 1);
+  else pool.parallel_for(n_tokens, convert);
+  return converted;
+}
 
+// A few tokens: memory-bound, so each thread streams one contiguous part of
+// the weights (the prefetchers follow a single stream). More tokens:
+// compute-bound, so tiles go to whichever thread is free.
+void for_row_tiles(ThreadPool& pool, int64_t n_tiles, int64_t n_tokens, FunctionRef<void(int64_t, int64_t)> tiles) {
+  if (n_tokens <= 2) {
+    pool.parallel_for(n_tiles, tiles);
+  } else {
+    pool.parallel_for_dynamic(n_tiles, 1, [&](int64_t begin, int64_t end, int) { tiles(begin, end); });
+  }
+}
+
+void matmul_rows(ThreadPool& pool, const WeightMatrix& w, const VecDotKernel& kernel, const uint8_t* act,
+                 int64_t n_tokens, float* y) {
+  const int64_t act_row_bytes = row_bytes(kernel.activation_type, w.n_cols);
   const int64_t w_row_bytes = w.row_stride_bytes();
   const int64_t n_row_tiles = (w.n_rows + k_row_tile - 1) / k_row_tile;
-  auto rows = [&](int64_t tile_begin, int64_t tile_end) {
+  for_row_tiles(pool, n_row_tiles, n_tokens, [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t row_begin = tile_begin * k_row_tile;
     const int64_t row_end = std::min(w.n_rows, tile_end * k_row_tile);
     for (int64_t r0 = row_begin; r0 < row_end; r0 += k_row_tile) {
@@ -78,14 +101,42 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_t
         }
       }
     }
-  };
-  // A few tokens: memory-bound, so each thread streams one contiguous half of
-  // the weights (the prefetchers follow a single stream). More tokens:
-  // compute-bound, so tiles go to whichever thread is free.
-  if (n_tokens <= 2) {
-    pool.parallel_for(n_row_tiles, rows);
+  });
+}
+
+// Groups of eight rows against tiles of tokens; a chunk of tokens at a time
+// so that its activations stay in cache while the groups pass.
+void matmul_interleaved(ThreadPool& pool, const WeightMatrix& w, const uint8_t* act, const int32_t* offsets,
+                        int64_t n_tokens, float* y) {
+  const int64_t act_row_bytes = row_bytes(DType::q8_0, w.n_cols), n_blocks = w.n_cols / k_qk;
+  const int64_t group_bytes = k_interleave * w.row_stride_bytes();
+  InterleavedTileFn tile[k_interleaved_token_tile + 1] = {nullptr};
+  for (int n = 1; n <= k_interleaved_token_tile; ++n) tile[n] = interleaved_tile_avx2(w.type, n);
+  for_row_tiles(pool, w.n_rows / k_interleave, n_tokens, [&](int64_t group_begin, int64_t group_end) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += k_token_tile) {
+      const int64_t t1 = std::min(n_tokens, t0 + k_token_tile);
+      for (int64_t g = group_begin; g < group_end; ++g) {
+        for (int64_t t = t0; t < t1; t += k_interleaved_token_tile) {
+          const int n = int(std::min<int64_t>(k_interleaved_token_tile, t1 - t));
+          tile[n](n_blocks, w.data + g * group_bytes, act + t * act_row_bytes, act_row_bytes,
+                  offsets ? offsets + t * n_blocks : nullptr, y + t * w.n_rows + g * k_interleave, w.n_rows);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+            MatmulScratch& scratch) {
+  const VecDotKernel kernel = vec_dot_kernel(w.type);
+  const bool offsets = w.interleaved && w.type == DType::q4_0;
+  const uint8_t* act = convert_activations(pool, kernel.activation_type, x, n_tokens, w.n_cols, offsets, scratch);
+  if (w.interleaved) {
+    matmul_interleaved(pool, w, act, offsets ? scratch.block_offsets.data() : nullptr, n_tokens, y);
   } else {
-    pool.parallel_for_dynamic(n_row_tiles, 1, [&](int64_t begin, int64_t end, int) { rows(begin, end); });
+    matmul_rows(pool, w, kernel, act, n_tokens, y);
   }
 }
 
@@ -93,11 +144,17 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, f
   const DType act_type = activation_type_for(w.type);
   std::vector<float> w_row(size_t(w.n_cols)), a_row(size_t(w.n_cols));
   std::vector<uint8_t> a_converted(size_t(row_bytes(act_type, w.n_cols)));
+  std::vector<uint8_t> row_bytes_buffer(size_t(w.row_stride_bytes()));
   for (int64_t t = 0; t < n_tokens; ++t) {
     quantize_row(act_type, x + t * w.n_cols, a_converted.data(), w.n_cols);
     dequantize_row(act_type, a_converted.data(), a_row.data(), w.n_cols);
     for (int64_t r = 0; r < w.n_rows; ++r) {
-      dequantize_row(w.type, w.data + r * w.row_stride_bytes(), w_row.data(), w.n_cols);
+      const uint8_t* row = w.data + r * w.row_stride_bytes();
+      if (w.interleaved) {
+        deinterleaved_row(w.type, w.n_cols, w.data, r, row_bytes_buffer.data());
+        row = row_bytes_buffer.data();
+      }
+      dequantize_row(w.type, row, w_row.data(), w.n_cols);
       double sum = 0.0;
       for (int64_t k = 0; k < w.n_cols; ++k) sum += double(w_row[k]) * double(a_row[k]);
       y[t * w.n_rows + r] = float(sum);

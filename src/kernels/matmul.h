@@ -11,12 +11,15 @@
 
 namespace ds {
 
-// A row-major weight matrix: n_rows rows of n_cols elements in `type`.
+// A weight matrix: n_rows rows of n_cols elements in `type`, one row after
+// another as in the file, or interleaved in groups of eight rows
+// (kernels/interleaved_rows.h), which the loader does where it can.
 struct WeightMatrix {
   DType type = DType::f32;
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   const uint8_t* data = nullptr;
+  bool interleaved = false;
   int64_t row_stride_bytes() const { return row_bytes(type, n_cols); }
 };
 
@@ -24,14 +27,15 @@ struct WeightMatrix {
 // hot path does not allocate.
 struct MatmulScratch {
   std::vector<uint8_t> activations;
+  std::vector<int32_t> block_offsets;  // Q4_0 interleaved: 8 * sum(q) per activation block
 };
 
 // x: [n_tokens, w.n_cols] f32; y: [n_tokens, w.n_rows] f32.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
             MatmulScratch& scratch);
 
-// The plain reference: dequantize the weights and activations' converted form
-// to f32 and accumulate in double.
+// The plain reference: dequantize the weights (either layout) and the
+// activations' converted form to f32 and accumulate in double.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
 
 }  // namespace ds

@@ -23,7 +23,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
   if (!file.ok()) return file.status();
   auto config = ModelConfig::from_gguf(*file.value());
   if (!config.ok()) return config.status();
-  auto weights = ModelWeights::load(file.take(), config.value(), options.load_mode);
+  auto weights = ModelWeights::load(file.take(), config.value(), options.load_mode, options.interleave);
   if (!weights.ok()) return weights.status();
   return std::unique_ptr<Model>(new Model(config.value(), weights.take(), options.n_threads));
 }

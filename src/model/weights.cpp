@@ -3,8 +3,11 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <map>
+#include <unordered_map>
 
 #include "base/log.h"
+#include "kernels/interleaved_rows.h"
 #include "tensor/quantize.h"
 
 namespace ds {
@@ -24,9 +27,9 @@ class Loader {
 
   const GgufTensorInfo* find(const std::string& name) const { return file_.find_tensor(name); }
 
-  // n_slices matrices of n_rows x n_cols stacked in one tensor (GGUF ne =
-  // {n_cols, n_rows, n_slices}; n_slices = 1 allows a 2-D tensor).
-  Status slices(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols, std::vector<WeightMatrix>* out) {
+  // The tensor holding n_slices matrices of n_rows x n_cols stacked (GGUF ne
+  // = {n_cols, n_rows, n_slices}; n_slices = 1 allows a 2-D tensor), checked.
+  Result<const GgufTensorInfo*> stacked(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols) const {
     const GgufTensorInfo* t = file_.find_tensor(name);
     if (!t) return Status::error("model: tensor '" + name + "' is missing");
     const bool shape_ok = t->ne[0] == n_cols && t->ne[1] == n_rows &&
@@ -36,16 +39,27 @@ class Loader {
                            ", " + std::to_string(n_rows) + ", " + std::to_string(n_slices) + "]");
     }
     DS_RETURN_IF_ERROR(check_type(name, *t));
+    return t;
+  }
+
+  // Each stacked matrix as a matrix of the model.
+  Status slices(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols, std::vector<WeightMatrix>* out) {
+    auto t = stacked(name, n_slices, n_rows, n_cols);
+    if (!t.ok()) return t.status();
     out->resize(size_t(n_slices));
-    for (int64_t i = 0; i < n_slices; ++i) rows(t, i * n_rows, n_rows, &(*out)[size_t(i)]);
+    for (int64_t i = 0; i < n_slices; ++i) rows(t.value(), i * n_rows, n_rows, &(*out)[size_t(i)]);
     return Status();
   }
 
   // Rows [first, first + n) of a 2-D tensor already checked, as a matrix.
-  void rows(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out) {
+  // A matrix read row by row (the embedding lookup) keeps the row layout.
+  void rows(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out, bool for_matmul = true) {
     const size_t offset = size_t(first * row_bytes(t->type, t->ne[0]));
     *out = WeightMatrix{t->type, n, t->ne[0], file_.tensor_data(*t) + offset};
-    matrices_.push_back({out, t, offset});
+    const int64_t tensor_rows = t->n_elements() / t->ne[0];
+    const bool interleave = for_matmul && interleavable(t->type, n) && first % k_interleave == 0 &&
+                            tensor_rows % k_interleave == 0;
+    matrices_.push_back({out, t, offset, interleave});
   }
 
   Status check_type(const std::string& name, const GgufTensorInfo& t) const {
@@ -56,7 +70,7 @@ class Loader {
   }
 
   // A matrix with n_cols elements per row and n_rows rows (GGUF ne = {n_cols, n_rows}).
-  Status matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out) {
+  Status matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out, bool for_matmul = true) {
     const GgufTensorInfo* t = file_.find_tensor(name);
     if (!t) return Status::error("model: tensor '" + name + "' is missing");
     if (t->n_dims != 2 || t->ne[0] != n_cols || t->ne[1] != n_rows) {
@@ -64,7 +78,7 @@ class Loader {
                            std::to_string(n_cols) + ", " + std::to_string(n_rows) + "]");
     }
     DS_RETURN_IF_ERROR(check_type(name, *t));
-    rows(t, 0, n_rows, out);
+    rows(t, 0, n_rows, out, for_matmul);
     return Status();
   }
 
@@ -82,29 +96,53 @@ class Loader {
     return Status();
   }
 
-  // Moves every matrix into one huge-page-backed anonymous region.
-  Status place(void** region, size_t* region_bytes, size_t* total_bytes) {
-    size_t total = 0;
-    for (const auto& m : matrices_) total += (m.info->n_bytes + 63) / 64 * 64;
-    *total_bytes = total;
-    if (mode_ == LoadMode::mmap || total == 0) return Status();
-    void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) return Status::error("model: cannot allocate " + std::to_string(total) + " bytes for weights");
-    madvise(mem, total, MADV_HUGEPAGE);
-    std::unordered_map<const GgufTensorInfo*, uint8_t*> placed;
-    size_t offset = 0;
+  // Copies into one huge-page-backed anonymous region every tensor that is
+  // to be interleaved (interleave) or every tensor (mode copy), and points
+  // the matrices at their copies; the rest stay in the mapping.
+  Status place(LoadMode mode, bool interleave, void** region, size_t* region_bytes, size_t* total_bytes) {
+    struct Copy {
+      size_t offset;     // in the region
+      bool interleaved;
+    };
+    std::map<std::pair<const GgufTensorInfo*, bool>, Copy> copies;  // by tensor and layout
+    std::unordered_map<const GgufTensorInfo*, bool> stays_mapped;
+    size_t total = 0, copy_bytes = 0;
     for (auto& m : matrices_) {
-      auto it = placed.find(m.info);
-      if (it == placed.end()) {
-        uint8_t* dst = static_cast<uint8_t*>(mem) + offset;
-        std::memcpy(dst, file_.tensor_data(*m.info), m.info->n_bytes);
-        offset += (m.info->n_bytes + 63) / 64 * 64;
-        it = placed.emplace(m.info, dst).first;
+      m.interleave = m.interleave && interleave;
+      if (!stays_mapped.count(m.info)) total += m.info->n_bytes;
+      bool& mapped = stays_mapped[m.info];
+      if (mode == LoadMode::mmap && !m.interleave) {
+        mapped = true;
+        continue;
       }
-      m.matrix->data = it->second + m.offset;
+      if (copies.emplace(std::make_pair(m.info, m.interleave), Copy{copy_bytes, m.interleave}).second) {
+        copy_bytes += (m.info->n_bytes + 63) / 64 * 64;
+      }
+    }
+    *total_bytes = total;
+    if (copy_bytes == 0) return Status();
+    void* mem = mmap(nullptr, copy_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return Status::error("model: cannot allocate " + std::to_string(copy_bytes) + " bytes for weights");
+    madvise(mem, copy_bytes, MADV_HUGEPAGE);
+    auto* base = static_cast<uint8_t*>(mem);
+    for (const auto& [key, copy] : copies) {
+      const GgufTensorInfo& t = *key.first;
+      if (copy.interleaved) {
+        interleave_rows(t.type, t.n_elements() / t.ne[0], t.ne[0], file_.tensor_data(t), base + copy.offset);
+      } else {
+        std::memcpy(base + copy.offset, file_.tensor_data(t), t.n_bytes);
+      }
+      // At once, so that the process never holds a whole second copy.
+      if (!stays_mapped[key.first]) file_.release_tensor_pages(t);
+    }
+    for (auto& m : matrices_) {
+      auto it = copies.find(std::make_pair(m.info, m.interleave));
+      if (it == copies.end()) continue;
+      m.matrix->data = base + it->second.offset + m.offset;
+      m.matrix->interleaved = m.interleave;
     }
     *region = mem;
-    *region_bytes = total;
+    *region_bytes = copy_bytes;
     return Status();
   }
 
@@ -112,7 +150,8 @@ class Loader {
   struct Placed {
     WeightMatrix* matrix;
     const GgufTensorInfo* info;
-    size_t offset;  // of the matrix's first row in the tensor
+    size_t offset;    // of the matrix's first row in the tensor
+    bool interleave;  // the kernels would read it interleaved
   };
   const GgufFile& file_;
   LoadMode mode_;
@@ -120,18 +159,15 @@ class Loader {
 };
 
 Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFile> file, const ModelConfig& c,
-                                                         LoadMode mode) {
+                                                         LoadMode mode, bool interleave) {
   std::unique_ptr<ModelWeights> w(new ModelWeights());
   w->file_ = std::move(file);
   Loader loader(*w->file_, mode);
   if (c.n_vocab <= 0) return Status::error("model: tensor 'token_embd.weight' is missing");
-  DS_RETURN_IF_ERROR(loader.matrix("token_embd.weight", c.n_vocab, c.n_embd, &w->token_embd));
+  DS_RETURN_IF_ERROR(loader.matrix("token_embd.weight", c.n_vocab, c.n_embd, &w->token_embd, /*for_matmul=*/false));
   DS_RETURN_IF_ERROR(loader.vector("output_norm.weight", c.n_embd, &w->output_norm));
-  if (w->file_->find_tensor("output.weight")) {
-    DS_RETURN_IF_ERROR(loader.matrix("output.weight", c.n_vocab, c.n_embd, &w->output));
-  } else {
-    w->tied_output = true;
-  }
+  w->tied_output = w->file_->find_tensor("output.weight") == nullptr;
+  DS_RETURN_IF_ERROR(loader.matrix(w->tied_output ? "token_embd.weight" : "output.weight", c.n_vocab, c.n_embd, &w->output));
   w->layers.resize(size_t(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
@@ -155,8 +191,7 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFil
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
   }
-  DS_RETURN_IF_ERROR(loader.place(&w->copy_, &w->copy_bytes_, &w->weight_bytes));
-  if (w->tied_output) w->output = w->token_embd;
+  DS_RETURN_IF_ERROR(loader.place(mode, interleave, &w->copy_, &w->copy_bytes_, &w->weight_bytes));
   return w;
 }
 
@@ -182,10 +217,11 @@ Status ModelWeights::load_mla(Loader& loader, const ModelConfig& c, const std::s
   // rows are transposed once here into the split layout, as llama.cpp's
   // converter would write it: 16- and 32-bit types keep their type (exact, so
   // both layouts compute alike), quantized ones become f32 (exact values).
-  const std::string name = b + "attn_kv_b.weight";
-  std::vector<WeightMatrix> kv_b;
-  DS_RETURN_IF_ERROR(loader.slices(name, 1, c.n_head * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank, &kv_b));
-  const GgufTensorInfo* t = loader.find(name);
+  auto kv_b = loader.stacked(b + "attn_kv_b.weight", 1, c.n_head * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank);
+  if (!kv_b.ok()) return kv_b.status();
+  const GgufTensorInfo* t = kv_b.value();
+  const uint8_t* kv_b_data = file_->tensor_data(*t);
+  const int64_t kv_b_row_bytes = row_bytes(t->type, m.kv_lora_rank);
   const DType k_type = t->type == DType::f16 || t->type == DType::bf16 ? t->type : DType::f32;
   l.k_b.resize(size_t(c.n_head));
   l.v_b.resize(size_t(c.n_head));
@@ -193,7 +229,7 @@ Status ModelWeights::load_mla(Loader& loader, const ModelConfig& c, const std::s
   for (int64_t h = 0; h < c.n_head; ++h) {
     const int64_t first = h * (m.qk_nope_dim + m.v_head_dim);
     for (int64_t d = 0; d < m.qk_nope_dim; ++d) {
-      dequantize_row(t->type, kv_b[0].data + (first + d) * kv_b[0].row_stride_bytes(), row.data(), m.kv_lora_rank);
+      dequantize_row(t->type, kv_b_data + (first + d) * kv_b_row_bytes, row.data(), m.kv_lora_rank);
       for (int64_t r = 0; r < m.kv_lora_rank; ++r) transposed[size_t(r * m.qk_nope_dim + d)] = row[size_t(r)];
     }
     const int64_t k_row_bytes = row_bytes(k_type, m.qk_nope_dim);

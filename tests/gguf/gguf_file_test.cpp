@@ -90,8 +90,12 @@ TEST(GgufFile, EveryTruncationIsAnError) {
     std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + int64_t(size));
     // Tensor data is at the end; cutting into the padding after the last tensor is harmless.
     auto file = GgufFile::parse(cut.data(), cut.size());
-    if (size < bytes.size() - 32) EXPECT_FALSE(file.ok()) << "truncated to " << size;
-    if (!file.ok()) EXPECT_FALSE(file.message().empty());
+    if (size < bytes.size() - 32) {
+      EXPECT_FALSE(file.ok()) << "truncated to " << size;
+    }
+    if (!file.ok()) {
+      EXPECT_FALSE(file.message().empty());
+    }
   }
 }
 

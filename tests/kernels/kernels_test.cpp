@@ -10,9 +10,11 @@
 
 #include "base/fp16.h"
 #include "base/thread_pool.h"
+#include "kernels/activation_quant.h"
 #include "kernels/axpy.h"
 #include "kernels/cpu_features.h"
 #include "kernels/elementwise.h"
+#include "kernels/interleaved_rows.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rope.h"
@@ -108,31 +110,99 @@ TEST_P(VecDotTest, EveryIsaMatchesDequantizedReference) {
   }
 }
 
+// The matrix in the row layout and, where this CPU interleaves its type, in
+// the interleaved one (a copy kept alive by the returned storage).
+struct Layouts {
+  std::vector<uint8_t> interleaved_data;
+  std::vector<WeightMatrix> matrices;
+  const WeightMatrix* begin() const { return matrices.data(); }
+  const WeightMatrix* end() const { return matrices.data() + matrices.size(); }
+};
+
+Layouts layouts(DType type, int64_t n_rows, int64_t n_cols, const std::vector<uint8_t>& rows) {
+  Layouts l;
+  l.matrices.push_back(WeightMatrix{type, n_rows, n_cols, rows.data()});
+  if (interleavable(type, n_rows)) {
+    l.interleaved_data.resize(rows.size());
+    interleave_rows(type, n_rows, n_cols, rows.data(), l.interleaved_data.data());
+    l.matrices.push_back(WeightMatrix{type, n_rows, n_cols, l.interleaved_data.data(), true});
+  }
+  return l;
+}
+
+TEST(InterleavedRows, EveryRowComesBackByteForByte) {
+  std::mt19937 rng(5);
+  for (DType type : {DType::q8_0, DType::q4_0}) {
+    const int64_t n_rows = 24, n_cols = 96;
+    const std::vector<uint8_t> rows = random_weights(rng, type, n_rows, n_cols);
+    std::vector<uint8_t> interleaved(rows.size()), row(size_t(row_bytes(type, n_cols)));
+    interleave_rows(type, n_rows, n_cols, rows.data(), interleaved.data());
+    EXPECT_NE(interleaved, rows) << dtype_name(type);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      deinterleaved_row(type, n_cols, interleaved.data(), r, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), rows.data() + r * row.size(), row.size())) << dtype_name(type) << " row " << r;
+    }
+  }
+}
+
+TEST(InterleavedRows, OnlyWholeGroupsOfTheKernelTypes) {
+  EXPECT_FALSE(interleavable(DType::q8_0, 12));
+  EXPECT_FALSE(interleavable(DType::f16, 16));
+  EXPECT_FALSE(interleavable(DType::q4_k, 16));
+  if (use_avx2_kernels()) {
+    EXPECT_TRUE(interleavable(DType::q8_0, 16) && interleavable(DType::q4_0, 8));
+  }
+}
+
+// The fast Q8_0 activation quantizer writes exactly the reference's bytes:
+// random blocks, a zero block, and halves (amax 127 makes the scale 1, so
+// x.5 must round to even as nearbyint does).
+TEST(ActivationQuant, Q8_0FastPathEqualsReferenceBitForBit) {
+  if (!use_avx2_kernels()) GTEST_SKIP() << "no AVX2 on this CPU: the reference is the only path";
+  std::mt19937 rng(11);
+  std::vector<float> x = random_floats(rng, 32 * 64, 3.0f);
+  for (int i = 0; i < 32; ++i) x[size_t(i)] = 0.0f;
+  for (int i = 0; i < 32; ++i) x[size_t(32 + i)] = i == 0 ? 127.0f : float(i % 8) - 3.5f;
+  for (int i = 0; i < 32; ++i) x[size_t(64 + i)] = 1e-30f * float(i + 1);
+  const size_t bytes = size_t(row_bytes(DType::q8_0, int64_t(x.size())));
+  std::vector<uint8_t> fast(bytes), reference(bytes);
+  quantize_activations(DType::q8_0, x.data(), fast.data(), int64_t(x.size()));
+  quantize_row(DType::q8_0, x.data(), reference.data(), int64_t(x.size()));
+  for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(fast[i], reference[i]) << "byte " << i << " (block " << i / 34 << ")";
+}
+
 class MatmulTest : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+
+// y = x · Wᵀ against the reference, with guard values around the output.
+void expect_matches_reference(ThreadPool& pool, MatmulScratch& scratch, const WeightMatrix& w, const std::vector<float>& x,
+                              int64_t n_tokens) {
+  const int64_t n_out = w.n_rows * n_tokens;
+  std::vector<float> y(size_t(n_out + 32), k_guard), expected(static_cast<size_t>(n_out));
+  matmul(pool, w, x.data(), n_tokens, y.data() + 16, scratch);
+  matmul_reference(w, x.data(), n_tokens, expected.data());
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_EQ(y[size_t(i)], k_guard) << "write before the output";
+    ASSERT_EQ(y[size_t(16 + n_out + i)], k_guard) << "write past the output";
+  }
+  const double f16_sums = activation_type_for(w.type) == DType::q8_1 ? 3e-3 : 1e-4;  // see dot_tolerance
+  for (int64_t i = 0; i < n_out; ++i) {
+    EXPECT_NEAR(y[size_t(16 + i)], expected[size_t(i)], f16_sums * std::sqrt(double(w.n_cols)) + 1e-4 * std::fabs(expected[size_t(i)]))
+        << dtype_name(w.type) << (w.interleaved ? " interleaved" : "") << " rows " << w.n_rows << " tokens " << n_tokens
+        << " at " << i;
+  }
+}
 
 TEST_P(MatmulTest, MatchesReferenceWithGuards) {
   const auto [type, n_threads] = GetParam();
   ThreadPool pool(n_threads);
   MatmulScratch scratch;
   std::mt19937 rng(7);
-  for (int64_t n_cols : {column_sizes(type)[1], column_sizes(type).back()})
-  for (int64_t n_rows : {1, 5, 16, 37}) {
-    for (int64_t n_tokens : {1, 3, 33}) {
-      const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);
-      const WeightMatrix w{type, n_rows, n_cols, w_data.data()};
-      const std::vector<float> x = random_floats(rng, n_tokens * n_cols);
-      const int64_t n_out = n_rows * n_tokens;
-      std::vector<float> y(size_t(n_out + 32), k_guard), expected(static_cast<size_t>(n_out));
-      matmul(pool, w, x.data(), n_tokens, y.data() + 16, scratch);
-      matmul_reference(w, x.data(), n_tokens, expected.data());
-      for (int i = 0; i < 16; ++i) {
-        ASSERT_EQ(y[size_t(i)], k_guard) << "write before the output";
-        ASSERT_EQ(y[size_t(16 + n_out + i)], k_guard) << "write past the output";
-      }
-      const double f16_sums = activation_type_for(type) == DType::q8_1 ? 3e-3 : 1e-4;  // see dot_tolerance
-      for (int64_t i = 0; i < n_out; ++i) {
-        EXPECT_NEAR(y[size_t(16 + i)], expected[size_t(i)], f16_sums * std::sqrt(double(n_cols)) + 1e-4 * std::fabs(expected[size_t(i)]))
-            << dtype_name(type) << " rows " << n_rows << " tokens " << n_tokens << " at " << i;
+  for (int64_t n_cols : {column_sizes(type)[1], column_sizes(type).back()}) {
+    for (int64_t n_rows : {1, 5, 16, 37, 40}) {
+      for (int64_t n_tokens : {1, 3, 33}) {
+        const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);
+        const std::vector<float> x = random_floats(rng, n_tokens * n_cols);
+        for (const WeightMatrix& w : layouts(type, n_rows, n_cols, w_data)) expect_matches_reference(pool, scratch, w, x, n_tokens);
       }
     }
   }
@@ -146,16 +216,18 @@ TEST_P(MatmulTest, ResultsDoNotDependOnTheBatch) {
   MatmulScratch scratch;
   std::mt19937 rng(8);
   for (int64_t n_cols : {column_sizes(type)[1], column_sizes(type).back()}) {
-    const int64_t n_rows = 37, n_tokens = 11;
+    const int64_t n_rows = 40, n_tokens = 11;
     const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);
-    const WeightMatrix w{type, n_rows, n_cols, w_data.data()};
     const std::vector<float> x = random_floats(rng, n_tokens * n_cols);
-    std::vector<float> together(size_t(n_rows * n_tokens)), alone(static_cast<size_t>(n_rows));
-    matmul(pool, w, x.data(), n_tokens, together.data(), scratch);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      matmul(pool, w, x.data() + t * n_cols, 1, alone.data(), scratch);
-      for (int64_t r = 0; r < n_rows; ++r) {
-        ASSERT_EQ(alone[size_t(r)], together[size_t(t * n_rows + r)]) << dtype_name(type) << " token " << t << " row " << r;
+    for (const WeightMatrix& w : layouts(type, n_rows, n_cols, w_data)) {
+      std::vector<float> together(size_t(n_rows * n_tokens)), alone(static_cast<size_t>(n_rows));
+      matmul(pool, w, x.data(), n_tokens, together.data(), scratch);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        matmul(pool, w, x.data() + t * n_cols, 1, alone.data(), scratch);
+        for (int64_t r = 0; r < n_rows; ++r) {
+          ASSERT_EQ(alone[size_t(r)], together[size_t(t * n_rows + r)])
+              << dtype_name(type) << (w.interleaved ? " interleaved" : "") << " token " << t << " row " << r;
+        }
       }
     }
   }

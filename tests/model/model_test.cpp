@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 
 #include "gguf/gguf_writer.h"
+#include "kernels/cpu_features.h"
 #include "support/random_model.h"
 
 namespace ds {
@@ -90,6 +92,41 @@ TEST(Model, ThreadCountAndLoadModeDoNotChangeLogits) {
   ASSERT_TRUE(one && two);
   const std::vector<float> a = run(*one, k_tokens, 64, 16), b = run(*two, k_tokens, 64, 16);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5);
+}
+
+// Q8_0 matrices are copied into the interleaved layout where the CPU has its
+// kernels; the embedding, looked up by row, keeps the file's layout. Logits
+// stay within Q8_0's rounding of the row-layout run (the two add each block's
+// products in a different order).
+TEST(Model, QuantizedMatricesAreInterleavedAtLoad) {
+  for (const char* arch : {"llama", "deepseek2"}) {
+    RandomModelShape shape;
+    shape.arch = arch;
+    shape.weight_type = DType::q8_0;
+    shape.n_embd = 128;
+    shape.n_layer = 2;
+    shape.n_vocab = 320;  // whole groups of eight output rows
+    const std::string path = write_random_model(shape, std::string("interleaved_") + arch + ".gguf");
+    auto interleaved = Model::load(path, ModelOptions{2, LoadMode::mmap, true});
+    auto rows = Model::load(path, ModelOptions{2, LoadMode::mmap, false});
+    ASSERT_TRUE(interleaved.ok() && rows.ok()) << interleaved.message() << rows.message();
+    const ModelWeights& w = interleaved.value()->weights();
+    EXPECT_FALSE(w.token_embd.interleaved);
+    EXPECT_EQ(w.output.interleaved, use_avx2_kernels()) << arch;
+    EXPECT_EQ(w.layers[0].wkv_a.interleaved || w.layers[0].wk.interleaved, use_avx2_kernels()) << arch;
+    if (!w.layers[1].expert_up.empty()) {
+      EXPECT_EQ(w.layers[1].expert_up[3].interleaved, use_avx2_kernels());
+    }
+    EXPECT_FALSE(rows.value()->weights().output.interleaved);
+    const std::vector<int32_t> tokens = {1, 5, 17, 200, 42, 99, 7, 250, 31};
+    const std::vector<float> a = run(*interleaved.value(), tokens, 64, 16), b = run(*rows.value(), tokens, 64, 16);
+    float max_abs = 0.0f, max_diff = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) {
+      max_abs = std::max(max_abs, std::fabs(b[i]));
+      max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+    }
+    EXPECT_LE(max_diff, 2e-2f * max_abs) << arch;
+  }
 }
 
 TEST(Model, TwoSequencesInOneBatchEqualEachAlone) {

@@ -1,0 +1,13 @@
+#include "kernels/activation_quant.h"
+
+#include "kernels/cpu_features.h"
+#include "tensor/quantize.h"
+
+namespace ds {
+
+void quantize_activations(DType type, const float* x, void* out, int64_t n) {
+  if (type == DType::q8_0 && use_avx2_kernels()) return quantize_q8_0_avx2(x, out, n);
+  quantize_row(type, x, out, n);
+}
+
+}  // namespace ds

@@ -1,0 +1,17 @@
+#pragma once
+// Activations converted to the integer kernels' Q8_0 blocks, once per matrix
+// multiply. The fast path gives bit for bit what the reference quantizer
+// (tensor/quantize) gives, so the kernels' results do not depend on the ISA.
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace ds {
+
+// Any activation type; Q8_0 takes the fastest path this CPU runs.
+void quantize_activations(DType type, const float* x, void* out, int64_t n);
+
+void quantize_q8_0_avx2(const float* x, void* out, int64_t n);
+
+}  // namespace ds

@@ -1,0 +1,56 @@
+#include "kernels/interleaved_rows.h"
+
+#include <cstring>
+
+#include "base/status.h"
+#include "kernels/cpu_features.h"
+#include "tensor/quant_blocks.h"
+
+namespace ds {
+namespace {
+
+int64_t row_block_bytes(DType type) {
+  DS_CHECK(type == DType::q8_0 || type == DType::q4_0, std::string("no interleaved layout for ") + dtype_name(type));
+  return type == DType::q8_0 ? int64_t(sizeof(BlockQ8_0)) : int64_t(sizeof(BlockQ4_0));
+}
+
+// Where the pieces of row r's block go in its group block: calls
+// copy(offset in the group block, offset in the row's block, bytes).
+template <typename Copy>
+void for_each_piece(DType type, int64_t r, Copy copy) {
+  copy(2 * r, 0, 2);  // the f16 scale
+  const int64_t chunks = type == DType::q8_0 ? 8 : 4;  // 4-byte chunks of quants per row
+  for (int64_t c = 0; c < chunks; ++c) copy(2 * k_interleave + 32 * c + 4 * r, 2 + 4 * c, 4);
+}
+
+}  // namespace
+
+bool interleavable(DType type, int64_t n_rows) {
+  return n_rows % k_interleave == 0 && use_avx2_kernels() && interleaved_tile_avx2(type, 1) != nullptr;
+}
+
+void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* rows, uint8_t* out) {
+  DS_CHECK(n_rows % k_interleave == 0, "interleave_rows: rows must come in groups of 8");
+  const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / k_qk;
+  for (int64_t group = 0; group < n_rows / k_interleave; ++group) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      uint8_t* dst = out + (group * n_blocks + b) * k_interleave * block_bytes;
+      for (int64_t r = 0; r < k_interleave; ++r) {
+        const uint8_t* src = rows + ((group * k_interleave + r) * n_blocks + b) * block_bytes;
+        for_each_piece(type, r, [&](int64_t at_group, int64_t at_row, size_t n) { std::memcpy(dst + at_group, src + at_row, n); });
+      }
+    }
+  }
+}
+
+void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t row, uint8_t* out) {
+  const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / k_qk, group = row / k_interleave;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* src = data + (group * n_blocks + b) * k_interleave * block_bytes;
+    uint8_t* dst = out + b * block_bytes;
+    for_each_piece(type, row % k_interleave,
+                   [&](int64_t at_group, int64_t at_row, size_t n) { std::memcpy(dst + at_row, src + at_group, n); });
+  }
+}
+
+}  // namespace ds
