@@ -58,6 +58,9 @@ void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
   for (int64_t b = 0; b < n_blocks; ++b) {
     __m256i sums[T];
     for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
+    // Not unrolled: unrolled, GCC reorders the int32 adds into a tree and
+    // spills the partial sums (measured 10% slower for Q8_0, 20% for Q4_0).
+#pragma GCC unroll 1
     for (int c = 0; c < 8; ++c) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
       const __m256i abs_q = _mm256_sign_epi8(q, q);
@@ -85,6 +88,7 @@ void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
   for (int64_t b = 0; b < n_blocks; ++b) {
     __m256i sums16[T];
     for (int j = 0; j < T; ++j) sums16[j] = _mm256_setzero_si256();
+#pragma GCC unroll 1
     for (int v = 0; v < 4; ++v) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * v));
       const __m256i low = _mm256_and_si256(packed, low_nibbles);
