@@ -86,7 +86,7 @@ int cmd_bench(int argc, char** argv) {
   const ModelOptions& mo = options.value().model;
   std::printf("model: %s, %s, %d threads, weights %s%s, kernels %s\n", options.value().path.c_str(), m.config().arch->name,
               m.pool().n_threads(), mo.load_mode == LoadMode::mmap ? "mapped" : "copied (--no-mmap)",
-              mo.interleave ? ", Q8_0/Q4_0 interleaved" : " (--no-repack)", kernel_isa_name());
+              mo.interleave ? ", Q8_0/Q4_0/Q4_K interleaved" : " (--no-repack)", kernel_isa_name());
   if (n_prompt > 0) {
     std::vector<double> rates;
     for (int64_t r = 0; r < repetitions && status.ok(); ++r) {

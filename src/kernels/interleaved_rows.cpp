@@ -9,15 +9,27 @@
 namespace ds {
 namespace {
 
+bool has_layout(DType type) { return type == DType::q8_0 || type == DType::q4_0 || type == DType::q4_k; }
+
 int64_t row_block_bytes(DType type) {
-  DS_CHECK(type == DType::q8_0 || type == DType::q4_0, std::string("no interleaved layout for ") + dtype_name(type));
-  return type == DType::q8_0 ? int64_t(sizeof(BlockQ8_0)) : int64_t(sizeof(BlockQ4_0));
+  DS_CHECK(has_layout(type), std::string("no interleaved layout for ") + dtype_name(type));
+  return dtype_traits(type).block_bytes;
 }
 
 // Where the pieces of row r's block go in its group block: calls
 // copy(offset in the group block, offset in the row's block, bytes).
 template <typename Copy>
 void for_each_piece(DType type, int64_t r, Copy copy) {
+  if (type == DType::q4_k) {
+    copy(2 * r, 0, 2);                      // d
+    copy(2 * k_interleave + 2 * r, 2, 2);   // dmin
+    copy(4 * k_interleave + k_scale_bytes_k * r, 4, k_scale_bytes_k);
+    const int64_t quants = 4 * k_interleave + k_scale_bytes_k * k_interleave;
+    for (int64_t pair = 0; pair < 4; ++pair) {  // 32 bytes per pair of sub-blocks
+      for (int64_t c = 0; c < 8; ++c) copy(quants + 256 * pair + 32 * c + 4 * r, 16 + 32 * pair + 4 * c, 4);
+    }
+    return;
+  }
   copy(2 * r, 0, 2);  // the f16 scale
   const int64_t chunks = type == DType::q8_0 ? 8 : 4;  // 4-byte chunks of quants per row
   for (int64_t c = 0; c < chunks; ++c) copy(2 * k_interleave + 32 * c + 4 * r, 2 + 4 * c, 4);
@@ -26,12 +38,12 @@ void for_each_piece(DType type, int64_t r, Copy copy) {
 }  // namespace
 
 bool interleavable(DType type, int64_t n_rows) {
-  return n_rows % k_interleave == 0 && use_avx2_kernels() && interleaved_tile_avx2(type, 1) != nullptr;
+  return n_rows % k_interleave == 0 && use_avx2_kernels() && interleaved_kernel_avx2(type) != nullptr;
 }
 
 void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* rows, uint8_t* out) {
   DS_CHECK(n_rows % k_interleave == 0, "interleave_rows: rows must come in groups of 8");
-  const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / k_qk;
+  const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / dtype_traits(type).block_elements;
   for (int64_t group = 0; group < n_rows / k_interleave; ++group) {
     for (int64_t b = 0; b < n_blocks; ++b) {
       uint8_t* dst = out + (group * n_blocks + b) * k_interleave * block_bytes;
@@ -44,7 +56,8 @@ void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* 
 }
 
 void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t row, uint8_t* out) {
-  const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / k_qk, group = row / k_interleave;
+  const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / dtype_traits(type).block_elements;
+  const int64_t group = row / k_interleave;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* src = data + (group * n_blocks + b) * k_interleave * block_bytes;
     uint8_t* dst = out + b * block_bytes;

@@ -13,6 +13,10 @@
 //   Q4_0: the eight scales, then 128 bytes; byte 32v + 4r + i holds row r's
 //         element 4v + i in its low nibble and element 16 + 4v + i in its
 //         high one (the unsigned 0..15 codes, as in the file).
+//   Q4_K (8 rows x 256): the eight d, the eight dmin, the eight rows' 12
+//         packed scale bytes, then per pair p of sub-blocks 256 bytes where
+//         byte 256p + 32c + 4r + i holds row r's element 64p + 4c + i in its
+//         low nibble and element 64p + 32 + 4c + i in its high one.
 
 #include <cstdint>
 
@@ -32,17 +36,16 @@ void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* 
 // Row `row` of an interleaved matrix, written in the GGUF row layout.
 void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t row, uint8_t* out);
 
-// A tile of one group (8 rows) against n_tokens tokens: for j < n_tokens,
-// out + j * out_stride receives the 8 outputs of token j, whose Q8_0
-// activations are at act + j * act_stride. Q4_0 needs each activation
-// block's offset 8 * sum(q) at offsets[j * n_blocks + b]; Q8_0 ignores it.
-using InterleavedTileFn = void (*)(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride,
-                                   const int32_t* offsets, float* out, int64_t out_stride);
+// One group (8 rows) against n_tokens tokens: for j < n_tokens, out + j *
+// out_stride receives the 8 outputs of token j, whose activations (Q8_0, or
+// Q8_K for Q4_K) are at act + j * act_stride. Q4_0 needs each activation
+// block's offset 8 * sum(q) at offsets[j * n_blocks + b]; the others ignore
+// it. Tokens go through in register tiles; every token's outputs are the
+// same whatever n_tokens is.
+using InterleavedGroupFn = void (*)(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride,
+                                    const int32_t* offsets, int64_t n_tokens, float* out, int64_t out_stride);
 
-constexpr int k_interleaved_token_tile = 4;
-
-// The tile kernel for 1..k_interleaved_token_tile tokens; nullptr if the CPU
-// has none for the type.
-InterleavedTileFn interleaved_tile_avx2(DType type, int n_tokens);
+// The kernel for a type; nullptr if the CPU has none.
+InterleavedGroupFn interleaved_kernel_avx2(DType type);
 
 }  // namespace ds

@@ -26,13 +26,19 @@ struct GroupQ4_0 {
   uint16_t d[k_interleave];
   uint8_t qs[k_interleave * k_qk / 2];
 };
-static_assert(sizeof(GroupQ8_0) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0),
+struct GroupQ4_K {
+  uint16_t d[k_interleave], dmin[k_interleave];
+  uint8_t scales[k_interleave][k_scale_bytes_k];
+  uint8_t qs[4][k_interleave * 32];  // per pair of sub-blocks
+};
+static_assert(sizeof(GroupQ8_0) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0) &&
+                  sizeof(GroupQ4_K) == 8 * sizeof(BlockQ4_K),
               "a group block holds eight row blocks");
 
 // Activations 4c..4c+3 of a block, in all eight lanes.
-inline __m256i broadcast_chunk(const BlockQ8_0& a, int c) {
+inline __m256i broadcast_chunk(const int8_t* qs, int c) {
   int32_t v;
-  std::memcpy(&v, a.qs + 4 * c, 4);
+  std::memcpy(&v, qs + 4 * c, 4);
   return _mm256_set1_epi32(v);
 }
 
@@ -65,7 +71,7 @@ void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
       const __m256i abs_q = _mm256_sign_epi8(q, q);
       for (int j = 0; j < T; ++j) {
-        const __m256i signed_a = _mm256_sign_epi8(broadcast_chunk(act_block(act, act_stride, j, b), c), q);
+        const __m256i signed_a = _mm256_sign_epi8(broadcast_chunk(act_block(act, act_stride, j, b).qs, c), q);
         sums[j] = _mm256_add_epi32(sums[j], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, signed_a), ones));
       }
     }
@@ -95,8 +101,8 @@ void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
       const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
       for (int j = 0; j < T; ++j) {
         const BlockQ8_0& a = act_block(act, act_stride, j, b);
-        const __m256i products = _mm256_add_epi16(_mm256_maddubs_epi16(low, broadcast_chunk(a, v)),
-                                                  _mm256_maddubs_epi16(high, broadcast_chunk(a, 4 + v)));
+        const __m256i products = _mm256_add_epi16(_mm256_maddubs_epi16(low, broadcast_chunk(a.qs, v)),
+                                                  _mm256_maddubs_epi16(high, broadcast_chunk(a.qs, 4 + v)));
         sums16[j] = _mm256_add_epi16(sums16[j], products);
       }
     }
@@ -109,16 +115,141 @@ void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
   for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, acc[j]);
 }
 
+// Q4_K x Q8_K, the formula of the row kernel: per super-block, the 4-bit
+// codes times the activations summed per sub-block in int16 (eight pair sums
+// of at most 2 x 15 x 127), times the rows' 6-bit scales in int32; the mins
+// through the activations' sums per sub-block; then
+// out += d_a * (d * sum - dmin * mins) in float, rows in lanes.
+
+// The rows' 6-bit scales and mins of one super-block, unpacked once for all
+// tokens: int16 lanes 2r and 2r + 1 belong to row r (its scale of each
+// sub-block; its mins of sub-blocks 2s and 2s + 1).
+struct Q4KScales {
+  alignas(32) int16_t scales[8][16];
+  alignas(32) int16_t mins[4][16];
+  explicit Q4KScales(const GroupQ4_K& w) {
+    for (int r = 0; r < k_interleave; ++r) {
+      for (int sub = 0; sub < 8; ++sub) {
+        uint8_t scale, min;
+        k_scale_min(sub, w.scales[r], &scale, &min);
+        scales[sub][2 * r] = scales[sub][2 * r + 1] = scale;
+        mins[sub / 2][2 * r + sub % 2] = min;
+      }
+    }
+  }
+};
+
+template <int T>
+void superblock_q4_k(const GroupQ4_K& w, const Q4KScales& s, const uint8_t* act, int64_t act_stride, int64_t b,
+                     float* out, int64_t out_stride) {
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  __m256i sums[T];
+  for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
+  for (int pair = 0; pair < 4; ++pair) {
+    __m256i low16[T], high16[T];
+    for (int j = 0; j < T; ++j) low16[j] = high16[j] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+    for (int c = 0; c < 8; ++c) {
+      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs[pair] + 32 * c));
+      const __m256i low = _mm256_and_si256(packed, low_nibbles);
+      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
+      for (int j = 0; j < T; ++j) {
+        const int8_t* qs = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b].qs + 64 * pair;
+        low16[j] = _mm256_add_epi16(low16[j], _mm256_maddubs_epi16(low, broadcast_chunk(qs, c)));
+        high16[j] = _mm256_add_epi16(high16[j], _mm256_maddubs_epi16(high, broadcast_chunk(qs + 32, c)));
+      }
+    }
+    const __m256i scale_low = _mm256_load_si256(reinterpret_cast<const __m256i*>(s.scales[2 * pair]));
+    const __m256i scale_high = _mm256_load_si256(reinterpret_cast<const __m256i*>(s.scales[2 * pair + 1]));
+    for (int j = 0; j < T; ++j) {
+      sums[j] = _mm256_add_epi32(sums[j], _mm256_add_epi32(_mm256_madd_epi16(low16[j], scale_low),
+                                                           _mm256_madd_epi16(high16[j], scale_high)));
+    }
+  }
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.d)));
+  const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.dmin)));
+  for (int j = 0; j < T; ++j) {
+    const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b];
+    __m256i min_sums = _mm256_setzero_si256();
+    for (int s2 = 0; s2 < 4; ++s2) {
+      // The activation sums of sub-blocks 2 * s2 and 2 * s2 + 1, as an int16 pair.
+      const int16_t lo = int16_t(a.bsums[4 * s2] + a.bsums[4 * s2 + 1]);
+      const int16_t hi = int16_t(a.bsums[4 * s2 + 2] + a.bsums[4 * s2 + 3]);
+      const __m256i pair_sums = _mm256_set1_epi32(int32_t(uint16_t(lo)) | (int32_t(uint16_t(hi)) << 16));
+      min_sums = _mm256_add_epi32(
+          min_sums, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(s.mins[s2])), pair_sums));
+    }
+    const __m256 inner = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(sums[j])),
+                                       _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(min_sums)));
+    float* o = out + j * out_stride;
+    _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(_mm256_set1_ps(a.d), inner)));
+  }
+}
+
+// Super-blocks outer, token tiles inner: the scales are unpacked once per
+// super-block and the outputs accumulate in place, in the same order for
+// every token.
+void group_q4_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
+                int64_t n_tokens, float* out, int64_t out_stride) {
+  const auto* w = reinterpret_cast<const GroupQ4_K*>(group);
+  for (int64_t j = 0; j < n_tokens; ++j) _mm256_storeu_ps(out + j * out_stride, _mm256_setzero_ps());
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const Q4KScales scales(w[b]);
+    int64_t t = 0;
+    for (; t + 4 <= n_tokens; t += 4) superblock_q4_k<4>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
+    const uint8_t* a = act + t * act_stride;
+    float* o = out + t * out_stride;
+    switch (n_tokens - t) {
+      case 3: superblock_q4_k<3>(w[b], scales, a, act_stride, b, o, out_stride); break;
+      case 2: superblock_q4_k<2>(w[b], scales, a, act_stride, b, o, out_stride); break;
+      case 1: superblock_q4_k<1>(w[b], scales, a, act_stride, b, o, out_stride); break;
+      default: break;
+    }
+  }
+}
+
+// Token tiles of up to four through a tile kernel.
+template <template <int> class Tile>
+void group_by_tiles(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride,
+                    const int32_t* offsets, int64_t n_tokens, float* out, int64_t out_stride) {
+  int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) {
+    Tile<4>::run(n_blocks, group, act + t * act_stride, act_stride, offsets ? offsets + t * n_blocks : nullptr,
+                 out + t * out_stride, out_stride);
+  }
+  const uint8_t* a = act + t * act_stride;
+  const int32_t* off = offsets ? offsets + t * n_blocks : nullptr;
+  float* o = out + t * out_stride;
+  switch (n_tokens - t) {
+    case 3: Tile<3>::run(n_blocks, group, a, act_stride, off, o, out_stride); break;
+    case 2: Tile<2>::run(n_blocks, group, a, act_stride, off, o, out_stride); break;
+    case 1: Tile<1>::run(n_blocks, group, a, act_stride, off, o, out_stride); break;
+    default: break;
+  }
+}
+
+template <int T>
+struct TileQ8_0 {
+  static void run(int64_t n_blocks, const uint8_t* g, const uint8_t* a, int64_t s, const int32_t* off, float* o,
+                  int64_t os) {
+    tile_q8_0<T>(n_blocks, g, a, s, off, o, os);
+  }
+};
+template <int T>
+struct TileQ4_0 {
+  static void run(int64_t n_blocks, const uint8_t* g, const uint8_t* a, int64_t s, const int32_t* off, float* o,
+                  int64_t os) {
+    tile_q4_0<T>(n_blocks, g, a, s, off, o, os);
+  }
+};
+
 }  // namespace
 
-InterleavedTileFn interleaved_tile_avx2(DType type, int n_tokens) {
-  static constexpr InterleavedTileFn q8_0[] = {tile_q8_0<1>, tile_q8_0<2>, tile_q8_0<3>, tile_q8_0<4>};
-  static constexpr InterleavedTileFn q4_0[] = {tile_q4_0<1>, tile_q4_0<2>, tile_q4_0<3>, tile_q4_0<4>};
-  static_assert(sizeof(q8_0) / sizeof(q8_0[0]) == k_interleaved_token_tile, "one kernel per tile size");
-  if (n_tokens < 1 || n_tokens > k_interleaved_token_tile) return nullptr;
+InterleavedGroupFn interleaved_kernel_avx2(DType type) {
   switch (type) {
-    case DType::q8_0: return q8_0[n_tokens - 1];
-    case DType::q4_0: return q4_0[n_tokens - 1];
+    case DType::q8_0: return group_by_tiles<TileQ8_0>;
+    case DType::q4_0: return group_by_tiles<TileQ4_0>;
+    case DType::q4_k: return group_q4_k;
     default: return nullptr;
   }
 }

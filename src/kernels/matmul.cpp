@@ -108,19 +108,16 @@ void matmul_rows(ThreadPool& pool, const WeightMatrix& w, const VecDotKernel& ke
 // so that its activations stay in cache while the groups pass.
 void matmul_interleaved(ThreadPool& pool, const WeightMatrix& w, const uint8_t* act, const int32_t* offsets,
                         int64_t n_tokens, float* y) {
-  const int64_t act_row_bytes = row_bytes(DType::q8_0, w.n_cols), n_blocks = w.n_cols / k_qk;
+  const int64_t act_row_bytes = row_bytes(activation_type_for(w.type), w.n_cols);
+  const int64_t n_blocks = w.n_cols / dtype_traits(w.type).block_elements;
   const int64_t group_bytes = k_interleave * w.row_stride_bytes();
-  InterleavedTileFn tile[k_interleaved_token_tile + 1] = {nullptr};
-  for (int n = 1; n <= k_interleaved_token_tile; ++n) tile[n] = interleaved_tile_avx2(w.type, n);
+  const InterleavedGroupFn kernel = interleaved_kernel_avx2(w.type);
   for_row_tiles(pool, w.n_rows / k_interleave, n_tokens, [&](int64_t group_begin, int64_t group_end) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += k_token_tile) {
       const int64_t t1 = std::min(n_tokens, t0 + k_token_tile);
       for (int64_t g = group_begin; g < group_end; ++g) {
-        for (int64_t t = t0; t < t1; t += k_interleaved_token_tile) {
-          const int n = int(std::min<int64_t>(k_interleaved_token_tile, t1 - t));
-          tile[n](n_blocks, w.data + g * group_bytes, act + t * act_row_bytes, act_row_bytes,
-                  offsets ? offsets + t * n_blocks : nullptr, y + t * w.n_rows + g * k_interleave, w.n_rows);
-        }
+        kernel(n_blocks, w.data + g * group_bytes, act + t0 * act_row_bytes, act_row_bytes,
+               offsets ? offsets + t0 * n_blocks : nullptr, t1 - t0, y + t0 * w.n_rows + g * k_interleave, w.n_rows);
       }
     }
   });

@@ -23,7 +23,7 @@ namespace ds {
 struct ModelOptions {
   int n_threads = 2;
   LoadMode load_mode = LoadMode::mmap;
-  bool interleave = true;  // Q8_0/Q4_0 matrices copied into the kernels' layout
+  bool interleave = true;  // Q8_0/Q4_0/Q4_K matrices copied into the kernels' layout
 };
 
 // Called after each layer with its output hidden states [n_tokens, n_embd] f32.
