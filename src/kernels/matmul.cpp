@@ -104,8 +104,8 @@ void matmul_rows(ThreadPool& pool, const WeightMatrix& w, const VecDotKernel& ke
   });
 }
 
-// Groups of eight rows against tiles of tokens; a chunk of tokens at a time
-// so that its activations stay in cache while the groups pass.
+// Each group of eight rows against every token: the group's weights stay in
+// L1/L2 while the tokens pass.
 void matmul_interleaved(ThreadPool& pool, const WeightMatrix& w, const uint8_t* act, const int32_t* offsets,
                         int64_t n_tokens, float* y) {
   const int64_t act_row_bytes = row_bytes(activation_type_for(w.type), w.n_cols);
@@ -113,12 +113,8 @@ void matmul_interleaved(ThreadPool& pool, const WeightMatrix& w, const uint8_t* 
   const int64_t group_bytes = k_interleave * w.row_stride_bytes();
   const InterleavedGroupFn kernel = interleaved_kernel_avx2(w.type);
   for_row_tiles(pool, w.n_rows / k_interleave, n_tokens, [&](int64_t group_begin, int64_t group_end) {
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += k_token_tile) {
-      const int64_t t1 = std::min(n_tokens, t0 + k_token_tile);
-      for (int64_t g = group_begin; g < group_end; ++g) {
-        kernel(n_blocks, w.data + g * group_bytes, act + t0 * act_row_bytes, act_row_bytes,
-               offsets ? offsets + t0 * n_blocks : nullptr, t1 - t0, y + t0 * w.n_rows + g * k_interleave, w.n_rows);
-      }
+    for (int64_t g = group_begin; g < group_end; ++g) {
+      kernel(n_blocks, w.data + g * group_bytes, act, act_row_bytes, offsets, n_tokens, y + g * k_interleave, w.n_rows);
     }
   });
 }
@@ -128,10 +124,10 @@ void matmul_interleaved(ThreadPool& pool, const WeightMatrix& w, const uint8_t* 
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
             MatmulScratch& scratch) {
   const VecDotKernel kernel = vec_dot_kernel(w.type);
-  const bool offsets = w.interleaved && w.type == DType::q4_0;
-  const uint8_t* act = convert_activations(pool, kernel.activation_type, x, n_tokens, w.n_cols, offsets, scratch);
+  const bool needs_offsets = w.interleaved && w.type == DType::q4_0;
+  const uint8_t* act = convert_activations(pool, kernel.activation_type, x, n_tokens, w.n_cols, needs_offsets, scratch);
   if (w.interleaved) {
-    matmul_interleaved(pool, w, act, offsets ? scratch.block_offsets.data() : nullptr, n_tokens, y);
+    matmul_interleaved(pool, w, act, needs_offsets ? scratch.block_offsets.data() : nullptr, n_tokens, y);
   } else {
     matmul_rows(pool, w, kernel, act, n_tokens, y);
   }
