@@ -6,7 +6,8 @@
 namespace ds {
 
 void quantize_activations(DType type, const float* x, void* out, int64_t n) {
-  if (type == DType::q8_0 && use_avx2_kernels()) return quantize_q8_0_avx2(x, out, n);
+  if (use_avx2_kernels() && type == DType::q8_0) return quantize_q8_0_avx2(x, out, n);
+  if (use_avx2_kernels() && type == DType::q8_k) return quantize_q8_k_avx2(x, out, n);
   quantize_row(type, x, out, n);
 }
 

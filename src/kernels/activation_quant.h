@@ -9,9 +9,10 @@
 
 namespace ds {
 
-// Any activation type; Q8_0 takes the fastest path this CPU runs.
+// Any activation type; Q8_0 and Q8_K take the fastest path this CPU runs.
 void quantize_activations(DType type, const float* x, void* out, int64_t n);
 
 void quantize_q8_0_avx2(const float* x, void* out, int64_t n);
+void quantize_q8_k_avx2(const float* x, void* out, int64_t n);
 
 }  // namespace ds

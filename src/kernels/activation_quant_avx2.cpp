@@ -1,5 +1,5 @@
-// Q8_0 quantization with AVX2, equal to the reference bit for bit: the same
-// max, the same 127 / amax, the same products, rounded half to even as
+// Q8_0 and Q8_K quantization with AVX2, equal to the reference bit for bit:
+// the same maxima, the same scale, the same products, rounded half to even as
 // nearbyint does in the default rounding mode.
 
 #include <immintrin.h>
@@ -9,30 +9,80 @@
 #include "tensor/quant_blocks.h"
 
 namespace ds {
+namespace {
+
+const __m256 k_abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+
+inline float horizontal_max(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// 32 floats times `scale`, rounded, as 32 int8 in order.
+inline __m256i round_to_int8(const float* x, __m256 scale) {
+  __m256i q[4];
+  for (int i = 0; i < 4; ++i) {
+    const __m256 scaled = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), scale);
+    q[i] = _mm256_cvtps_epi32(_mm256_round_ps(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // undo the packs' lane interleave
+}
+
+}  // namespace
 
 void quantize_q8_0_avx2(const float* x, void* out, int64_t n) {
   auto* y = static_cast<BlockQ8_0*>(out);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the packs' lane interleave
   for (int64_t b = 0; b < n / k_qk; ++b, x += k_qk) {
-    __m256 v[4];
     __m256 max_abs = _mm256_setzero_ps();
-    for (int i = 0; i < 4; ++i) {
-      v[i] = _mm256_loadu_ps(x + 8 * i);
-      max_abs = _mm256_max_ps(max_abs, _mm256_and_ps(v[i], abs_mask));
-    }
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(max_abs), _mm256_extractf128_ps(max_abs, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float amax = _mm_cvtss_f32(m);
+    for (int i = 0; i < 4; ++i) max_abs = _mm256_max_ps(max_abs, _mm256_and_ps(_mm256_loadu_ps(x + 8 * i), k_abs_mask));
+    const float amax = horizontal_max(max_abs);
     const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-    __m256i q[4];
-    for (int i = 0; i < 4; ++i) {
-      q[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-    const __m256i q16 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), _mm256_permutevar8x32_epi32(q16, unshuffle));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), round_to_int8(x, id));
     y[b].d = fp32_to_fp16(amax / 127.0f);
+  }
+}
+
+// The scale comes from the signed value of largest magnitude, the first one
+// where several tie (the reference keeps the first); 127 stays 127 because
+// |x| <= amax bounds every product by 127.
+void quantize_q8_k_avx2(const float* x, void* out, int64_t n) {
+  auto* y = static_cast<BlockQ8_K*>(out);
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < n / k_qk_k; ++b, x += k_qk_k) {
+    __m256 max_abs = _mm256_setzero_ps();
+    for (int i = 0; i < k_qk_k; i += 8) max_abs = _mm256_max_ps(max_abs, _mm256_and_ps(_mm256_loadu_ps(x + i), k_abs_mask));
+    const float amax = horizontal_max(max_abs);
+    if (amax == 0.0f) {
+      *y = BlockQ8_K{};
+      ++y;
+      continue;
+    }
+    float max = 0.0f;
+    for (int i = 0; i < k_qk_k; i += 8) {
+      const __m256 at_max = _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), k_abs_mask), _mm256_set1_ps(amax), _CMP_EQ_OQ);
+      const int mask = _mm256_movemask_ps(at_max);
+      if (mask != 0) {
+        max = x[i + __builtin_ctz(unsigned(mask))];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    for (int c = 0; c < k_qk_k / 32; ++c) {
+      const __m256i q = round_to_int8(x + 32 * c, _mm256_set1_ps(iscale));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y->qs + 32 * c), q);
+      // Sums of four, then of sixteen: lanes 0-3 are elements 0-15, lanes 4-7 elements 16-31.
+      __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+      sums = _mm256_hadd_epi32(sums, sums);
+      sums = _mm256_hadd_epi32(sums, sums);
+      y->bsums[2 * c] = int16_t(_mm256_extract_epi32(sums, 0));
+      y->bsums[2 * c + 1] = int16_t(_mm256_extract_epi32(sums, 4));
+    }
+    y->d = 1.0f / iscale;
+    ++y;
   }
 }
 

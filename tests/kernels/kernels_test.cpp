@@ -154,21 +154,28 @@ TEST(InterleavedRows, OnlyWholeGroupsOfTheKernelTypes) {
   }
 }
 
-// The fast Q8_0 activation quantizer writes exactly the reference's bytes:
-// random blocks, a zero block, and halves (amax 127 makes the scale 1, so
-// x.5 must round to even as nearbyint does).
-TEST(ActivationQuant, Q8_0FastPathEqualsReferenceBitForBit) {
+// The fast activation quantizers write exactly the reference's bytes: random
+// blocks, a zero block, exact halves (amax 127 makes the Q8_0 scale 1, so
+// x.5 must round to even as nearbyint does), tiny values, and for Q8_K a block
+// whose largest magnitude appears with both signs (the first one sets the scale).
+TEST(ActivationQuant, FastPathsEqualReferenceBitForBit) {
   if (!use_avx2_kernels()) GTEST_SKIP() << "no AVX2 on this CPU: the reference is the only path";
   std::mt19937 rng(11);
-  std::vector<float> x = random_floats(rng, 32 * 64, 3.0f);
+  std::vector<float> x = random_floats(rng, 256 * 8, 3.0f);
   for (int i = 0; i < 32; ++i) x[size_t(i)] = 0.0f;
   for (int i = 0; i < 32; ++i) x[size_t(32 + i)] = i == 0 ? 127.0f : float(i % 8) - 3.5f;
   for (int i = 0; i < 32; ++i) x[size_t(64 + i)] = 1e-30f * float(i + 1);
-  const size_t bytes = size_t(row_bytes(DType::q8_0, int64_t(x.size())));
-  std::vector<uint8_t> fast(bytes), reference(bytes);
-  quantize_activations(DType::q8_0, x.data(), fast.data(), int64_t(x.size()));
-  quantize_row(DType::q8_0, x.data(), reference.data(), int64_t(x.size()));
-  for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(fast[i], reference[i]) << "byte " << i << " (block " << i / 34 << ")";
+  for (int i = 0; i < 256; ++i) x[size_t(256 + i)] = 0.0f;  // a zero Q8_K block
+  x[512 + 40] = -30.0f;
+  x[512 + 43] = 30.0f;  // the same magnitude, later in the same 8 lanes, positive
+  x[512 + 200] = 30.0f;
+  for (DType type : {DType::q8_0, DType::q8_k}) {
+    const size_t bytes = size_t(row_bytes(type, int64_t(x.size())));
+    std::vector<uint8_t> fast(bytes), reference(bytes);
+    quantize_activations(type, x.data(), fast.data(), int64_t(x.size()));
+    quantize_row(type, x.data(), reference.data(), int64_t(x.size()));
+    for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(fast[i], reference[i]) << dtype_name(type) << " byte " << i;
+  }
 }
 
 class MatmulTest : public ::testing::TestWithParam<std::tuple<DType, int>> {};
