@@ -122,20 +122,38 @@ void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
 // out += d_a * (d * sum - dmin * mins) in float, rows in lanes.
 
 // The rows' 6-bit scales and mins of one super-block, unpacked once for all
-// tokens: int16 lanes 2r and 2r + 1 belong to row r (its scale of each
+// tokens: int16 lanes 2r and 2r + 1 belong to row r (its scale of a
 // sub-block; its mins of sub-blocks 2s and 2s + 1).
 struct Q4KScales {
-  alignas(32) int16_t scales[8][16];
-  alignas(32) int16_t mins[4][16];
+  __m256i scales[8];
+  __m256i mins[4];
   explicit Q4KScales(const GroupQ4_K& w) {
-    for (int r = 0; r < k_interleave; ++r) {
-      for (int sub = 0; sub < 8; ++sub) {
-        uint8_t scale, min;
-        k_scale_min(sub, w.scales[r], &scale, &min);
-        scales[sub][2 * r] = scales[sub][2 * r + 1] = scale;
-        mins[sub / 2][2 * r + sub % 2] = min;
-      }
+    // Row r's eight scales (mins) in bytes 8r..8r+7, then an 8x8 byte
+    // transpose: column pair k holds sub-blocks 2k and 2k + 1, rows in order.
+    alignas(16) uint8_t row_scales[k_interleave][8], row_mins[k_interleave][8];
+    for (int r = 0; r < k_interleave; ++r) k_scales_mins(w.scales[r], row_scales[r], row_mins[r]);
+    __m128i scale_pairs[4], min_pairs[4];
+    transpose_8x8(row_scales, scale_pairs);
+    transpose_8x8(row_mins, min_pairs);
+    for (int k = 0; k < 4; ++k) {
+      scales[2 * k] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(scale_pairs[k], scale_pairs[k]));
+      scales[2 * k + 1] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scale_pairs[k], scale_pairs[k]));
+      mins[k] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(min_pairs[k], _mm_srli_si128(min_pairs[k], 8)));
     }
+  }
+
+  // out[k]: bytes 0-7 = column 2k of m (rows 0..7), bytes 8-15 = column 2k + 1.
+  static void transpose_8x8(const uint8_t (*m)[8], __m128i* out) {
+    __m128i rows[8];
+    for (int r = 0; r < 8; ++r) rows[r] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m[r]));
+    const __m128i a0 = _mm_unpacklo_epi8(rows[0], rows[1]), a1 = _mm_unpacklo_epi8(rows[2], rows[3]);
+    const __m128i a2 = _mm_unpacklo_epi8(rows[4], rows[5]), a3 = _mm_unpacklo_epi8(rows[6], rows[7]);
+    const __m128i b0 = _mm_unpacklo_epi16(a0, a1), b1 = _mm_unpackhi_epi16(a0, a1);
+    const __m128i b2 = _mm_unpacklo_epi16(a2, a3), b3 = _mm_unpackhi_epi16(a2, a3);
+    out[0] = _mm_unpacklo_epi32(b0, b2);
+    out[1] = _mm_unpackhi_epi32(b0, b2);
+    out[2] = _mm_unpacklo_epi32(b1, b3);
+    out[3] = _mm_unpackhi_epi32(b1, b3);
   }
 };
 
@@ -159,8 +177,7 @@ void superblock_q4_k(const GroupQ4_K& w, const Q4KScales& s, const uint8_t* act,
         high16[j] = _mm256_add_epi16(high16[j], _mm256_maddubs_epi16(high, broadcast_chunk(qs + 32, c)));
       }
     }
-    const __m256i scale_low = _mm256_load_si256(reinterpret_cast<const __m256i*>(s.scales[2 * pair]));
-    const __m256i scale_high = _mm256_load_si256(reinterpret_cast<const __m256i*>(s.scales[2 * pair + 1]));
+    const __m256i scale_low = s.scales[2 * pair], scale_high = s.scales[2 * pair + 1];
     for (int j = 0; j < T; ++j) {
       sums[j] = _mm256_add_epi32(sums[j], _mm256_add_epi32(_mm256_madd_epi16(low16[j], scale_low),
                                                            _mm256_madd_epi16(high16[j], scale_high)));
@@ -177,7 +194,7 @@ void superblock_q4_k(const GroupQ4_K& w, const Q4KScales& s, const uint8_t* act,
       const int16_t hi = int16_t(a.bsums[4 * s2 + 2] + a.bsums[4 * s2 + 3]);
       const __m256i pair_sums = _mm256_set1_epi32(int32_t(uint16_t(lo)) | (int32_t(uint16_t(hi)) << 16));
       min_sums = _mm256_add_epi32(
-          min_sums, _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(s.mins[s2])), pair_sums));
+          min_sums, _mm256_madd_epi16(s.mins[s2], pair_sums));
     }
     const __m256 inner = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(sums[j])),
                                        _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(min_sums)));

@@ -132,7 +132,7 @@ float dot_q4_k(int64_t n, const void* w, const void* a) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n / k_qk_k; ++i) {
     uint8_t scales[8], mins[8];
-    for (int sub = 0; sub < 8; ++sub) k_scale_min(sub, x[i].scales, &scales[sub], &mins[sub]);
+    k_scales_mins(x[i].scales, scales, mins);
     int32_t sum_mins = 0;
     for (int sub = 0; sub < 8; ++sub) sum_mins += mins[sub] * (y[i].bsums[2 * sub] + y[i].bsums[2 * sub + 1]);
     __m256i acc = _mm256_setzero_si256();
@@ -383,7 +383,7 @@ void dot4_q4_k(int64_t n, const void* w, const void* a, int64_t a_stride, float*
   float sums[4] = {0, 0, 0, 0};
   for (int64_t i = 0; i < n / k_qk_k; ++i) {
     uint8_t scales[8], mins[8];
-    for (int sub = 0; sub < 8; ++sub) k_scale_min(sub, x[i].scales, &scales[sub], &mins[sub]);
+    k_scales_mins(x[i].scales, scales, mins);
     __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int pair = 0; pair < 4; ++pair) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs + pair * 32));

@@ -100,11 +100,8 @@ class Loader {
   // to be interleaved (interleave) or every tensor (mode copy), and points
   // the matrices at their copies; the rest stay in the mapping.
   Status place(LoadMode mode, bool interleave, void** region, size_t* region_bytes, size_t* total_bytes) {
-    struct Copy {
-      size_t offset;     // in the region
-      bool interleaved;
-    };
-    std::map<std::pair<const GgufTensorInfo*, bool>, Copy> copies;  // by tensor and layout
+    // Offsets in the region, by tensor and layout (interleaved or not).
+    std::map<std::pair<const GgufTensorInfo*, bool>, size_t> copies;
     std::unordered_map<const GgufTensorInfo*, bool> stays_mapped;
     size_t total = 0, copy_bytes = 0;
     for (auto& m : matrices_) {
@@ -115,7 +112,7 @@ class Loader {
         mapped = true;
         continue;
       }
-      if (copies.emplace(std::make_pair(m.info, m.interleave), Copy{copy_bytes, m.interleave}).second) {
+      if (copies.emplace(std::make_pair(m.info, m.interleave), copy_bytes).second) {
         copy_bytes += (m.info->n_bytes + 63) / 64 * 64;
       }
     }
@@ -125,12 +122,12 @@ class Loader {
     if (mem == MAP_FAILED) return Status::error("model: cannot allocate " + std::to_string(copy_bytes) + " bytes for weights");
     madvise(mem, copy_bytes, MADV_HUGEPAGE);
     auto* base = static_cast<uint8_t*>(mem);
-    for (const auto& [key, copy] : copies) {
+    for (const auto& [key, offset] : copies) {
       const GgufTensorInfo& t = *key.first;
-      if (copy.interleaved) {
-        interleave_rows(t.type, t.n_elements() / t.ne[0], t.ne[0], file_.tensor_data(t), base + copy.offset);
+      if (key.second) {
+        interleave_rows(t.type, t.n_elements() / t.ne[0], t.ne[0], file_.tensor_data(t), base + offset);
       } else {
-        std::memcpy(base + copy.offset, file_.tensor_data(t), t.n_bytes);
+        std::memcpy(base + offset, file_.tensor_data(t), t.n_bytes);
       }
       // At once, so that the process never holds a whole second copy.
       if (!stays_mapped[key.first]) file_.release_tensor_pages(t);
@@ -138,7 +135,7 @@ class Loader {
     for (auto& m : matrices_) {
       auto it = copies.find(std::make_pair(m.info, m.interleave));
       if (it == copies.end()) continue;
-      m.matrix->data = base + it->second.offset + m.offset;
+      m.matrix->data = base + it->second + m.offset;
       m.matrix->interleaved = m.interleave;
     }
     *region = mem;

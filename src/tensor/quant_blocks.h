@@ -3,6 +3,7 @@
 // the weights are used in place from the file).
 
 #include <cstdint>
+#include <cstring>
 
 namespace ds {
 
@@ -35,6 +36,22 @@ inline void k_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {
     *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
     *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
+}
+
+// All eight scales and mins of a Q4_K / Q5_K super-block at once (the same
+// values as k_scale_min, four bytes per 32-bit operation).
+inline void k_scales_mins(const uint8_t* q, uint8_t* scales, uint8_t* mins) {
+  uint32_t packed[3];
+  std::memcpy(packed, q, sizeof(packed));
+  const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, top2 = 0x03030303u;
+  const uint32_t scales_0_3 = packed[0] & low6;
+  const uint32_t mins_0_3 = packed[1] & low6;
+  const uint32_t scales_4_7 = (packed[2] & low4) | (((packed[0] >> 6) & top2) << 4);
+  const uint32_t mins_4_7 = ((packed[2] >> 4) & low4) | (((packed[1] >> 6) & top2) << 4);
+  std::memcpy(scales, &scales_0_3, 4);
+  std::memcpy(scales + 4, &scales_4_7, 4);
+  std::memcpy(mins, &mins_0_3, 4);
+  std::memcpy(mins + 4, &mins_4_7, 4);
 }
 
 }  // namespace ds

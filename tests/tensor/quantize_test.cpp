@@ -7,6 +7,7 @@
 #include <random>
 
 #include "base/fp16.h"
+#include "tensor/quant_blocks.h"
 #include "tensor/quantize.h"
 
 namespace ds {
@@ -53,6 +54,22 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantizeTest,
                                            std::tuple{DType::q5_1, 31.0f, 0.51f}, std::tuple{DType::f16, 2048.0f, 0.51f},
                                            std::tuple{DType::bf16, 256.0f, 0.51f}),
                          [](const auto& info) { return std::string(dtype_name(std::get<0>(info.param))); });
+
+TEST(KQuants, AllScalesAtOnceEqualOneByOne) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int trial = 0; trial < 1000; ++trial) {
+    uint8_t q[k_scale_bytes_k], scales[8], mins[8];
+    for (uint8_t& b : q) b = uint8_t(byte(rng));
+    k_scales_mins(q, scales, mins);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t scale, min;
+      k_scale_min(j, q, &scale, &min);
+      ASSERT_EQ(scales[j], scale) << "sub-block " << j;
+      ASSERT_EQ(mins[j], min) << "sub-block " << j;
+    }
+  }
+}
 
 TEST(DType, UnknownIdsHaveNoTraitsAndNamesAreStable) {
   EXPECT_FALSE(dtype_traits(4u).has_value());
