@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "base/fp16.h"
 #include "kernels/interleaved_rows.h"
@@ -55,8 +56,8 @@ inline __m256 accumulate(__m256 acc, __m256 row_scales, const BlockQ8_0& a, __m2
 // Q8_0 x Q8_0: maddubs wants one unsigned operand, so |w| meets a with w's
 // sign moved onto it; |w| is taken once per register for the whole tile.
 template <int T>
-void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
-               float* out, int64_t out_stride) {
+void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, float* out,
+               int64_t out_stride) {
   const auto* w = reinterpret_cast<const GroupQ8_0*>(group);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T];
@@ -113,6 +114,20 @@ void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
     }
   }
   for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, acc[j]);
+}
+
+// step(std::integral_constant<int, T>{}, t) for the tiles of T tokens
+// starting at t: fours, then one tile of the remaining one to three.
+template <typename Step>
+inline void for_token_tiles(int64_t n_tokens, Step step) {
+  int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) step(std::integral_constant<int, 4>{}, t);
+  switch (n_tokens - t) {
+    case 3: step(std::integral_constant<int, 3>{}, t); break;
+    case 2: step(std::integral_constant<int, 2>{}, t); break;
+    case 1: step(std::integral_constant<int, 1>{}, t); break;
+    default: break;
+  }
 }
 
 // Q4_K x Q8_K, the formula of the row kernel: per super-block, the 4-bit
@@ -212,60 +227,33 @@ void group_q4_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int6
   for (int64_t j = 0; j < n_tokens; ++j) _mm256_storeu_ps(out + j * out_stride, _mm256_setzero_ps());
   for (int64_t b = 0; b < n_blocks; ++b) {
     const Q4KScales scales(w[b]);
-    int64_t t = 0;
-    for (; t + 4 <= n_tokens; t += 4) superblock_q4_k<4>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
-    const uint8_t* a = act + t * act_stride;
-    float* o = out + t * out_stride;
-    switch (n_tokens - t) {
-      case 3: superblock_q4_k<3>(w[b], scales, a, act_stride, b, o, out_stride); break;
-      case 2: superblock_q4_k<2>(w[b], scales, a, act_stride, b, o, out_stride); break;
-      case 1: superblock_q4_k<1>(w[b], scales, a, act_stride, b, o, out_stride); break;
-      default: break;
-    }
+    for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+      superblock_q4_k<tile.value>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
+    });
   }
 }
 
-// Token tiles of up to four through a tile kernel.
-template <template <int> class Tile>
-void group_by_tiles(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride,
-                    const int32_t* offsets, int64_t n_tokens, float* out, int64_t out_stride) {
-  int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4) {
-    Tile<4>::run(n_blocks, group, act + t * act_stride, act_stride, offsets ? offsets + t * n_blocks : nullptr,
-                 out + t * out_stride, out_stride);
-  }
-  const uint8_t* a = act + t * act_stride;
-  const int32_t* off = offsets ? offsets + t * n_blocks : nullptr;
-  float* o = out + t * out_stride;
-  switch (n_tokens - t) {
-    case 3: Tile<3>::run(n_blocks, group, a, act_stride, off, o, out_stride); break;
-    case 2: Tile<2>::run(n_blocks, group, a, act_stride, off, o, out_stride); break;
-    case 1: Tile<1>::run(n_blocks, group, a, act_stride, off, o, out_stride); break;
-    default: break;
-  }
+void group_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
+                int64_t n_tokens, float* out, int64_t out_stride) {
+  for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+    tile_q8_0<tile.value>(n_blocks, group, act + t * act_stride, act_stride, out + t * out_stride, out_stride);
+  });
 }
 
-template <int T>
-struct TileQ8_0 {
-  static void run(int64_t n_blocks, const uint8_t* g, const uint8_t* a, int64_t s, const int32_t* off, float* o,
-                  int64_t os) {
-    tile_q8_0<T>(n_blocks, g, a, s, off, o, os);
-  }
-};
-template <int T>
-struct TileQ4_0 {
-  static void run(int64_t n_blocks, const uint8_t* g, const uint8_t* a, int64_t s, const int32_t* off, float* o,
-                  int64_t os) {
-    tile_q4_0<T>(n_blocks, g, a, s, off, o, os);
-  }
-};
+void group_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* offsets,
+                int64_t n_tokens, float* out, int64_t out_stride) {
+  for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+    tile_q4_0<tile.value>(n_blocks, group, act + t * act_stride, act_stride, offsets + t * n_blocks,
+                          out + t * out_stride, out_stride);
+  });
+}
 
 }  // namespace
 
 InterleavedGroupFn interleaved_kernel_avx2(DType type) {
   switch (type) {
-    case DType::q8_0: return group_by_tiles<TileQ8_0>;
-    case DType::q4_0: return group_by_tiles<TileQ4_0>;
+    case DType::q8_0: return group_q8_0;
+    case DType::q4_0: return group_q4_0;
     case DType::q4_k: return group_q4_k;
     default: return nullptr;
   }
