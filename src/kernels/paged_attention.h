@@ -10,7 +10,9 @@
 
 namespace ds {
 
-// One layer's KV page memory: k and v are [n_pages][page_tokens][kv_dim] in dtype.
+// One layer's KV page memory: k and v are [n_pages][n_kv_heads][page_tokens]
+// [head_dim] in dtype. Within a page one KV head's positions are contiguous,
+// so attention, which reads one KV head at a time, reads whole runs.
 // v may be null: then each key row also holds the value, in its first v_dim
 // elements (multi-head latent attention in absorbed form: the keys are the
 // latent plus a RoPE part, the values the latent).
@@ -20,6 +22,8 @@ struct KvLayerView {
   uint8_t* v = nullptr;
   int64_t page_tokens = 0;
   int64_t kv_dim = 0;  // n_kv_heads * head_dim
+  int64_t n_kv_heads = 1;
+  int64_t head_dim() const { return kv_dim / n_kv_heads; }
 };
 
 // The pages of one sequence in position order: position p lives in page
@@ -38,10 +42,15 @@ struct AttentionShape {
   int64_t value_dim() const { return v_dim > 0 ? v_dim : head_dim; }
 };
 
-// Per-thread buffers for scores, so that the hot path does not allocate.
+// Per-thread buffers, so that the hot path does not allocate.
 struct AttentionScratch {
-  std::vector<std::vector<float>> scores;
-  std::vector<std::vector<uint16_t>> q_converted;
+  struct PerThread {
+    std::vector<float> scores;   // [heads of an item][positions]
+    std::vector<float> queries;  // the item's queries, rounded to the cache's type
+    std::vector<uint8_t> rounded_query;
+    std::vector<float> rows;  // a tile of cached keys or values in f32
+  };
+  std::vector<PerThread> threads;
 };
 
 // Stores the keys and values of each token at its position:
@@ -51,7 +60,9 @@ void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t n_t
               const int32_t* seq_of_token, const BlockTableView* tables);
 
 // out[t, h, :] = softmax(q[t,h]·K[0..pos_t] * scale) · V[0..pos_t] over the
-// token's own sequence. q: [n_tokens, n_head, head_dim]; out: [n_tokens,
+// token's own sequence. The heads that share a KV head (up to eight at a
+// time) go through the cache together: each cached row is converted to f32
+// once for all of them (kernels/attention_tiles.h). q: [n_tokens, n_head, head_dim]; out: [n_tokens,
 // n_head, value_dim].
 void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionShape& shape, const float* q,
                      int64_t n_tokens, const int32_t* positions, const int32_t* seq_of_token,

@@ -26,6 +26,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   cache->n_layer_ = config.n_layer;
   cache->k_dim_ = config.cache_k_dim();
   cache->v_dim_ = config.cache_v_dim();
+  cache->n_kv_heads_ = config.mla ? 1 : config.n_head_kv;
   cache->k_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->k_dim_);
   cache->v_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->v_dim_);
   cache->memory_bytes_ = size_t((cache->k_page_bytes_ + cache->v_page_bytes_) * options.n_pages * config.n_layer);
@@ -44,7 +45,7 @@ KvLayerView KvCache::layer(int64_t index) const {
   const size_t k_bytes = size_t(k_page_bytes_ * options_.n_pages), v_bytes = size_t(v_page_bytes_ * options_.n_pages);
   uint8_t* k = memory_ + size_t(index) * (k_bytes + v_bytes);
   // With MLA there are no values: v is null and kv_dim is the latent-plus-RoPE row.
-  return KvLayerView{options_.dtype, k, v_dim_ > 0 ? k + k_bytes : nullptr, options_.page_tokens, k_dim_};
+  return KvLayerView{options_.dtype, k, v_dim_ > 0 ? k + k_bytes : nullptr, options_.page_tokens, k_dim_, n_kv_heads_};
 }
 
 }  // namespace ds

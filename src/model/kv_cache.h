@@ -39,6 +39,7 @@ class KvCache {
   KvCacheOptions options_;
   int64_t n_layer_ = 0;
   int64_t k_dim_ = 0, v_dim_ = 0;  // elements per token and layer (v_dim_ = 0: MLA, keys only)
+  int64_t n_kv_heads_ = 1;         // MLA: one latent row shared by all heads
   int64_t k_page_bytes_ = 0, v_page_bytes_ = 0;  // one page of one layer
   uint8_t* memory_ = nullptr;
   size_t memory_bytes_ = 0;

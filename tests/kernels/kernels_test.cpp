@@ -11,7 +11,7 @@
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "kernels/activation_quant.h"
-#include "kernels/axpy.h"
+#include "kernels/attention_tiles.h"
 #include "kernels/cpu_features.h"
 #include "kernels/elementwise.h"
 #include "kernels/interleaved_rows.h"
@@ -350,37 +350,79 @@ TEST(Rope, YarnKeepsHighFrequenciesAndInterpolatesLowOnes) {
   EXPECT_NEAR(x[31], std::cos(low_theta) * mscale, 1e-3);
 }
 
-class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+// (KV type, threads, latent): latent caches hold one row per token whose
+// first v_dim elements are also the value, as multi-head latent attention.
+class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<DType, int, bool>> {};
 
 TEST_P(PagedAttentionTest, ScatteredPagesMatchReference) {
-  const auto [dtype, n_threads] = GetParam();
+  const auto [dtype, n_threads, latent] = GetParam();
   ThreadPool pool(n_threads);
   std::mt19937 rng(5);
-  // q8_0 stores whole blocks of 32 per head.
-  const int64_t page_tokens = 4, head_dim = dtype == DType::q8_0 ? 32 : 24, n_head = 6, n_head_kv = 2, n_pages = 20;
+  // q8_0 stores whole blocks of 32 per head. Twenty heads over two KV heads:
+  // a group of ten spans two passes of at most eight heads.
+  const int64_t page_tokens = 4, n_pages = 24;
+  const int64_t head_dim = dtype == DType::q8_0 ? 64 : 24, v_dim = latent ? head_dim - (dtype == DType::q8_0 ? 32 : 8) : 0;
+  const int64_t n_head = latent ? 9 : 20, n_head_kv = latent ? 1 : 2;
   const int64_t kv_dim = n_head_kv * head_dim;
   std::vector<uint8_t> k(size_t(n_pages * page_tokens * row_bytes(dtype, kv_dim))), v(k.size());
-  const KvLayerView kv{dtype, k.data(), v.data(), page_tokens, kv_dim};
-  // Two sequences with pages scattered over the pool, of 11 and 6 tokens.
-  const std::vector<int32_t> table_a = {7, 2, 19}, table_b = {0, 13};
-  const BlockTableView tables[] = {{table_a.data(), 3}, {table_b.data(), 2}};
+  const KvLayerView kv{dtype, k.data(), latent ? nullptr : v.data(), page_tokens, kv_dim, n_head_kv};
+  // Two sequences with pages scattered over the pool, of 37 tokens (more than
+  // one tile of positions) and 6.
+  std::vector<int32_t> table_a = {7, 2, 19, 3, 4, 5, 6, 8, 9, 10}, table_b = {0, 13};
+  const BlockTableView tables[] = {{table_a.data(), 10}, {table_b.data(), 2}};
   std::vector<int32_t> positions, seqs;
-  for (int p = 0; p < 11; ++p) { positions.push_back(p); seqs.push_back(0); }
+  for (int p = 0; p < 37; ++p) { positions.push_back(p); seqs.push_back(0); }
   for (int p = 0; p < 6; ++p) { positions.push_back(p); seqs.push_back(1); }
   const int64_t n = int64_t(positions.size());
   const std::vector<float> keys = random_floats(rng, n * kv_dim), values = random_floats(rng, n * kv_dim);
   kv_write(kv, keys.data(), values.data(), n, positions.data(), seqs.data(), tables);
   const std::vector<float> q = random_floats(rng, n * n_head * head_dim);
-  const AttentionShape shape{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim))};
-  std::vector<float> out(size_t(n * n_head * head_dim)), expected(out.size());
+  const AttentionShape shape{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim)), v_dim};
+  std::vector<float> out(size_t(n * n_head * shape.value_dim())), expected(out.size());
   AttentionScratch scratch;
   paged_attention(pool, kv, shape, q.data(), n, positions.data(), seqs.data(), tables, out.data(), scratch);
   paged_attention_reference(kv, shape, q.data(), n, positions.data(), seqs.data(), tables, expected.data());
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-4) << i;
+
+  // A token's output does not depend on the other tokens of the step.
+  std::vector<float> alone(size_t(n_head * shape.value_dim()));
+  for (int64_t t : {int64_t(0), int64_t(20), n - 1}) {
+    paged_attention(pool, kv, shape, q.data() + t * n_head * head_dim, 1, positions.data() + t, seqs.data() + t, tables,
+                    alone.data(), scratch);
+    EXPECT_EQ(0, std::memcmp(alone.data(), out.data() + t * n_head * shape.value_dim(), alone.size() * sizeof(float))) << t;
+  }
+}
+
+TEST(KvWrite, StoresEachHeadInItsPageAtTheDocumentedPlace) {
+  std::mt19937 rng(6);
+  for (DType dtype : {DType::f32, DType::f16, DType::q8_0}) {
+    const int64_t page_tokens = 3, head_dim = 32, n_kv_heads = 3, n_pages = 5, kv_dim = n_kv_heads * head_dim;
+    const int64_t head_bytes = row_bytes(dtype, head_dim);
+    std::vector<uint8_t> k(size_t(n_pages * page_tokens * row_bytes(dtype, kv_dim))), v(k.size());
+    const KvLayerView kv{dtype, k.data(), v.data(), page_tokens, kv_dim, n_kv_heads};
+    const std::vector<int32_t> table = {4, 1, 3};
+    const BlockTableView tables[] = {{table.data(), 3}};
+    const std::vector<int32_t> positions = {0, 1, 2, 3, 4, 5, 6, 7, 8}, seqs(positions.size(), 0);
+    const int64_t n = int64_t(positions.size());
+    const std::vector<float> keys = random_floats(rng, n * kv_dim), values = random_floats(rng, n * kv_dim);
+    kv_write(kv, keys.data(), values.data(), n, positions.data(), seqs.data(), tables);
+    std::vector<uint8_t> expected(static_cast<size_t>(head_bytes));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t h = 0; h < n_kv_heads; ++h) {
+        // [page][kv head][slot][head_dim]
+        const int64_t at = ((table[size_t(t / page_tokens)] * n_kv_heads + h) * page_tokens + t % page_tokens) * head_bytes;
+        quantize_row(dtype, keys.data() + t * kv_dim + h * head_dim, expected.data(), head_dim);
+        EXPECT_EQ(0, std::memcmp(expected.data(), k.data() + at, size_t(head_bytes))) << dtype_name(dtype) << " " << t << " " << h;
+        quantize_row(dtype, values.data() + t * kv_dim + h * head_dim, expected.data(), head_dim);
+        EXPECT_EQ(0, std::memcmp(expected.data(), v.data() + at, size_t(head_bytes))) << dtype_name(dtype) << " " << t << " " << h;
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, PagedAttentionTest,
-                         ::testing::Combine(::testing::Values(DType::f32, DType::f16, DType::q8_0), ::testing::Values(1, 2)));
+                         ::testing::Combine(::testing::Values(DType::f32, DType::f16, DType::q8_0), ::testing::Values(1, 2),
+                                            ::testing::Bool()));
 
 }  // namespace
 }  // namespace ds
@@ -388,22 +430,107 @@ INSTANTIATE_TEST_SUITE_P(KvTypes, PagedAttentionTest,
 namespace ds {
 namespace {
 
-TEST(Axpy, EveryIsaMatchesFormula) {
+std::vector<AttentionTileKernels> attention_tile_isas() {
+  std::vector<AttentionTileKernels> isas = {attention_tile_kernels_portable()};
+  if (use_avx2_kernels()) isas.push_back(attention_tile_kernels_avx2());
+  return isas;
+}
+
+TEST(AttentionTiles, ScoresMatchFormulaAndDoNotDependOnTheTile) {
   std::mt19937 rng(11);
-  for (DType type : {DType::f32, DType::f16, DType::q8_0}) {
-    std::vector<AxpyFn> isas = {axpy_portable(type)};
-    if (axpy_avx2(type) && cpu_features().avx2 && cpu_features().f16c) isas.push_back(axpy_avx2(type));
-    for (int64_t n : {1, 7, 8, 64, 100, 128}) {
-      if (n % dtype_traits(type).block_elements != 0) continue;
-      const std::vector<float> x = random_floats(rng, n), y0 = random_floats(rng, n);
-      std::vector<uint8_t> typed(size_t(n) * 4);
-      quantize_row(type, x.data(), typed.data(), n);
-      std::vector<float> xr(static_cast<size_t>(n));
-      dequantize_row(type, typed.data(), xr.data(), n);
-      for (AxpyFn fn : isas) {
-        std::vector<float> y = y0;
-        fn(n, 0.75f, typed.data(), y.data());
-        for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[size_t(i)], y0[size_t(i)] + 0.75 * xr[size_t(i)], 1e-5);
+  for (const AttentionTileKernels& isa : attention_tile_isas()) {
+    for (int64_t dim : {1, 7, 8, 24, 100, 576}) {
+      const int64_t n_q = 9, n_k = 5, stride = n_k + 3;
+      const std::vector<float> q = random_floats(rng, n_q * dim), k = random_floats(rng, n_k * dim);
+      std::vector<float> scores(size_t(n_q * stride), k_guard);
+      isa.scores(dim, q.data(), n_q, k.data(), n_k, 0.5f, scores.data(), stride);
+      for (int64_t i = 0; i < n_q; ++i) {
+        for (int64_t j = 0; j < stride; ++j) {
+          const float got = scores[size_t(i * stride + j)];
+          if (j >= n_k) {
+            EXPECT_EQ(got, k_guard);
+            continue;
+          }
+          double expected = 0.0;
+          for (int64_t d = 0; d < dim; ++d) expected += double(q[size_t(i * dim + d)]) * k[size_t(j * dim + d)];
+          EXPECT_NEAR(got, 0.5 * expected, 1e-5 * std::sqrt(double(dim))) << dim << " " << i << " " << j;
+          float single = 0.0f;
+          isa.scores(dim, q.data() + i * dim, 1, k.data() + j * dim, 1, 0.5f, &single, 1);
+          EXPECT_EQ(single, got) << "pair (" << i << ", " << j << ") differs when computed alone";
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionTiles, WeightedSumMatchesFormulaAndSplitsByPosition) {
+  std::mt19937 rng(12);
+  for (const AttentionTileKernels& isa : attention_tile_isas()) {
+    for (int64_t dim : {1, 7, 8, 16, 24, 100, 512}) {
+      const int64_t n_q = 6, n_v = 7, p_stride = 9;
+      const std::vector<float> p = random_floats(rng, n_q * p_stride), v = random_floats(rng, n_v * dim);
+      const std::vector<float> out0 = random_floats(rng, n_q * dim);
+      std::vector<float> out = out0;
+      isa.weighted_sum(dim, p.data(), p_stride, n_q, v.data(), n_v, out.data());
+      // The same positions in two calls, and each row alone.
+      std::vector<float> split = out0;
+      isa.weighted_sum(dim, p.data(), p_stride, n_q, v.data(), 3, split.data());
+      isa.weighted_sum(dim, p.data() + 3, p_stride, n_q, v.data() + 3 * dim, n_v - 3, split.data());
+      for (int64_t i = 0; i < n_q; ++i) {
+        std::vector<float> row(out0.begin() + i * dim, out0.begin() + (i + 1) * dim);
+        isa.weighted_sum(dim, p.data() + i * p_stride, p_stride, 1, v.data(), n_v, row.data());
+        for (int64_t d = 0; d < dim; ++d) {
+          double expected = out0[size_t(i * dim + d)];
+          for (int64_t j = 0; j < n_v; ++j) expected += double(p[size_t(i * p_stride + j)]) * v[size_t(j * dim + d)];
+          const size_t at = size_t(i * dim + d);
+          EXPECT_NEAR(out[at], expected, 1e-5) << dim << " " << i << " " << d;
+          EXPECT_EQ(split[at], out[at]);
+          EXPECT_EQ(row[size_t(d)], out[at]);
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionTiles, SoftmaxMatchesFormula) {
+  std::mt19937 rng(14);
+  for (const AttentionTileKernels& isa : attention_tile_isas()) {
+    for (int64_t n : {1, 7, 8, 9, 100, 1000}) {
+      // Spreads up to 200 put some probabilities far below FLT_MIN (they must
+      // come out as 0, not garbage).
+      for (float spread : {0.5f, 10.0f, 200.0f}) {
+        std::vector<float> x = random_floats(rng, n, spread);
+        const std::vector<float> in = x;
+        isa.softmax(x.data(), n);
+        // Exponents of the f32 differences x - max, as both kernels take them
+        // (at x - max = -35 the difference's own rounding is 2e-6 relative).
+        float max = -INFINITY;
+        for (float v : in) max = std::max(max, v);
+        double sum = 0.0;
+        for (float v : in) sum += std::exp(double(v - max));
+        for (int64_t i = 0; i < n; ++i) {
+          const double expected = std::exp(double(in[size_t(i)] - max)) / sum;
+          EXPECT_NEAR(x[size_t(i)], expected, 1e-6 * expected + 1e-37) << n << " " << spread << " " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionTiles, CacheRowsToF32EqualDequantization) {
+  std::mt19937 rng(13);
+  for (const AttentionTileKernels& isa : attention_tile_isas()) {
+    for (DType type : {DType::f32, DType::f16, DType::q8_0}) {
+      for (int64_t n : {1, 7, 8, 64, 100, 128}) {
+        if (n % dtype_traits(type).block_elements != 0) continue;
+        const std::vector<float> x = random_floats(rng, n);
+        std::vector<uint8_t> typed(size_t(n) * 4);
+        quantize_row(type, x.data(), typed.data(), n);
+        std::vector<float> expected(static_cast<size_t>(n)), got(size_t(n) + 1, k_guard);
+        dequantize_row(type, typed.data(), expected.data(), n);
+        isa.to_f32(type, typed.data(), got.data(), n);
+        EXPECT_EQ(0, std::memcmp(expected.data(), got.data(), size_t(n) * sizeof(float))) << dtype_name(type) << " " << n;
+        EXPECT_EQ(got[size_t(n)], k_guard);
       }
     }
   }

@@ -1,0 +1,45 @@
+#include "kernels/attention_tiles.h"
+
+#include "kernels/cpu_features.h"
+#include "kernels/elementwise.h"
+#include "tensor/quantize.h"
+
+namespace ds {
+namespace {
+
+void scores_portable(int64_t dim, const float* q, int64_t n_q, const float* k, int64_t n_k, float scale, float* scores,
+                     int64_t scores_stride) {
+  for (int64_t i = 0; i < n_q; ++i) {
+    for (int64_t j = 0; j < n_k; ++j) {
+      float sum = 0.0f;
+      for (int64_t d = 0; d < dim; ++d) sum += q[i * dim + d] * k[j * dim + d];
+      scores[i * scores_stride + j] = sum * scale;
+    }
+  }
+}
+
+void weighted_sum_portable(int64_t dim, const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t n_v,
+                           float* out) {
+  for (int64_t i = 0; i < n_q; ++i) {
+    for (int64_t j = 0; j < n_v; ++j) {
+      const float weight = p[i * p_stride + j];
+      for (int64_t d = 0; d < dim; ++d) out[i * dim + d] += weight * v[j * dim + d];
+    }
+  }
+}
+
+void to_f32_portable(DType type, const void* x, float* y, int64_t n) { dequantize_row(type, x, y, n); }
+
+}  // namespace
+
+AttentionTileKernels attention_tile_kernels_portable() {
+  return {scores_portable, weighted_sum_portable, to_f32_portable, softmax};
+}
+
+const AttentionTileKernels& attention_tile_kernels() {
+  static const AttentionTileKernels kernels =
+      use_avx2_kernels() ? attention_tile_kernels_avx2() : attention_tile_kernels_portable();
+  return kernels;
+}
+
+}  // namespace ds

@@ -1,0 +1,186 @@
+// AVX2 + FMA + F16C attention tiles (kernels/attention_tiles.h); compiled
+// with those flags, called only where the CPU has them.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/attention_tiles.h"
+#include "tensor/quantize.h"
+
+namespace ds {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+// A register tile of NQ queries x NK keys: each loaded key chunk serves NQ
+// queries and each query chunk NK keys. Per pair: one accumulator over the
+// 8-element chunks, its lanes summed, then the scalar tail.
+template <int NQ, int NK>
+void scores_tile(int64_t dim, const float* q, const float* k, float scale, float* scores, int64_t scores_stride) {
+  __m256 acc[NQ][NK];
+  for (int i = 0; i < NQ; ++i) {
+    for (int j = 0; j < NK; ++j) acc[i][j] = _mm256_setzero_ps();
+  }
+  int64_t d = 0;
+  for (; d + 8 <= dim; d += 8) {
+    __m256 keys[NK];
+    for (int j = 0; j < NK; ++j) keys[j] = _mm256_loadu_ps(k + j * dim + d);
+    for (int i = 0; i < NQ; ++i) {
+      const __m256 query = _mm256_loadu_ps(q + i * dim + d);
+      for (int j = 0; j < NK; ++j) acc[i][j] = _mm256_fmadd_ps(query, keys[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < NQ; ++i) {
+    for (int j = 0; j < NK; ++j) {
+      float sum = hsum(acc[i][j]);
+      for (int64_t e = d; e < dim; ++e) sum += q[i * dim + e] * k[j * dim + e];
+      scores[i * scores_stride + j] = sum * scale;
+    }
+  }
+}
+
+template <int NQ>
+void scores_rows(int64_t dim, const float* q, const float* k, int64_t n_k, float scale, float* scores,
+                 int64_t scores_stride) {
+  int64_t j = 0;
+  for (; j + 2 <= n_k; j += 2) scores_tile<NQ, 2>(dim, q, k + j * dim, scale, scores + j, scores_stride);
+  if (j < n_k) scores_tile<NQ, 1>(dim, q, k + j * dim, scale, scores + j, scores_stride);
+}
+
+void scores_avx2(int64_t dim, const float* q, int64_t n_q, const float* k, int64_t n_k, float scale, float* scores,
+                 int64_t scores_stride) {
+  int64_t i = 0;
+  for (; i + 4 <= n_q; i += 4) scores_rows<4>(dim, q + i * dim, k, n_k, scale, scores + i * scores_stride, scores_stride);
+  const float* q_rest = q + i * dim;
+  float* s_rest = scores + i * scores_stride;
+  switch (n_q - i) {
+    case 3: scores_rows<3>(dim, q_rest, k, n_k, scale, s_rest, scores_stride); break;
+    case 2: scores_rows<2>(dim, q_rest, k, n_k, scale, s_rest, scores_stride); break;
+    case 1: scores_rows<1>(dim, q_rest, k, n_k, scale, s_rest, scores_stride); break;
+    default: break;
+  }
+}
+
+// NQ output rows x W chunks of 8 elements held in registers while every
+// value row passes.
+template <int NQ, int W>
+void weighted_sum_tile(int64_t dim, const float* p, int64_t p_stride, const float* v, int64_t n_v, float* out) {
+  __m256 acc[NQ][W];
+  for (int i = 0; i < NQ; ++i) {
+    for (int w = 0; w < W; ++w) acc[i][w] = _mm256_loadu_ps(out + i * dim + 8 * w);
+  }
+  for (int64_t j = 0; j < n_v; ++j) {
+    __m256 values[W];
+    for (int w = 0; w < W; ++w) values[w] = _mm256_loadu_ps(v + j * dim + 8 * w);
+    for (int i = 0; i < NQ; ++i) {
+      const __m256 weight = _mm256_broadcast_ss(p + i * p_stride + j);
+      for (int w = 0; w < W; ++w) acc[i][w] = _mm256_fmadd_ps(weight, values[w], acc[i][w]);
+    }
+  }
+  for (int i = 0; i < NQ; ++i) {
+    for (int w = 0; w < W; ++w) _mm256_storeu_ps(out + i * dim + 8 * w, acc[i][w]);
+  }
+}
+
+template <int NQ>
+void weighted_sum_rows(int64_t dim, const float* p, int64_t p_stride, const float* v, int64_t n_v, float* out) {
+  int64_t d = 0;
+  for (; d + 16 <= dim; d += 16) weighted_sum_tile<NQ, 2>(dim, p, p_stride, v + d, n_v, out + d);
+  for (; d + 8 <= dim; d += 8) weighted_sum_tile<NQ, 1>(dim, p, p_stride, v + d, n_v, out + d);
+  for (; d < dim; ++d) {
+    for (int i = 0; i < NQ; ++i) {
+      for (int64_t j = 0; j < n_v; ++j) out[i * dim + d] = std::fma(p[i * p_stride + j], v[j * dim + d], out[i * dim + d]);
+    }
+  }
+}
+
+void weighted_sum_avx2(int64_t dim, const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t n_v,
+                       float* out) {
+  int64_t i = 0;
+  for (; i + 4 <= n_q; i += 4) weighted_sum_rows<4>(dim, p + i * p_stride, p_stride, v, n_v, out + i * dim);
+  const float* p_rest = p + i * p_stride;
+  float* out_rest = out + i * dim;
+  switch (n_q - i) {
+    case 3: weighted_sum_rows<3>(dim, p_rest, p_stride, v, n_v, out_rest); break;
+    case 2: weighted_sum_rows<2>(dim, p_rest, p_stride, v, n_v, out_rest); break;
+    case 1: weighted_sum_rows<1>(dim, p_rest, p_stride, v, n_v, out_rest); break;
+    default: break;
+  }
+}
+
+void to_f32_avx2(DType type, const void* x, float* y, int64_t n) {
+  if (type != DType::f16) return dequantize_row(type, x, y, n);
+  const auto* h = static_cast<const uint16_t*>(x);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  if (i < n) dequantize_row(type, h + i, y + i, n - i);
+}
+
+// e^x for x <= 0 (scores less their maximum), within 2 ulp of expf: x =
+// n ln 2 + r with |r| <= ln 2 / 2, e^r by Cephes' degree-6 polynomial, and 2^n
+// built in the exponent bits. Below -87.3 the result would be subnormal: 0.
+inline __m256 exp_nonpositive(__m256 x) {
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i two_to_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(two_to_n)));
+}
+
+// Eight lanes of running maxima and sums; the tail (n % 8) goes through lane
+// arithmetic too, masked, so every element takes the same exp.
+void softmax_avx2(float* x, int64_t n) {
+  const int64_t n8 = n / 8 * 8;
+  float max = -INFINITY;
+  __m256 max8 = _mm256_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n8; i += 8) max8 = _mm256_max_ps(max8, _mm256_loadu_ps(x + i));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, max8);
+  for (float lane : lanes) max = std::max(max, lane);
+  for (int64_t i = n8; i < n; ++i) max = std::max(max, x[i]);
+  const __m256 shift = _mm256_set1_ps(max);
+  __m256 sum8 = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n8; i += 8) {
+    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
+    _mm256_storeu_ps(x + i, e);
+    sum8 = _mm256_add_ps(sum8, e);
+  }
+  float sum = hsum(sum8);
+  if (n8 < n) {
+    alignas(32) float tail[8];
+    for (int i = 0; i < 8; ++i) tail[i] = n8 + i < n ? x[n8 + i] - max : -INFINITY;
+    _mm256_store_ps(tail, exp_nonpositive(_mm256_load_ps(tail)));
+    for (int64_t i = n8; i < n; ++i) {
+      x[i] = tail[i - n8];
+      sum += x[i];
+    }
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  for (int64_t i = 0; i < n8; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (int64_t i = n8; i < n; ++i) x[i] *= 1.0f / sum;
+}
+
+}  // namespace
+
+AttentionTileKernels attention_tile_kernels_avx2() {
+  return {scores_avx2, weighted_sum_avx2, to_f32_avx2, softmax_avx2};
+}
+
+}  // namespace ds
