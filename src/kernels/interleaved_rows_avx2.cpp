@@ -47,6 +47,23 @@ inline const BlockQ8_0& act_block(const uint8_t* act, int64_t act_stride, int j,
   return reinterpret_cast<const BlockQ8_0*>(act + j * act_stride)[b];
 }
 
+// With more than one tile of tokens a group is compute-bound: while its
+// first tile runs, the next group's block b is fetched into L2, which the
+// hardware prefetcher alone does not do early enough (measured on a 3 MB
+// Q8_0 matrix from DRAM: +20% at 8 tokens, +13% at 16). `next` is null
+// when there is nothing to overlap.
+template <typename Block>
+inline void prefetch_block(const uint8_t* next, int64_t b) {
+  if (!next) return;
+  const char* p = reinterpret_cast<const char*>(next + b * int64_t(sizeof(Block)));
+  for (size_t line = 0; line < sizeof(Block); line += 64) _mm_prefetch(p + line, _MM_HINT_T1);
+}
+
+template <typename Block>
+inline const uint8_t* group_to_prefetch(const uint8_t* group, int64_t n_blocks, int64_t n_tokens) {
+  return n_tokens > 4 ? group + n_blocks * int64_t(sizeof(Block)) : nullptr;
+}
+
 // Adds the block's int32 sums, scaled by row scale x token scale, to acc.
 inline __m256 accumulate(__m256 acc, __m256 row_scales, const BlockQ8_0& a, __m256i sums) {
   const __m256 scale = _mm256_mul_ps(row_scales, _mm256_set1_ps(_cvtsh_ss(a.d)));
@@ -57,7 +74,7 @@ inline __m256 accumulate(__m256 acc, __m256 row_scales, const BlockQ8_0& a, __m2
 // sign moved onto it; |w| is taken once per register for the whole tile.
 template <int T>
 void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, float* out,
-               int64_t out_stride) {
+               int64_t out_stride, const uint8_t* next) {
   const auto* w = reinterpret_cast<const GroupQ8_0*>(group);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T];
@@ -65,6 +82,7 @@ void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
   for (int64_t b = 0; b < n_blocks; ++b) {
     __m256i sums[T];
     for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
+    prefetch_block<GroupQ8_0>(next, b);
     // Not unrolled: unrolled, GCC reorders the int32 adds into a tree and
     // spills the partial sums (measured 10% slower for Q8_0, 20% for Q4_0).
 #pragma GCC unroll 1
@@ -87,7 +105,7 @@ void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
 // and widened once, and 8 * sum(a) (the offsets) takes the +8 back out.
 template <int T>
 void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* offsets,
-               float* out, int64_t out_stride) {
+               float* out, int64_t out_stride, const uint8_t* next) {
   const auto* w = reinterpret_cast<const GroupQ4_0*>(group);
   const __m256i ones = _mm256_set1_epi16(1), low_nibbles = _mm256_set1_epi8(0x0F);
   __m256 acc[T];
@@ -95,6 +113,7 @@ void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
   for (int64_t b = 0; b < n_blocks; ++b) {
     __m256i sums16[T];
     for (int j = 0; j < T; ++j) sums16[j] = _mm256_setzero_si256();
+    prefetch_block<GroupQ4_0>(next, b);
 #pragma GCC unroll 1
     for (int v = 0; v < 4; ++v) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * v));
@@ -224,8 +243,10 @@ void superblock_q4_k(const GroupQ4_K& w, const Q4KScales& s, const uint8_t* act,
 void group_q4_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
                 int64_t n_tokens, float* out, int64_t out_stride) {
   const auto* w = reinterpret_cast<const GroupQ4_K*>(group);
+  const uint8_t* next = group_to_prefetch<GroupQ4_K>(group, n_blocks, n_tokens);
   for (int64_t j = 0; j < n_tokens; ++j) _mm256_storeu_ps(out + j * out_stride, _mm256_setzero_ps());
   for (int64_t b = 0; b < n_blocks; ++b) {
+    prefetch_block<GroupQ4_K>(next, b);
     const Q4KScales scales(w[b]);
     for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
       superblock_q4_k<tile.value>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
@@ -235,16 +256,19 @@ void group_q4_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int6
 
 void group_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
                 int64_t n_tokens, float* out, int64_t out_stride) {
+  const uint8_t* next = group_to_prefetch<GroupQ8_0>(group, n_blocks, n_tokens);
   for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
-    tile_q8_0<tile.value>(n_blocks, group, act + t * act_stride, act_stride, out + t * out_stride, out_stride);
+    tile_q8_0<tile.value>(n_blocks, group, act + t * act_stride, act_stride, out + t * out_stride, out_stride,
+                          t == 0 ? next : nullptr);
   });
 }
 
 void group_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* offsets,
                 int64_t n_tokens, float* out, int64_t out_stride) {
+  const uint8_t* next = group_to_prefetch<GroupQ4_0>(group, n_blocks, n_tokens);
   for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
     tile_q4_0<tile.value>(n_blocks, group, act + t * act_stride, act_stride, offsets + t * n_blocks,
-                          out + t * out_stride, out_stride);
+                          out + t * out_stride, out_stride, t == 0 ? next : nullptr);
   });
 }
 
