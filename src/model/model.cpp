@@ -49,21 +49,26 @@ void Model::ensure_workspace(int64_t n, int64_t n_logits) {
   if (c.moe.n_expert > 0) {
     const MoeConfig& moe = c.moe;
     grow(router_logits_, n * moe.n_expert);
-    grow(expert_in_, n * c.n_embd);
-    grow(expert_out_, n * c.n_embd);
     grow(slot_out_, n * moe.n_expert_used * c.n_embd);
     grow(routed_expert_, n * moe.n_expert_used);
     grow(routed_weight_, n * moe.n_expert_used);
-    grow(gate_, n * moe.expert_ff * std::max<int64_t>(1, moe.n_expert_shared));
-    grow(up_, n * moe.expert_ff * std::max<int64_t>(1, moe.n_expert_shared));
+    grow(ffn_.gate, n * moe.expert_ff * std::max<int64_t>(1, moe.n_expert_shared));
+    grow(ffn_.up, n * moe.expert_ff * std::max<int64_t>(1, moe.n_expert_shared));
+    while (int(expert_workers_.size()) < pool_.n_threads()) expert_workers_.push_back(std::make_unique<ExpertWorker>());
+    for (auto& worker : expert_workers_) {
+      grow(worker->in, n * c.n_embd);
+      grow(worker->out, n * c.n_embd);
+      grow(worker->ffn.gate, n * moe.expert_ff);
+      grow(worker->ffn.up, n * moe.expert_ff);
+    }
   }
   grow(q_, n * c.q_dim());
   grow(k_, n * c.kv_dim());
   grow(v_, n * c.kv_dim());
   grow(attn_, n * c.q_dim());
   grow(proj_, n * c.n_embd);
-  grow(gate_, n * c.n_ff);
-  grow(up_, n * c.n_ff);
+  grow(ffn_.gate, n * c.n_ff);
+  grow(ffn_.up, n * c.n_ff);
   grow(last_, n_logits * c.n_embd);
 }
 
@@ -168,19 +173,19 @@ void Model::ffn_block(int64_t layer, int64_t n) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_->layers[size_t(layer)];
   rms_norm_rows(x_.data(), w.ffn_norm, n, c.n_embd, c.n_embd, h_.data());
-  gated_ffn(w.w_gate, w.w_up, w.w_down, h_.data(), n, proj_.data());
+  gated_ffn(pool_, ffn_, w.w_gate, w.w_up, w.w_down, h_.data(), n, proj_.data());
   add_inplace(x_.data(), proj_.data(), n * c.n_embd);
 }
 
-void Model::gated_ffn(const WeightMatrix& w_gate, const WeightMatrix& w_up, const WeightMatrix& w_down, const float* in,
-                      int64_t n, float* out) {
+void Model::gated_ffn(ThreadPool& pool, FfnWorkspace& ws, const WeightMatrix& w_gate, const WeightMatrix& w_up,
+                      const WeightMatrix& w_down, const float* in, int64_t n, float* out) {
   const int64_t ff = w_gate.n_rows;
-  matmul(pool_, w_gate, in, n, gate_.data(), matmul_scratch_);
-  matmul(pool_, w_up, in, n, up_.data(), matmul_scratch_);
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-    silu_mul(gate_.data() + begin * ff, up_.data() + begin * ff, (end - begin) * ff);
+  matmul(pool, w_gate, in, n, ws.gate.data(), ws.scratch);
+  matmul(pool, w_up, in, n, ws.up.data(), ws.scratch);
+  pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+    silu_mul(ws.gate.data() + begin * ff, ws.up.data() + begin * ff, (end - begin) * ff);
   });
-  matmul(pool_, w_down, gate_.data(), n, out, matmul_scratch_);
+  matmul(pool, w_down, ws.gate.data(), n, out, ws.scratch);
 }
 
 }  // namespace ds

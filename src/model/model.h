@@ -54,9 +54,17 @@ class Model {
   void mla_attention_block(int64_t layer, const Batch& batch, KvCache& cache);
   void ffn_block(int64_t layer, int64_t n_tokens);
   void moe_ffn_block(int64_t layer, int64_t n_tokens);
-  // out = down(silu(gate(in)) * up(in)) for n rows; uses gate_ and up_.
-  void gated_ffn(const WeightMatrix& w_gate, const WeightMatrix& w_up, const WeightMatrix& w_down, const float* in,
-                 int64_t n, float* out);
+  // The routed experts of one MoE layer, tokens already routed.
+  void routed_experts(int64_t layer, int64_t n_tokens);
+
+  // Buffers of one gated FFN: its hidden activations and converted inputs.
+  struct FfnWorkspace {
+    std::vector<float> gate, up;
+    MatmulScratch scratch;
+  };
+  // out = down(silu(gate(in)) * up(in)) for n rows, on `pool`.
+  static void gated_ffn(ThreadPool& pool, FfnWorkspace& ws, const WeightMatrix& w_gate, const WeightMatrix& w_up,
+                        const WeightMatrix& w_down, const float* in, int64_t n, float* out);
   void rms_norm_rows(const float* in, const std::vector<float>& weight, int64_t n, int64_t dim, int64_t stride, float* out);
 
   ModelConfig config_;
@@ -70,15 +78,23 @@ class Model {
   std::vector<float> k_, v_;   // [n, kv_dim]
   std::vector<float> attn_;    // [n, q_dim]
   std::vector<float> proj_;    // [n, n_embd]
-  std::vector<float> gate_, up_;  // [n, n_ff]
+  FfnWorkspace ffn_;           // [n, n_ff] gate and up
   std::vector<float> last_;    // [n_logits, n_embd]
   // MLA: [n, 576]-style latent rows, per-head gathers, absorbed queries.
   std::vector<float> q_a_, latent_, q_pe_, head_in_, head_out_, q_full_, attn_latent_;
-  // MoE: router scores, routing, per-expert gathers, per-(token, slot) outputs.
-  std::vector<float> router_logits_, expert_in_, expert_out_, slot_out_;
+  // MoE: router scores, routing, per-(token, slot) outputs.
+  std::vector<float> router_logits_, slot_out_;
   std::vector<int32_t> routed_expert_;  // [n, n_expert_used]
   std::vector<float> routed_weight_;    // [n, n_expert_used]
   std::vector<int64_t> expert_tokens_;
+  // One per pool thread: a pool of its own thread alone and buffers, so that
+  // each thread can run whole experts (model_moe.cpp).
+  struct ExpertWorker {
+    ThreadPool serial{1};
+    FfnWorkspace ffn;
+    std::vector<float> in, out;  // the expert's tokens, gathered, and its outputs
+  };
+  std::vector<std::unique_ptr<ExpertWorker>> expert_workers_;
   MatmulScratch matmul_scratch_;
   AttentionScratch attention_scratch_;
 };
