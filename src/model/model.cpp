@@ -50,6 +50,7 @@ void Model::ensure_workspace(int64_t n, int64_t n_logits) {
     const MoeConfig& moe = c.moe;
     grow(router_logits_, n * moe.n_expert);
     grow(slot_out_, n * moe.n_expert_used * c.n_embd);
+    grow(shared_out_, n * c.n_embd);
     grow(routed_expert_, n * moe.n_expert_used);
     grow(routed_weight_, n * moe.n_expert_used);
     grow(ffn_.gate, n * moe.expert_ff * std::max<int64_t>(1, moe.n_expert_shared));

@@ -82,8 +82,8 @@ class Model {
   std::vector<float> last_;    // [n_logits, n_embd]
   // MLA: [n, 576]-style latent rows, per-head gathers, absorbed queries.
   std::vector<float> q_a_, latent_, q_pe_, head_in_, head_out_, q_full_, attn_latent_;
-  // MoE: router scores, routing, per-(token, slot) outputs.
-  std::vector<float> router_logits_, slot_out_;
+  // MoE: router scores, routing, per-(token, slot) outputs, the shared experts' output.
+  std::vector<float> router_logits_, slot_out_, shared_out_;
   std::vector<int32_t> routed_expert_;  // [n, n_expert_used]
   std::vector<float> routed_weight_;    // [n, n_expert_used]
   std::vector<int64_t> expert_tokens_;

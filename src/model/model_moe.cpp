@@ -142,9 +142,8 @@ void Model::moe_ffn_block(int64_t layer, int64_t n) {
     }
   });
   if (moe.n_expert_shared > 0) {
-    ExpertWorker& shared = *expert_workers_[0];
-    gated_ffn(pool_, ffn_, w.w_gate, w.w_up, w.w_down, h_.data(), n, shared.out.data());
-    add_inplace(proj_.data(), shared.out.data(), n * c.n_embd);
+    gated_ffn(pool_, ffn_, w.w_gate, w.w_up, w.w_down, h_.data(), n, shared_out_.data());
+    add_inplace(proj_.data(), shared_out_.data(), n * c.n_embd);
   }
   add_inplace(x_.data(), proj_.data(), n * c.n_embd);
 }
