@@ -7,17 +7,11 @@
 #include <cmath>
 
 #include "kernels/attention_tiles.h"
+#include "kernels/hsum_avx2.h"
 #include "tensor/quantize.h"
 
 namespace ds {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 
 // A register tile of NQ queries x NK keys: each loaded key chunk serves NQ
 // queries and each query chunk NK keys. Per pair: one accumulator over the

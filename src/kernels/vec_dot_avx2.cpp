@@ -11,20 +11,12 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/hsum_avx2.h"
 #include "kernels/vec_dot.h"
 #include "tensor/quant_blocks.h"
 
 namespace ds {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  const __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 
 inline float load_fp16(uint16_t h) { return _cvtsh_ss(h); }
 

@@ -117,7 +117,6 @@ void Model::routed_experts(int64_t layer, int64_t n) {
   }
 }
 
-
 void Model::moe_ffn_block(int64_t layer, int64_t n) {
   const ModelConfig& c = config_;
   const MoeConfig& moe = c.moe;
