@@ -3,6 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <mutex>
+#include <string>
 
 namespace ds {
 namespace {
@@ -36,15 +37,26 @@ void set_log_sink(LogSink sink) {
 void log_message(LogLevel level, const char* format, ...) {
   std::lock_guard lock(g_mutex);
   if (level < g_level) return;
-  char buffer[2048];
-  va_list args;
+  // Formatted in full whatever its length: a cut JSON line (an access-log
+  // line with its prompt) would no longer parse.
+  va_list args, again;
   va_start(args, format);
-  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_copy(again, args);
+  char small[2048];
+  const int n = std::vsnprintf(small, sizeof(small), format, args);
   va_end(args);
-  if (g_sink) {
-    g_sink(level, buffer);
+  std::string message;
+  if (n >= int(sizeof(small))) {
+    message.resize(size_t(n));
+    std::vsnprintf(message.data(), size_t(n) + 1, format, again);
   } else {
-    std::fprintf(stderr, "[%s] %s\n", level_name(level), buffer);
+    message = n > 0 ? small : "";
+  }
+  va_end(again);
+  if (g_sink) {
+    g_sink(level, message);
+  } else {
+    std::fprintf(stderr, "[%s] %s\n", level_name(level), message.c_str());
   }
 }
 

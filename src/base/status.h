@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 #include <string>
 #include <utility>
 #include <variant>
@@ -44,6 +46,20 @@ class [[nodiscard]] Result {
  private:
   std::variant<T, Status> value_;
 };
+
+// Runs a loader and turns any exception it throws (std::bad_alloc from a
+// crafted size, a library's own throw) into an error naming `what`, so that
+// no exception crosses the library boundary.
+template <typename F>
+auto catching_exceptions(const char* what, F&& load) -> decltype(load()) {
+  try {
+    return load();
+  } catch (const std::bad_alloc&) {
+    return Status::error(std::string(what) + ": out of memory");
+  } catch (const std::exception& e) {
+    return Status::error(std::string(what) + ": " + e.what());
+  }
+}
 
 [[noreturn]] inline void check_failed(const char* expr, const char* file, int line,
                                       const std::string& message) {

@@ -2,7 +2,8 @@
 // pool, starts the engine and the HTTP server (/health answers at once),
 // warms up (a real forward through the engine), then turns /ready true. On
 // SIGTERM or SIGINT it drains: not ready, new requests 503, those in flight
-// finish (up to --drain-timeout), exit 0.
+// finish (up to --drain-timeout), exit 0; when the drain time runs out the
+// rest end with an error event and the exit status is 3.
 
 #include <atomic>
 #include <chrono>
@@ -25,6 +26,9 @@ int fail(const std::string& message) {
   return 1;
 }
 
+// The exit status when --drain-timeout ended requests still running (0: a full drain).
+constexpr int k_exit_drain_cut = 3;
+
 bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host == "::1" || host == "localhost"; }
 
 }  // namespace
@@ -35,9 +39,11 @@ int cmd_serve(int argc, char** argv) {
   auto values = model_value_options();
   values.insert({"--host", "--port", "--api-keys", "--served-model-name", "--max-num-seqs", "--max-num-batched-tokens",
                  "--max-in-flight", "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate",
-                 "--tenant-burst", "--chat-template", "--http-threads", "--max-body-bytes"});
+                 "--tenant-burst", "--tenant-max-in-flight", "--chat-template", "--http-threads", "--max-body-bytes",
+                 "--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout",
+                 "--max-connections", "--max-connections-per-address", "--prepare-threads"});
   auto flags = model_flags();
-  flags.insert({"--log-prompts", "--no-prefix-cache"});
+  flags.insert({"--log-prompts", "--no-prefix-cache", "--metrics-public"});
   auto args = Args::parse(argc, argv, values, flags);
   if (!args.ok()) return fail(args.message());
   const Args& a = args.value();
@@ -51,9 +57,29 @@ int cmd_serve(int argc, char** argv) {
   auto drain_timeout = a.get_float("--drain-timeout", 30);
   auto http_threads = a.get_int("--http-threads", 2);
   auto max_body = a.get_int("--max-body-bytes", 8 << 20);
+  auto prepare_threads = a.get_int("--prepare-threads", 2);
+  auto max_connections = a.get_int("--max-connections", 0);
+  auto max_per_address = a.get_int("--max-connections-per-address", 0);
   for (const Status& s : {max_seqs.status(), batched.status(), port.status(), request_timeout.status(), drain_timeout.status(),
-                          http_threads.status(), max_body.status()}) {
+                          http_threads.status(), max_body.status(), prepare_threads.status(), max_connections.status(),
+                          max_per_address.status()}) {
     if (!s.ok()) return fail(s.message());
+  }
+  // Deadlines in seconds, nginx's names and defaults (keep-alive 60 s instead of 75).
+  std::chrono::milliseconds deadlines[4];
+  const char* deadline_names[4] = {"--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout"};
+  const double deadline_defaults[4] = {10, 60, 60, 60};
+  for (int i = 0; i < 4; ++i) {
+    auto seconds = a.get_float(deadline_names[i], deadline_defaults[i]);
+    if (!seconds.ok()) return fail(seconds.message());
+    if (!(seconds.value() > 0 && seconds.value() <= 86400)) return fail(std::string(deadline_names[i]) + " must be between 0 and 86400 seconds");
+    deadlines[i] = std::chrono::milliseconds(int64_t(seconds.value() * 1000));
+  }
+  if (max_body.value() < 1 || max_body.value() > int64_t(1) << 30) return fail("--max-body-bytes must be 1..1073741824");
+  if (prepare_threads.value() < 1 || prepare_threads.value() > 256) return fail("--prepare-threads must be 1..256");
+  if (max_connections.value() < 0 || max_connections.value() > 1 << 20 || max_per_address.value() < 0 ||
+      max_per_address.value() > 1 << 20) {
+    return fail("--max-connections and --max-connections-per-address must be 0 (derived) .. 1048576");
   }
   if (max_seqs.value() < 1 || max_seqs.value() > 4096) return fail("--max-num-seqs must be 1..4096");
   if (batched.value() < 1 || batched.value() > 1 << 20) return fail("--max-num-batched-tokens must be 1..1048576");
@@ -61,7 +87,9 @@ int cmd_serve(int argc, char** argv) {
   if (!(request_timeout.value() > 0) || !(drain_timeout.value() >= 0)) return fail("--request-timeout must be > 0 and --drain-timeout >= 0");
   if (http_threads.value() < 1 || http_threads.value() > 256) return fail("--http-threads must be 1..256");
   const auto max_in_flight = a.get_int("--max-in-flight", 4 * max_seqs.value());
-  if (!max_in_flight.ok() || max_in_flight.value() < 1) return fail("--max-in-flight must be a positive integer");
+  if (!max_in_flight.ok() || max_in_flight.value() < 1 || max_in_flight.value() > 1 << 20) {
+    return fail("--max-in-flight must be 1..1048576");
+  }
   const std::string host = a.get("--host", "127.0.0.1");
   if (!a.has("--api-keys") && !is_loopback(host)) {
     return fail("without --api-keys the server is open to anyone who reaches it: give --api-keys FILE to listen on " + host);
@@ -110,7 +138,6 @@ int cmd_serve(int argc, char** argv) {
   Engine engine(*model.value(), *memory.value(), engine_config, *tokenizer.value());
 
   // Warm-up: page faults, thread start-up and a decode, before anyone is told we are ready.
-  double warm_tpot = 0.0;
   {
     EngineRequest warm;
     warm.prompt.assign(16, tokenizer.value()->vocab().bos != k_no_token ? tokenizer.value()->vocab().bos : 0);
@@ -122,28 +149,36 @@ int cmd_serve(int argc, char** argv) {
       auto event = stream->next(std::chrono::seconds(600));
       if (!event) return fail("warm-up did not finish");
       if (event->finish == FinishReason::error) return fail("warm-up failed: " + event->error);
-      if (event->finish != FinishReason::none) {
-        if (event->metrics) warm_tpot = event->metrics->tpot_seconds;
-        break;
-      }
+      if (event->finish != FinishReason::none) break;
     }
   }
 
-  // Rate defaults from the measured speed: as if every request produced 128
-  // tokens at single-stream speed with all sequence slots busy (batching makes
-  // the real capacity higher, so this errs towards admitting).
-  RateLimits limits;
-  const double measured_rps = warm_tpot > 0 ? double(max_seqs.value()) / (warm_tpot * 128.0) : 10.0;
-  auto rate = a.get_float("--rate", std::max(1.0, measured_rps));
-  auto burst = a.get_float("--burst", double(max_in_flight.value()));
-  auto tenant_rate = a.get_float("--tenant-rate", rate.ok() ? rate.value() : 1.0);
-  auto tenant_burst = a.get_float("--tenant-burst", burst.ok() ? burst.value() : 1.0);
+  // Limits from the configuration alone, so the same flags behave the same on
+  // every machine: overall, 4 requests/s per sequence slot with a burst of
+  // twice the requests in flight; per tenant, half of each when the keys file
+  // names two or more tenants (admission.h), else the same as overall.
+  const std::string keys_file = a.get("--api-keys", "");
+  auto n_tenants = Admission::count_tenants(keys_file);
+  if (!n_tenants.ok()) return fail(n_tenants.message());
+  const double share = n_tenants.value() >= 2 ? 0.5 : 1.0;
+  auto rate = a.get_float("--rate", 4.0 * double(max_seqs.value()));
+  auto burst = a.get_float("--burst", 2.0 * double(max_in_flight.value()));
+  if (!rate.ok()) return fail(rate.message());
+  if (!burst.ok()) return fail(burst.message());
+  auto tenant_rate = a.get_float("--tenant-rate", rate.value() * share);
+  auto tenant_burst = a.get_float("--tenant-burst", std::max(1.0, std::floor(burst.value() * share)));
+  auto tenant_in_flight = a.get_int("--tenant-max-in-flight", std::max<int64_t>(1, int64_t(double(max_in_flight.value()) * share)));
   for (const auto* v : {&rate, &burst, &tenant_rate, &tenant_burst}) {
     if (!v->ok()) return fail(v->message());
-    if (!(v->value() > 0)) return fail("--rate, --burst, --tenant-rate and --tenant-burst must be > 0");
+    if (!(v->value() > 0 && v->value() <= 1e9)) return fail("--rate, --burst, --tenant-rate and --tenant-burst must be in (0, 1e9]");
   }
-  limits = RateLimits{rate.value(), burst.value(), tenant_rate.value(), tenant_burst.value()};
-  auto admission = Admission::create(a.get("--api-keys", ""), limits);
+  if (!tenant_in_flight.ok()) return fail(tenant_in_flight.message());
+  if (tenant_in_flight.value() < 1 || tenant_in_flight.value() > max_in_flight.value()) {
+    return fail("--tenant-max-in-flight must be 1..--max-in-flight");
+  }
+  const AdmissionLimits limits{rate.value(),  burst.value(), tenant_rate.value(), tenant_burst.value(), max_in_flight.value(),
+                               tenant_in_flight.value()};
+  auto admission = Admission::create(keys_file, limits);
   if (!admission.ok()) return fail(admission.message());
 
   ServerOptions server_options;
@@ -154,22 +189,29 @@ int cmd_serve(int argc, char** argv) {
   server_options.model_name = a.get("--served-model-name", stem);
   server_options.max_context = n_ctx;
   server_options.page_tokens = int32_t(kv.page_tokens);
-  server_options.max_in_flight = int32_t(max_in_flight.value());
   server_options.request_timeout = std::chrono::milliseconds(int64_t(request_timeout.value() * 1000));
   server_options.log_prompts = a.has("--log-prompts");
+  server_options.metrics_public = a.has("--metrics-public");
+  server_options.prepare_threads = int(prepare_threads.value());
+  server_options.max_prepare_queue = size_t(max_in_flight.value());  // no narrower than admission itself
   Server server(engine, *tokenizer.value(), chat_format, *admission.value(), server_options);
 
   HttpServerOptions http_options;
   http_options.host = host;
   http_options.port = uint16_t(port.value());
   http_options.n_threads = int(http_threads.value());
-  http_options.max_body_bytes = size_t(std::max<int64_t>(1, max_body.value()));
-  auto http = HttpServer::start(http_options, [&server](HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
-    server.handle(std::move(request), std::move(exchange));
-  });
+  http_options.max_body_bytes = size_t(max_body.value());
+  http_options.head_timeout = deadlines[0];
+  http_options.body_timeout = deadlines[1];
+  http_options.keepalive_timeout = deadlines[2];
+  http_options.send_timeout = deadlines[3];
+  http_options.max_connections = int(max_connections.value());
+  http_options.max_connections_per_address = int(max_per_address.value());
+  auto http = HttpServer::start(http_options, server);
   if (!http.ok()) return fail(http.message());
+  server.set_connection_stats([&http] { return http.value()->stats(); });
 
-  std::atomic<bool> draining{false};
+  std::atomic<bool> draining{false}, drain_cut{false};
   std::thread drainer;
   http.value()->on_shutdown_signal([&](int signal) {
     if (draining.exchange(true)) return;
@@ -178,7 +220,15 @@ int cmd_serve(int argc, char** argv) {
     drainer = std::thread([&] {
       const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(drain_timeout.value() * 1000));
       while (server.in_flight() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      if (server.in_flight() > 0) DS_LOG_WARN("drain timeout: %lld requests still in flight", (long long)server.in_flight());
+      if (server.in_flight() > 0) {
+        drain_cut = true;
+        DS_LOG_WARN("drain timeout after %.0f s: ending the %lld requests still in flight", drain_timeout.value(),
+                    (long long)server.cut_drain_short());
+        // Each ends within an engine step and writes its error event; this only bounds the wait.
+        const auto grace = Clock::now() + std::chrono::seconds(5);
+        while (server.in_flight() > 0 && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the final bytes leave the socket buffers
+      }
       http.value()->stop();
     });
   });
@@ -187,9 +237,12 @@ int cmd_serve(int argc, char** argv) {
   DS_LOG_INFO("ready in %.2f s (cold start, warm-up included): model '%s', context %lld, %d sequences, %s chat format",
               cold_start, server_options.model_name.c_str(), (long long)n_ctx, int(max_seqs.value()),
               chat_format ? chat_format_name(*chat_format) : "no");
-  DS_LOG_INFO("rate limits: %.2f requests/s (burst %.0f) overall, %.2f/s (burst %.0f) per tenant; %s",
-              limits.global_rate, limits.global_burst, limits.tenant_rate, limits.tenant_burst,
-              admission.value()->open_access() ? "open access (loopback only)" : "API keys required");
+  DS_LOG_INFO("limits: %.2f requests/s (burst %.0f) and %lld in flight overall; %.2f/s (burst %.0f) and %lld in flight per tenant; %s",
+              limits.global_rate, limits.global_burst, (long long)limits.max_in_flight, limits.tenant_rate, limits.tenant_burst,
+              (long long)limits.tenant_max_in_flight, admission.value()->open_access() ? "open access (loopback only)" : "API keys required");
+  DS_LOG_INFO("connections: at most %d open, %d per client address; deadlines: head %.1f s, body %.1f s, keep-alive %.1f s, send %.1f s",
+              http.value()->max_connections(), http.value()->max_connections_per_address(), deadlines[0].count() / 1e3,
+              deadlines[1].count() / 1e3, deadlines[2].count() / 1e3, deadlines[3].count() / 1e3);
   std::printf("dsinfer serve: listening on http://%s:%u\n", host.c_str(), unsigned(http.value()->port()));
   std::printf("try: curl http://%s:%u/v1/%s -H 'Content-Type: application/json' -d '%s'\n", host.c_str(),
               unsigned(http.value()->port()), chat_format ? "chat/completions" : "completions",
@@ -198,6 +251,10 @@ int cmd_serve(int argc, char** argv) {
   std::fflush(stdout);
   http.value()->wait();
   if (drainer.joinable()) drainer.join();
+  if (drain_cut) {
+    DS_LOG_WARN("stopped: the drain was cut short by --drain-timeout");
+    return k_exit_drain_cut;
+  }
   DS_LOG_INFO("stopped");
   return 0;
 }

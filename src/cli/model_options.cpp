@@ -6,6 +6,12 @@
 #include "base/memory_size.h"
 
 namespace ds {
+namespace {
+
+constexpr int64_t k_max_context = int64_t(1) << 24;
+constexpr int64_t k_max_page_tokens = 4096;
+
+}  // namespace
 
 std::set<std::string> model_value_options() {
   return {"-m", "--model", "-t", "--threads", "-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype", "--kv-cache-memory"};
@@ -24,17 +30,24 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   CommonModelOptions o;
   o.path = first_value(args, {"-m", "--model"});
   if (o.path.empty()) return Status::error("missing -m MODEL.gguf");
-  const std::string threads = first_value(args, {"-t", "--threads"});
   const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  o.model.n_threads = threads.empty() ? int(hardware) : std::atoi(threads.c_str());
-  if (o.model.n_threads < 1 || o.model.n_threads > 1024) return Status::error("--threads must be between 1 and 1024");
+  auto threads = args.get_int(args.has("-t") ? "-t" : "--threads", int64_t(hardware));
+  if (!threads.ok()) return threads.status();
+  if (threads.value() < 1 || threads.value() > 1024) return Status::error("--threads must be between 1 and 1024");
+  o.model.n_threads = int(threads.value());
   o.model.load_mode = args.has("--no-mmap") ? LoadMode::copy : LoadMode::mmap;
   o.model.interleave = !args.has("--no-repack");
-  const std::string ctx = first_value(args, {"-c", "--ctx-size"}, "0");
-  o.n_ctx = std::atoll(ctx.c_str());
-  if (o.n_ctx < 0) return Status::error("--ctx-size must be positive");
+  auto ctx = args.get_int(args.has("-c") ? "-c" : "--ctx-size", 0);
+  if (!ctx.ok()) return ctx.status();
+  if (ctx.value() < 0 || ctx.value() > k_max_context) {
+    return Status::error("--ctx-size must be between 1 and " + std::to_string(k_max_context) + " (0 or absent: the model's)");
+  }
+  o.n_ctx = ctx.value();
   auto page = args.get_int("--kv-page-tokens", 16);
   if (!page.ok()) return page.status();
+  if (page.value() < 1 || page.value() > k_max_page_tokens) {
+    return Status::error("--kv-page-tokens must be between 1 and " + std::to_string(k_max_page_tokens));
+  }
   o.kv.page_tokens = page.value();
   const std::string dtype = args.get("--kv-cache-dtype", "f16");
   if (dtype == "f16") {

@@ -19,13 +19,15 @@ void grow(std::vector<T>& v, int64_t n) {
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options) {
-  auto file = GgufFile::open(path);
-  if (!file.ok()) return file.status();
-  auto config = ModelConfig::from_gguf(*file.value());
-  if (!config.ok()) return config.status();
-  auto weights = ModelWeights::load(file.take(), config.value(), options.load_mode, options.interleave);
-  if (!weights.ok()) return weights.status();
-  return std::unique_ptr<Model>(new Model(config.value(), weights.take(), options.n_threads));
+  return catching_exceptions("model", [&]() -> Result<std::unique_ptr<Model>> {
+    auto file = GgufFile::open(path);
+    if (!file.ok()) return file.status();
+    auto config = ModelConfig::from_gguf(*file.value());
+    if (!config.ok()) return config.status();
+    auto weights = ModelWeights::load(file.take(), config.value(), options.load_mode, options.interleave);
+    if (!weights.ok()) return weights.status();
+    return std::unique_ptr<Model>(new Model(config.value(), weights.take(), options.n_threads));
+  });
 }
 
 Model::Model(const ModelConfig& config, std::unique_ptr<ModelWeights> weights, int n_threads)

@@ -2,9 +2,45 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace ds {
+namespace {
+
+using KeyMap = std::map<std::string, std::string>;
+
+Result<KeyMap> read_keys(const std::string& keys_file) {
+  std::ifstream in(keys_file);
+  if (!in) return Status::error("--api-keys: cannot read '" + keys_file + "'");
+  KeyMap keys;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream fields(line);
+    std::string key, tenant, extra;
+    if (!(fields >> key)) continue;
+    if (!(fields >> tenant) || (fields >> extra)) {
+      return Status::error("--api-keys: " + keys_file + ":" + std::to_string(n) + ": expected 'KEY TENANT'");
+    }
+    keys[key] = tenant;
+  }
+  if (keys.empty()) return Status::error("--api-keys: '" + keys_file + "' holds no key");
+  return keys;
+}
+
+}  // namespace
+
+const char* refusal_name(Refusal refusal) {
+  switch (refusal) {
+    case Refusal::none: return "none";
+    case Refusal::tenant_rate: return "tenant_rate_limit";
+    case Refusal::global_rate: return "global_rate_limit";
+    case Refusal::tenant_in_flight: return "tenant_in_flight";
+    case Refusal::global_in_flight: return "queue_full";
+  }
+  return "?";
+}
 
 TokenBucket::TokenBucket(double rate, double capacity, Clock::time_point now)
     : rate_(rate), capacity_(capacity), tokens_(capacity), last_(now) {}
@@ -19,26 +55,24 @@ double TokenBucket::take(Clock::time_point now) {
   return rate_ > 0 ? (1.0 - tokens_) / rate_ : 3600.0;
 }
 
-Result<std::unique_ptr<Admission>> Admission::create(const std::string& keys_file, const RateLimits& limits) {
+Result<std::unique_ptr<Admission>> Admission::create(const std::string& keys_file, const AdmissionLimits& limits) {
   auto a = std::unique_ptr<Admission>(new Admission());
   a->limits_ = limits;
   a->global_.emplace(limits.global_rate, limits.global_burst, TokenBucket::Clock::now());
   if (keys_file.empty()) return a;
-  std::ifstream in(keys_file);
-  if (!in) return Status::error("--api-keys: cannot read '" + keys_file + "'");
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    line = line.substr(0, line.find('#'));
-    std::istringstream fields(line);
-    std::string key, tenant, extra;
-    if (!(fields >> key)) continue;
-    if (!(fields >> tenant) || (fields >> extra)) {
-      return Status::error("--api-keys: " + keys_file + ":" + std::to_string(n) + ": expected 'KEY TENANT'");
-    }
-    a->tenant_of_key_[key] = tenant;
-  }
-  if (a->tenant_of_key_.empty()) return Status::error("--api-keys: '" + keys_file + "' holds no key");
+  auto keys = read_keys(keys_file);
+  if (!keys.ok()) return keys.status();
+  a->tenant_of_key_ = std::move(keys.value());
   return a;
+}
+
+Result<int> Admission::count_tenants(const std::string& keys_file) {
+  if (keys_file.empty()) return 1;
+  auto keys = read_keys(keys_file);
+  if (!keys.ok()) return keys.status();
+  std::set<std::string> tenants;
+  for (const auto& [key, tenant] : keys.value()) tenants.insert(tenant);
+  return int(tenants.size());
 }
 
 std::optional<std::string> Admission::tenant(const std::string& authorization) const {
@@ -50,15 +84,48 @@ std::optional<std::string> Admission::tenant(const std::string& authorization) c
   return it->second;
 }
 
-double Admission::take(const std::string& tenant) {
+AdmissionDecision Admission::take_rate(const std::string& tenant) {
   const auto now = TokenBucket::Clock::now();
   std::lock_guard lock(mutex_);
   auto it = tenant_buckets_.find(tenant);
   if (it == tenant_buckets_.end()) {
     it = tenant_buckets_.emplace(tenant, TokenBucket(limits_.tenant_rate, limits_.tenant_burst, now)).first;
   }
-  if (const double wait = it->second.take(now); wait > 0) return wait;
-  return global_->take(now);
+  // The tenant's own bucket first: a tenant over its limit takes nothing from the others.
+  if (const double wait = it->second.take(now); wait > 0) return {Refusal::tenant_rate, wait};
+  if (const double wait = global_->take(now); wait > 0) return {Refusal::global_rate, wait};
+  return {};
+}
+
+Refusal Admission::would_enter(const std::string& tenant) const {
+  std::lock_guard lock(mutex_);
+  auto it = tenant_in_flight_.find(tenant);
+  if (it != tenant_in_flight_.end() && it->second >= limits_.tenant_max_in_flight) return Refusal::tenant_in_flight;
+  if (in_flight_ >= limits_.max_in_flight) return Refusal::global_in_flight;
+  return Refusal::none;
+}
+
+Refusal Admission::enter(const std::string& tenant) {
+  std::lock_guard lock(mutex_);
+  int64_t& mine = tenant_in_flight_[tenant];
+  if (mine >= limits_.tenant_max_in_flight) return Refusal::tenant_in_flight;
+  if (in_flight_ >= limits_.max_in_flight) return Refusal::global_in_flight;
+  ++mine;
+  ++in_flight_;
+  return Refusal::none;
+}
+
+void Admission::leave(const std::string& tenant) {
+  std::lock_guard lock(mutex_);
+  auto it = tenant_in_flight_.find(tenant);
+  if (it == tenant_in_flight_.end() || it->second == 0) return;
+  --it->second;
+  --in_flight_;
+}
+
+int64_t Admission::in_flight() const {
+  std::lock_guard lock(mutex_);
+  return in_flight_;
 }
 
 uint64_t tenant_salt(const std::string& tenant) {

@@ -1,6 +1,7 @@
 #include "server/api_server.h"
 
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
@@ -45,9 +46,9 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   Server& server;
   std::shared_ptr<HttpExchange> exchange;
   CompletionRequest request;
-  std::string id, tenant, path;
+  RequestContext context;
+  std::string id;
   int64_t created = unix_time();
-  Clock::time_point arrived = Clock::now();
   std::shared_ptr<RequestStream> stream;
   std::optional<ReasoningSplitter> splitter;
   int32_t n_prompt = 0;
@@ -59,13 +60,18 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   std::shared_ptr<Generation> self_hold;  // alive until the final event, even if the client has gone
   bool timed_out = false, gone = false, done = false;
 
-  Generation(Server& s, std::shared_ptr<HttpExchange> e, CompletionRequest r) : server(s), exchange(std::move(e)), request(std::move(r)) {}
+  Generation(Server& s, std::shared_ptr<HttpExchange> e, CompletionRequest r, RequestContext c)
+      : server(s), exchange(std::move(e)), request(std::move(r)), context(std::move(c)) {}
 
   bool chat() const { return request.endpoint == Endpoint::chat; }
 
   void start() {
     auto self = shared_from_this();
     self_hold = self;
+    if (exchange->disconnected()) {  // left while the request was prepared
+      gone = true;
+      server.engine_.cancel(stream->id());
+    }
     std::weak_ptr<Generation> weak = self;
     exchange->on_disconnect([weak] {
       if (auto g = weak.lock()) {
@@ -196,18 +202,30 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       reason = "client_gone";
       status = 499;  // nginx's code for a client that closed the connection; logged, never sent
     } else if (timed_out || event.finish == FinishReason::error || event.finish == FinishReason::cancelled) {
-      ApiError error = timed_out ? ApiError{503, "the request did not finish within --request-timeout", "server_error", "", "timeout", 1}
-                                 : ApiError{500, "the engine failed: " + event.error, "server_error", "", "engine_error", 0};
-      if (!timed_out && event.finish == FinishReason::cancelled) error = ApiError{503, "the server is shutting down", "server_error", "", "shutting_down", 1};
-      reason = timed_out ? "timeout" : reason;
+      ApiError error{500, "the engine failed: " + event.error, "server_error", "", "engine_error", 0};
+      reason = "engine_error";
+      if (timed_out) {
+        error = ApiError{503, "the request did not finish within --request-timeout", "server_error", "", "timeout", 1};
+        reason = "timeout";
+      } else if (event.finish == FinishReason::cancelled && server.drain_cut_) {
+        error = ApiError{503, "the server stopped before this request finished (--drain-timeout expired)", "server_error", "",
+                         "drain_timeout", 1};
+        reason = "drain_timeout";
+      } else if (event.finish == FinishReason::cancelled) {
+        error = ApiError{503, "the server is shutting down", "server_error", "", "shutting_down", 1};
+        reason = "shutting_down";
+      }
       status = error.status;
       if (request.stream) {
         exchange->write_chunk("data: " + error.json() + "\n\n");
         exchange->write_chunk("data: [DONE]\n\n");
         exchange->end_stream();
-        server.metrics_.add("dsinfer:http_requests_total", "path=\"" + path + "\",status=\"200\"");
+        server.count_request(context.path, 200);
       } else {
-        server.reply_error(*exchange, path, error);
+        HttpHeaders headers;
+        if (error.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error.retry_after_seconds));
+        exchange->respond(error.status, "application/json", error.json(), headers);
+        server.count_request(context.path, error.status);
       }
     } else if (request.stream) {
       send_chunk(json::object(), nullptr, reason);
@@ -218,7 +236,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       }
       exchange->write_chunk("data: [DONE]\n\n");
       exchange->end_stream();
-      server.metrics_.add("dsinfer:http_requests_total", "path=\"" + path + "\",status=\"200\"");
+      server.count_request(context.path, 200);
     } else {
       json choice = {{"index", 0}, {"finish_reason", reason}, {"logprobs", choice_logprobs(request.logprobs >= 0 ? logprobs : json(nullptr))}};
       if (chat()) {
@@ -230,177 +248,361 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       }
       const json body = {{"id", id}, {"object", chat() ? "chat.completion" : "text_completion"}, {"created", created},
                          {"model", server.options_.model_name}, {"choices", json::array({choice})}, {"usage", usage(m)}};
-      server.reply(*exchange, path, 200, "application/json", dump(body));
+      exchange->respond(200, "application/json", dump(body));
+      server.count_request(context.path, 200);
     }
     record(m, status, reason);
   }
 
   void record(const RequestMetrics& m, int status, const std::string& reason) {
-    --server.in_flight_;
+    server.admission_.leave(context.tenant);
+    {
+      std::lock_guard lock(server.live_mutex_);
+      server.live_.erase(stream->id());
+    }
     Metrics& metrics = server.metrics_;
+    const double total = std::chrono::duration<double>(Clock::now() - context.arrived).count();
     metrics.add("dsinfer:request_success_total", "finished_reason=\"" + reason + "\"");
     metrics.add("dsinfer:prompt_tokens_total", "", m.n_prompt_tokens);
     metrics.add("dsinfer:generation_tokens_total", "", m.n_output_tokens);
     if (m.n_output_tokens > 0) metrics.observe("dsinfer:time_to_first_token_seconds", m.ttft_seconds);
     if (m.n_output_tokens > 1) metrics.observe("dsinfer:time_per_output_token_seconds", m.tpot_seconds);
-    metrics.observe("dsinfer:e2e_request_latency_seconds", std::chrono::duration<double>(Clock::now() - arrived).count());
+    metrics.observe("dsinfer:e2e_request_latency_seconds", total);
     metrics.observe("dsinfer:request_queue_time_seconds", m.queue_seconds);
-    json line = {{"id", id},
-                 {"tenant", tenant},
-                 {"path", path},
-                 {"status", status},
-                 {"prompt_tokens", m.n_prompt_tokens},
-                 {"cached_tokens", m.n_cached_prompt_tokens},
-                 {"output_tokens", m.n_output_tokens},
-                 {"ttft_ms", std::round(m.ttft_seconds * 1e4) / 10},
-                 {"total_ms", std::round(std::chrono::duration<double>(Clock::now() - arrived).count() * 1e4) / 10},
-                 {"finish_reason", reason}};
-    if (server.options_.log_prompts) line["prompt"] = prompt_text;
-    DS_LOG_INFO("access %s", dump(line).c_str());
+    AccessRecord line = server.access_record(context, status, reason);
+    line.completion_id = id;
+    line.prompt_tokens = m.n_prompt_tokens;
+    line.cached_tokens = m.n_cached_prompt_tokens;
+    line.output_tokens = m.n_output_tokens;
+    line.ttft_ms = m.ttft_seconds * 1e3;
+    if (server.options_.log_prompts) line.prompt = prompt_text;
+    write_access_log(line);
   }
 };
 
-Server::Server(Engine& engine, const Tokenizer& tokenizer, std::optional<ChatFormat> chat_format, Admission& admission,
-               const ServerOptions& options)
-    : engine_(engine), tokenizer_(tokenizer), chat_format_(chat_format), admission_(admission), options_(options) {}
+// What prepare() hands to start(): everything the engine request and the
+// Generation need, computed off the I/O threads.
+struct Server::Prepared {
+  CompletionRequest request;
+  std::vector<int32_t> prompt;
+  std::string prompt_text;
+  std::optional<bool> reasoning_open;  // set for R1 chat formats: the prompt opened <think>
+  int64_t max_tokens = 0;
+};
 
-Server::~Server() = default;
+namespace {
 
-void Server::reply(HttpExchange& exchange, const std::string& path, int status, const std::string& content_type,
-                   const std::string& body, const HttpHeaders& headers) {
-  metrics_.add("dsinfer:http_requests_total", "path=\"" + path + "\",status=\"" + std::to_string(status) + "\"");
-  exchange.respond(status, content_type, body, headers);
+struct Route {
+  const char* path;
+  const char* method;
+  bool needs_key;   // with --api-keys (/metrics unless --metrics-public)
+  bool generation;
+};
+
+constexpr Route k_routes[] = {
+    {"/health", "GET", false, false},          {"/ready", "GET", false, false},
+    {"/metrics", "GET", true, false},          {"/openapi.json", "GET", false, false},
+    {"/v1/models", "GET", true, false},        {"/v1/chat/completions", "POST", true, true},
+    {"/v1/completions", "POST", true, true},
+};
+
+const Route* find_route(const std::string& path) {
+  for (const Route& route : k_routes) {
+    if (path == route.path) return &route;
+  }
+  return nullptr;
 }
 
-void Server::reply_error(HttpExchange& exchange, const std::string& path, const ApiError& error) {
+HttpHeaders error_headers(const ApiError& error) {
   HttpHeaders headers;
   if (error.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error.retry_after_seconds));
   if (error.status == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
-  reply(exchange, path, error.status, "application/json", error.json(), headers);
+  return headers;
+}
+
+}  // namespace
+
+Server::Server(Engine& engine, const Tokenizer& tokenizer, std::optional<ChatFormat> chat_format, Admission& admission,
+               const ServerOptions& options)
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      chat_format_(chat_format),
+      admission_(admission),
+      options_(options),
+      prepare_queue_(options.prepare_threads, options.max_prepare_queue) {}
+
+Server::~Server() = default;
+
+Server::RequestContext Server::context_of(const HttpRequest& head) const {
+  RequestContext context;
+  context.request_id = head.request_id;
+  context.client = head.remote_address;
+  context.method = head.method;
+  context.path = find_route(head.path()) ? head.path() : "other";
+  context.arrived = Clock::now();
+  if (auto tenant = admission_.tenant(head.header("authorization"))) context.tenant = *tenant;
+  return context;
+}
+
+AccessRecord Server::access_record(const RequestContext& context, int status, const std::string& reason) const {
+  AccessRecord record;
+  record.request_id = context.request_id;
+  record.client = context.client;
+  record.tenant = context.tenant;
+  record.method = context.method;
+  record.path = context.path;
+  record.status = status;
+  record.reason = reason;
+  record.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - context.arrived).count();
+  return record;
+}
+
+void Server::log_access(const RequestContext& context, int status, const std::string& reason) {
+  write_access_log(access_record(context, status, reason));
+}
+
+void Server::count_request(const std::string& path, int status) {
+  metrics_.add("dsinfer:http_requests_total", "path=\"" + path + "\",status=\"" + std::to_string(status) + "\"");
+}
+
+void Server::answer(const RequestContext& context, HttpExchange& exchange, int status, const std::string& content_type,
+                    const std::string& body, const std::string& reason, const HttpHeaders& headers) {
+  count_request(context.path, status);
+  exchange.respond(status, content_type, body, headers);
+  log_access(context, status, reason);
+}
+
+void Server::answer_error(const RequestContext& context, HttpExchange& exchange, const ApiError& error, const std::string& reason) {
+  if (find_route(context.path) && find_route(context.path)->generation) {
+    metrics_.add("dsinfer:request_rejected_total", "reason=\"" + reason + "\"");
+  }
+  answer(context, exchange, error.status, "application/json", error.json(), reason, error_headers(error));
+}
+
+std::optional<HttpRefusal> Server::refuse_head(const RequestContext& context, const ApiError& error, const std::string& reason) {
+  if (find_route(context.path) && find_route(context.path)->generation) {
+    metrics_.add("dsinfer:request_rejected_total", "reason=\"" + reason + "\"");
+  }
+  count_request(context.path, error.status);
+  log_access(context, error.status, reason);
+  HttpHeaders headers = error_headers(error);
+  if (error.status == 405) headers.emplace_back("Allow", find_route(context.path)->method);
+  return HttpRefusal{error.status, error.json(), std::move(headers), reason};
+}
+
+void Server::refused(const HttpRequest& head, int status, const std::string& reason) {
+  RequestContext context = context_of(head);
+  if (head.method.empty()) context.method = "-";
+  count_request(context.path, status);
+  log_access(context, status, reason);
+}
+
+bool Server::may_read_metrics(const HttpRequest& head) const {
+  return options_.metrics_public || admission_.tenant(head.header("authorization")).has_value();
+}
+
+std::optional<HttpRefusal> Server::check_head(const HttpRequest& head) {
+  const RequestContext context = context_of(head);
+  const Route* route = find_route(head.path());
+  if (!route) return refuse_head(context, ApiError{404, "no such path: " + head.path(), "invalid_request_error", "", "not_found", 0}, "not_found");
+  if (head.method != route->method) {
+    return refuse_head(context, ApiError{405, std::string(route->path) + " takes " + route->method, "invalid_request_error", "",
+                                         "method_not_allowed", 0}, "method_not_allowed");
+  }
+  const bool key_ok = route == find_route("/metrics") ? may_read_metrics(head) : context.tenant != "-";
+  if (route->needs_key && !key_ok) {
+    return refuse_head(context, ApiError{401, "missing or unknown API key (send 'Authorization: Bearer KEY')", "authentication_error", "",
+                                         "invalid_api_key", 0}, "auth");
+  }
+  if (!route->generation) return std::nullopt;
+  if (draining_ || !ready_) {
+    return refuse_head(context, ApiError{503, draining_ ? "the server is shutting down" : "the model is still loading", "server_error", "",
+                                         "unavailable", 1}, "draining");
+  }
+  const AdmissionLimits& limits = admission_.limits();
+  const AdmissionDecision rate = admission_.take_rate(context.tenant);
+  if (rate.refusal == Refusal::tenant_rate) {
+    char message[200];
+    std::snprintf(message, sizeof message, "tenant '%s' is over its rate limit of %g requests/s (burst %g)", context.tenant.c_str(),
+                  limits.tenant_rate, limits.tenant_burst);
+    return refuse_head(context, ApiError{429, message, "rate_limit_error", "", "rate_limit_exceeded", int(std::ceil(rate.retry_after_seconds))},
+                       refusal_name(rate.refusal));
+  }
+  if (rate.refusal == Refusal::global_rate) {
+    char message[200];
+    std::snprintf(message, sizeof message, "the server is over its overall rate limit of %g requests/s (burst %g), shared by all tenants",
+                  limits.global_rate, limits.global_burst);
+    return refuse_head(context, ApiError{429, message, "rate_limit_error", "", "rate_limit_exceeded", int(std::ceil(rate.retry_after_seconds))},
+                       refusal_name(rate.refusal));
+  }
+  // Only a look here: the slot is taken when the prepared request is admitted.
+  if (const Refusal full = admission_.would_enter(context.tenant); full != Refusal::none) {
+    return refuse_head(context, in_flight_error(full), refusal_name(full));
+  }
+  return std::nullopt;
+}
+
+ApiError Server::in_flight_error(Refusal refusal) const {
+  const AdmissionLimits& limits = admission_.limits();
+  if (refusal == Refusal::tenant_in_flight) {
+    return ApiError{503, "this tenant already has its limit of " + std::to_string(limits.tenant_max_in_flight) + " requests in flight",
+                    "server_error", "", "overloaded", 1};
+  }
+  return ApiError{503, "the server is at its limit of " + std::to_string(limits.max_in_flight) + " requests in flight", "server_error", "",
+                  "overloaded", 1};
 }
 
 void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+  const RequestContext context = context_of(request);
   const std::string path = request.path();
-  const bool known = path == "/health" || path == "/ready" || path == "/metrics" || path == "/openapi.json" ||
-                     path == "/v1/models" || path == "/v1/chat/completions" || path == "/v1/completions";
-  const std::string label = known ? path : "other";
-  if (!known) return reply_error(*exchange, label, ApiError{404, "no such path: " + path, "invalid_request_error", "", "not_found", 0});
-  const bool post = path == "/v1/chat/completions" || path == "/v1/completions";
-  if (request.method != (post ? "POST" : "GET")) {
-    metrics_.add("dsinfer:http_requests_total", "path=\"" + label + "\",status=\"405\"");
-    const ApiError error{405, path + " takes " + (post ? "POST" : "GET"), "invalid_request_error", "", "method_not_allowed", 0};
-    return exchange->respond(405, "application/json", error.json(), {{"Allow", post ? "POST" : "GET"}});
-  }
-  if (path == "/health") return reply(*exchange, label, 200, "application/json", "{\"status\":\"ok\"}");
+  if (path == "/health") return answer(context, *exchange, 200, "application/json", "{\"status\":\"ok\"}", "ok");
   if (path == "/ready") {
     const bool ready = ready_ && !draining_;
-    return reply(*exchange, label, ready ? 200 : 503, "application/json",
-                 ready ? "{\"status\":\"ready\"}" : draining_ ? "{\"status\":\"draining\"}" : "{\"status\":\"starting\"}");
+    return answer(context, *exchange, ready ? 200 : 503, "application/json",
+                  ready ? "{\"status\":\"ready\"}" : draining_ ? "{\"status\":\"draining\"}" : "{\"status\":\"starting\"}",
+                  ready ? "ok" : draining_ ? "draining" : "starting");
   }
   if (path == "/metrics") {
-    return reply(*exchange, label, 200, "text/plain; version=0.0.4", metrics_.render(engine_.stats(), in_flight_));
+    std::string text = metrics_.render(engine_.stats(), admission_.in_flight());
+    if (connection_stats_) {
+      const HttpServerStats http = connection_stats_();
+      text += "# HELP dsinfer:http_connections_open Open client connections.\n# TYPE dsinfer:http_connections_open gauge\n"
+              "dsinfer:http_connections_open " + std::to_string(http.open_connections) + "\n"
+              "# HELP dsinfer:http_connections_refused Connections closed at accept, over a connection cap (monotonic).\n"
+              "# TYPE dsinfer:http_connections_refused gauge\n"
+              "dsinfer:http_connections_refused " + std::to_string(http.refused_connections) + "\n";
+    }
+    return answer(context, *exchange, 200, "text/plain; version=0.0.4", text, "ok");
   }
-  if (path == "/openapi.json") return reply(*exchange, label, 200, "application/json", openapi_spec());
-
-  // Everything else is the API proper: the key first.
-  const auto tenant = admission_.tenant(request.header("authorization"));
-  if (!tenant) {
-    metrics_.add("dsinfer:request_rejected_total", "reason=\"auth\"");
-    return reply_error(*exchange, label, ApiError{401, "missing or unknown API key (send 'Authorization: Bearer KEY')", "authentication_error", "", "invalid_api_key", 0});
-  }
+  if (path == "/openapi.json") return answer(context, *exchange, 200, "application/json", openapi_spec(), "ok");
   if (path == "/v1/models") {
     const json body = {{"object", "list"},
                        {"data", json::array({{{"id", options_.model_name}, {"object", "model"}, {"created", 0},
                                               {"owned_by", "dsinfer"}, {"max_model_len", options_.max_context}}})}};
-    return reply(*exchange, label, 200, "application/json", dump(body));
+    return answer(context, *exchange, 200, "application/json", dump(body), "ok");
   }
-  generate(request, exchange, *tenant, path == "/v1/chat/completions");
+  const bool chat = path == "/v1/chat/completions";
+  auto body = std::make_shared<std::string>(std::move(request.body));
+  const bool queued = prepare_queue_.try_post([this, context, body, chat, exchange] { prepare(context, *body, chat, exchange); });
+  if (!queued) {
+    answer_error(context, *exchange, ApiError{503, "the server has too many requests waiting to be tokenized", "server_error", "", "overloaded", 1},
+                 "prepare_queue_full");
+  }
 }
 
-void Server::generate(const HttpRequest& http, std::shared_ptr<HttpExchange> exchange, const std::string& tenant, bool chat) {
-  const std::string path = http.path();
-  const auto reject = [&](const char* reason, const ApiError& error) {
-    metrics_.add("dsinfer:request_rejected_total", std::string("reason=\"") + reason + "\"");
-    reply_error(*exchange, path, error);
+// On a prepare thread: the body to tokens, or the error that stops it.
+void Server::prepare(const RequestContext& context, const std::string& body, bool chat, std::shared_ptr<HttpExchange> exchange) {
+  auto fail = [&](const ApiError& error, const char* reason) {
+    exchange->post([this, context, exchange, error, reason = std::string(reason)] { answer_error(context, *exchange, error, reason); });
   };
-  auto parsed = parse_completion_request(chat ? Endpoint::chat : Endpoint::completion, http.body);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return reject("invalid", *error);
-  CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  if (!request.model.empty() && request.model != options_.model_name) {
-    return reject("model", ApiError{404, "the model '" + request.model + "' does not exist; this server serves '" + options_.model_name + "'",
-                                    "invalid_request_error", "model", "model_not_found", 0});
+  if (exchange->disconnected()) return;  // racy but harmless: start() checks again on the strand
+  auto parsed = parse_completion_request(chat ? Endpoint::chat : Endpoint::completion, body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
+  auto p = std::make_shared<Prepared>();
+  p->request = std::move(std::get<CompletionRequest>(parsed));
+  CompletionRequest& r = p->request;
+  if (!r.model.empty() && r.model != options_.model_name) {
+    return fail(ApiError{404, "the model '" + r.model + "' does not exist; this server serves '" + options_.model_name + "'",
+                         "invalid_request_error", "model", "model_not_found", 0}, "model");
   }
-  if (chat && !chat_format_) {
-    return reject("invalid", ApiError::invalid("messages", "this model has no chat template; use /v1/completions"));
-  }
-  if (draining_ || !ready_) {
-    return reject("draining", ApiError{503, draining_ ? "the server is shutting down" : "the model is still loading", "server_error", "", "unavailable", 1});
-  }
-  if (const double wait = admission_.take(tenant); wait > 0) {
-    return reject("rate_limit", ApiError{429, "rate limit reached for tenant '" + tenant + "'", "rate_limit_error", "", "rate_limit_exceeded",
-                                         int(std::ceil(wait))});
-  }
-
-  auto g = std::make_shared<Generation>(*this, exchange, std::move(request));
-  CompletionRequest& r = g->request;
-  std::vector<int32_t> prompt;
+  if (chat && !chat_format_) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
+  const std::string param = r.max_tokens ? "max_tokens" : (chat ? "messages" : "prompt");
+  const auto too_long = [&](int64_t n_prompt, const std::string& how) {
+    const int64_t asked = r.max_tokens ? *r.max_tokens : 1;
+    return ApiError{400, "this model's context is " + std::to_string(options_.max_context) + " tokens; the prompt has " + how + " " +
+                             std::to_string(n_prompt) + " and max_tokens asks for " + std::to_string(asked),
+                    "invalid_request_error", param, "context_length_exceeded", 0};
+  };
+  // A text of B bytes is at least B / max_token_bytes tokens: one that
+  // cannot fit is refused before the tokenizer spends time and memory on it.
+  const auto check_bytes = [&](const std::string& text) -> std::optional<ApiError> {
+    const int64_t at_least = int64_t(text.size()) / int64_t(tokenizer_.max_token_bytes());
+    if (at_least + std::max<int64_t>(r.max_tokens.value_or(1), 1) > options_.max_context) return too_long(at_least, "at least");
+    return std::nullopt;
+  };
   if (chat) {
-    const std::string bos = tokenizer_.vocab().bos != k_no_token ? tokenizer_.vocab().tokens[size_t(tokenizer_.vocab().bos)] : "";
+    const Vocab& vocab = tokenizer_.vocab();
+    const std::string bos = vocab.bos != k_no_token ? vocab.tokens[size_t(vocab.bos)] : "";
     auto text = render_chat(*chat_format_, r.messages, true, bos);
-    if (!text.ok()) return reject("invalid", ApiError::invalid("messages", text.message()));
-    g->prompt_text = text.value();
-    prompt = tokenizer_.encode(text.value(), false, true);
+    if (!text.ok()) return fail(ApiError::invalid("messages", text.message()), "invalid");
+    if (auto error = check_bytes(text.value())) return fail(*error, "context");
+    p->prompt = tokenizer_.encode(text.value(), false, true);
     if (*chat_format_ == ChatFormat::deepseek_r1) {
       const std::string& t = text.value();
       const std::string open = "<think>\n";
-      g->splitter.emplace(t.size() >= open.size() && t.compare(t.size() - open.size(), open.size(), open) == 0);
+      p->reasoning_open = t.size() >= open.size() && t.compare(t.size() - open.size(), open.size(), open) == 0;
     }
+    p->prompt_text = std::move(text.value());
   } else if (r.prompt_is_tokens) {
-    prompt = r.prompt_tokens;
-    for (int32_t t : prompt) {
+    p->prompt = r.prompt_tokens;
+    for (int32_t t : p->prompt) {
       if (t >= int32_t(tokenizer_.vocab().tokens.size())) {
-        return reject("invalid", ApiError::invalid("prompt", "token id " + std::to_string(t) + " is outside the vocabulary"));
+        return fail(ApiError::invalid("prompt", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
       }
     }
   } else {
-    g->prompt_text = r.prompt_text;
-    prompt = tokenizer_.encode(r.prompt_text, true, true);
+    if (auto error = check_bytes(r.prompt_text)) return fail(*error, "context");
+    p->prompt = tokenizer_.encode(r.prompt_text, true, true);
+    p->prompt_text = r.prompt_text;
   }
-  if (prompt.empty()) return reject("invalid", ApiError::invalid(chat ? "messages" : "prompt", "the prompt is empty"));
-  const int64_t n_prompt = int64_t(prompt.size());
-  const int64_t max_tokens = r.max_tokens ? *r.max_tokens : options_.max_context - n_prompt;
-  if (n_prompt + std::max<int64_t>(max_tokens, 1) > options_.max_context) {
-    return reject("context", ApiError{400, "this model's context is " + std::to_string(options_.max_context) + " tokens; the prompt has " +
-                                               std::to_string(n_prompt) + " and max_tokens asks for " + std::to_string(max_tokens),
-                                      "invalid_request_error", r.max_tokens ? "max_tokens" : (chat ? "messages" : "prompt"),
-                                      "context_length_exceeded", 0});
-  }
-  // Work the engine can start now, or 503 at once rather than a timeout later.
-  if (in_flight_ >= options_.max_in_flight) {
-    return reject("queue_full", ApiError{503, "the server is at its limit of " + std::to_string(options_.max_in_flight) + " requests in flight",
-                                         "server_error", "", "overloaded", 1});
-  }
+  if (p->prompt.empty()) return fail(ApiError::invalid(chat ? "messages" : "prompt", "the prompt is empty"), "invalid");
+  const int64_t n_prompt = int64_t(p->prompt.size());
+  p->max_tokens = r.max_tokens ? *r.max_tokens : options_.max_context - n_prompt;
+  if (n_prompt + std::max<int64_t>(p->max_tokens, 1) > options_.max_context) return fail(too_long(n_prompt, ""), "context");
+  exchange->post([this, context, p, exchange] { start(context, p, exchange); });
+}
+
+// On the connection's strand: admission against what the engine holds now, then submit.
+void Server::start(const RequestContext& context, std::shared_ptr<Prepared> p, std::shared_ptr<HttpExchange> exchange) {
+  if (exchange->disconnected()) return log_access(context, 499, "client_gone");
+  const int64_t n_prompt = int64_t(p->prompt.size());
   const EngineStats stats = engine_.stats();
   const int64_t prompt_pages = (n_prompt + options_.page_tokens - 1) / options_.page_tokens;
   const int64_t reserve = int64_t(std::ceil(options_.kv_reserve * stats.pages_total));
-  if (stats.pages_total > 0 && stats.pages_total - stats.pages_held < prompt_pages + reserve) {
-    return reject("kv_watermark", ApiError{503, "the KV cache is too full to take this prompt now", "server_error", "", "overloaded", 1});
+  if (stats.pages_total > 0 && prompt_pages + reserve > stats.pages_total) {
+    return answer_error(context, *exchange,
+                        ApiError{400, "the prompt needs " + std::to_string(prompt_pages) + " KV pages and " + std::to_string(reserve) +
+                                          " are kept in reserve, but the whole KV cache holds " + std::to_string(stats.pages_total) +
+                                          ": it can never fit (raise --kv-cache-memory or send a shorter prompt)",
+                                 "invalid_request_error", p->request.endpoint == Endpoint::chat ? "messages" : "prompt",
+                                 "context_length_exceeded", 0},
+                        "kv_never_fits");
   }
-
+  if (stats.pages_total > 0 && stats.pages_total - stats.pages_held < prompt_pages + reserve) {
+    return answer_error(context, *exchange, ApiError{503, "the KV cache is too full to take this prompt now", "server_error", "", "overloaded", 1},
+                        "kv_watermark");
+  }
+  if (const Refusal full = admission_.enter(context.tenant); full != Refusal::none) {
+    return answer_error(context, *exchange, in_flight_error(full), refusal_name(full));
+  }
+  const bool chat = p->request.endpoint == Endpoint::chat;
+  auto g = std::make_shared<Generation>(*this, exchange, std::move(p->request), context);
+  if (p->reasoning_open) g->splitter.emplace(*p->reasoning_open);
+  g->prompt_text = std::move(p->prompt_text);
+  g->n_prompt = int32_t(n_prompt);
+  g->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+  const CompletionRequest& r = g->request;
   EngineRequest engine_request;
-  engine_request.prompt = std::move(prompt);
+  engine_request.prompt = std::move(p->prompt);
   engine_request.params.sampling = r.sampling;
-  engine_request.params.max_tokens = int32_t(max_tokens);
-  engine_request.params.tenant_salt = tenant_salt(tenant);
+  engine_request.params.max_tokens = int32_t(p->max_tokens);
+  engine_request.params.tenant_salt = tenant_salt(context.tenant);
   engine_request.params.logprobs = r.logprobs;
   engine_request.stop = r.stop;
-  g->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
-  g->tenant = tenant;
-  g->path = path;
-  g->n_prompt = int32_t(n_prompt);
-  ++in_flight_;
   g->stream = engine_.submit(std::move(engine_request));
+  {
+    std::lock_guard lock(live_mutex_);
+    live_.insert(g->stream->id());
+  }
+  if (drain_cut_) engine_.cancel(g->stream->id());
   g->start();
+}
+
+int64_t Server::cut_drain_short() {
+  drain_cut_ = true;
+  std::lock_guard lock(live_mutex_);
+  for (int64_t id : live_) engine_.cancel(id);
+  return int64_t(live_.size());
 }
 
 }  // namespace ds

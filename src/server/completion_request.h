@@ -33,6 +33,9 @@ struct CompletionRequest {
   std::string user;
 };
 
+// Deeper JSON is refused before parsing (a chat request needs about five levels).
+constexpr int k_max_json_depth = 64;
+
 std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, const std::string& body);
 
 }  // namespace ds

@@ -1,16 +1,29 @@
 #pragma once
 // HTTP/1.1 on Boost.Beast (request parsing) and Asio (sockets, timers):
 // asynchronous, so a thousand open streams need no thousand threads. Beast and
-// Asio stay inside http_server.cpp; the API layer sees only HttpRequest and
-// HttpExchange. Keep-alive, pipelined requests (answered in order), chunked
-// responses, a body limit (413), and client-gone detection while a response
-// is in flight: the connection keeps reading, and EOF means the client left.
+// Asio stay inside http_server.cpp; the API layer sees only HttpRequest,
+// HttpExchange and HttpService.
+//
+// A connection's life, with the deadline that bounds each wait (nginx's
+// client_header_timeout, client_body_timeout, keepalive_timeout, send_timeout):
+//
+//   accept ──► head ──► check_head ──► body ──► handle ──► response ──► idle ──► head ...
+//    │ over the   │ head_timeout │ refused:   │ body_timeout           │ keepalive_timeout
+//    │ caps:      │ -> 408       │ respond,   │ -> 408                 │ -> close
+//    │ close      │              │ close      │                        │
+//
+// Pipelined requests are read ahead and answered in order; reading ahead also
+// notices a client that leaves while its response is being made (EOF). The
+// server stops reading a connection while its unsent responses or queued
+// requests pass their bounds, so a client that never reads costs bounded
+// memory; a write that makes no progress for send_timeout ends the connection.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +39,9 @@ struct HttpRequest {
   std::map<std::string, std::string> headers;  // names in lower case
   std::string body;
   std::string remote_address;
+  // The client's X-Request-Id when it is 1-128 printable characters, else one
+  // made here; echoed in the response's X-Request-Id.
+  std::string request_id;
 
   std::string header(const std::string& lower_case_name) const {
     auto it = headers.find(lower_case_name);
@@ -56,21 +72,63 @@ class HttpExchange {
   virtual bool disconnected() const = 0;
 };
 
-using HttpHandler = std::function<void(HttpRequest request, std::shared_ptr<HttpExchange> exchange)>;
+// A response the service gives instead of reading a request's body.
+struct HttpRefusal {
+  int status = 400;
+  std::string body;  // application/json
+  HttpHeaders headers;
+  std::string reason;  // for the access log, e.g. "auth"
+};
+
+// What the server calls. check_head and handle run on a connection's strand
+// (an I/O thread): they must not block. refused() may run on any I/O thread.
+class HttpService {
+ public:
+  virtual ~HttpService() = default;
+  // Before any of the body is read (request.body is empty): nullopt to go on.
+  virtual std::optional<HttpRefusal> check_head(const HttpRequest& head) = 0;
+  virtual void handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) = 0;
+  // The HTTP layer answered a request by itself (malformed, too large, past a
+  // deadline): one call per such request. (check_head's refusals are the
+  // service's own to record.)
+  virtual void refused(const HttpRequest& head, int status, const std::string& reason) = 0;
+};
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;  // 0: any free port
   int n_threads = 2;
   size_t max_body_bytes = 8 << 20;
-  std::chrono::seconds idle_timeout{60};  // keep-alive connections with nothing in flight
+  size_t max_header_bytes = 64 << 10;
+  std::chrono::milliseconds head_timeout{std::chrono::seconds(10)};       // from accept or first byte to a whole head
+  std::chrono::milliseconds body_timeout{std::chrono::seconds(60)};       // from the head to the whole body
+  std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(60)};  // idle between requests
+  std::chrono::milliseconds send_timeout{std::chrono::seconds(60)};       // one write making no progress
+  // Open connections in all and per client address; beyond them a new
+  // connection is closed at once. 0: derived from the open-file limit (all:
+  // the limit less 64 kept for files; per address: a quarter of all).
+  int max_connections = 0;
+  int max_connections_per_address = 0;
+  size_t max_unsent_bytes = 1 << 20;   // responses queued on a connection before it stops reading
+  size_t max_unsent_stream_bytes = 16 << 20;  // a stream past this is a client that does not read: closed
+  int max_pipelined = 16;              // requests read ahead on one connection
+};
+
+struct HttpServerStats {
+  int64_t open_connections = 0;
+  int64_t refused_connections = 0;  // closed at accept: over a cap
+  int64_t accept_backoffs = 0;      // accept failed for want of descriptors or memory
 };
 
 class HttpServer {
  public:
-  static Result<std::unique_ptr<HttpServer>> start(const HttpServerOptions& options, HttpHandler handler);
+  static Result<std::unique_ptr<HttpServer>> start(const HttpServerOptions& options, HttpService& service);
   virtual ~HttpServer() = default;
   virtual uint16_t port() const = 0;
+  // The caps in force (after deriving the defaults).
+  virtual int max_connections() const = 0;
+  virtual int max_connections_per_address() const = 0;
+  virtual HttpServerStats stats() const = 0;
   // Calls fn (on a server thread) when SIGTERM or SIGINT arrives.
   virtual void on_shutdown_signal(std::function<void(int signal)> fn) = 0;
   // Closes the listening socket and every connection, then returns once the
@@ -82,5 +140,9 @@ class HttpServer {
 
 // The reason phrase of a status code.
 const char* http_reason(int status);
+
+// Parses one request from raw bytes with the server's parser and limits (no
+// socket): the fuzz target's way in. An error says what was wrong.
+Result<HttpRequest> parse_http_request(const std::string& bytes, const HttpServerOptions& options);
 
 }  // namespace ds

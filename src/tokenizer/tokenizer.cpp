@@ -114,6 +114,10 @@ std::string replace_all(std::string_view text, std::string_view from, std::strin
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) {
+  return catching_exceptions("tokenizer", [&] { return build(file); });
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::build(const GgufFile& file) {
   auto vocab = Vocab::from_gguf(file);
   if (!vocab.ok()) return vocab.status();
   std::unique_ptr<Tokenizer> t(new Tokenizer());
@@ -126,6 +130,10 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) {
   }
   for (int32_t id = 0; id < v.n_tokens(); ++id) {
     if (v.is_special(id) && !v.tokens[size_t(id)].empty()) t->special_by_length_.push_back(id);
+  }
+  t->max_token_bytes_ = 1;
+  for (int32_t id = 0; id < v.n_tokens(); ++id) {
+    t->max_token_bytes_ = std::max({t->max_token_bytes_, v.tokens[size_t(id)].size(), t->token_to_piece(id, true).size()});
   }
   std::stable_sort(t->special_by_length_.begin(), t->special_by_length_.end(), [&](int32_t a, int32_t b) {
     return v.tokens[size_t(a)].size() > v.tokens[size_t(b)].size();

@@ -28,10 +28,14 @@ class Tokenizer {
   std::string decode(const std::vector<int32_t>& ids, bool render_special) const;
 
   const Vocab& vocab() const { return vocab_; }
+  // The most bytes of text one token stands for (its text or its piece): a
+  // text of n bytes encodes to at least n / max_token_bytes() tokens.
+  size_t max_token_bytes() const { return max_token_bytes_; }
   bool is_end_of_generation(int32_t id) const;
 
  private:
   Tokenizer() = default;
+  static Result<std::unique_ptr<Tokenizer>> build(const GgufFile& file);
   void encode_spm(const std::string& text, std::vector<int32_t>& out) const;
   void encode_bpe(const std::string& text, std::vector<int32_t>& out) const;
   void encode_bpe_word(const std::string& word, std::vector<int32_t>& out) const;
@@ -40,6 +44,7 @@ class Tokenizer {
   std::unique_ptr<Pretokenizer> pretokenizer_;  // BPE only
   std::vector<int32_t> special_by_length_;       // special tokens, longest text first
   int32_t byte_tokens_[256];                     // SPM <0xXX> tokens
+  size_t max_token_bytes_ = 1;
 };
 
 }  // namespace ds

@@ -19,7 +19,8 @@ def keys_file(tmp_path_factory):
 @pytest.fixture(scope="session")
 def server(keys_file):
     # stories260K with the DeepSeek-R1 chat format: a real (tiny) model, every endpoint.
+    # 128 in flight: each tenant may hold 64 (half, admission.h), room for the 50-disconnect test.
     s = ServerProcess("--api-keys", keys_file, "--chat-template", "deepseek-r1", "--ctx-size", "512",
-                      "--max-body-bytes", "65536")
+                      "--max-body-bytes", "65536", "--max-in-flight", "128")
     yield s
     s.stop()

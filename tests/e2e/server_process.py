@@ -46,9 +46,11 @@ class ServerProcess:
         with open(self.log_path) as f:
             return f.read()
 
-    def metric(self, name):
-        """The value of an unlabelled series from /metrics."""
-        with urllib.request.urlopen(self.base + "/metrics", timeout=5) as r:
+    def metric(self, name, key="sk-alpha"):
+        """The value of an unlabelled series from /metrics (with --api-keys it needs a key;
+        the tests' keys file always holds sk-alpha)."""
+        request = urllib.request.Request(self.base + "/metrics", headers={"Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(request, timeout=5) as r:
             for line in r.read().decode().splitlines():
                 if line.startswith(name + " "):
                     return float(line.split()[1])
