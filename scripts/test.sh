@@ -19,8 +19,12 @@ echo "== unit tests"
 
 echo "== bad input under AddressSanitizer"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_ASAN=ON >/dev/null
-ninja -C build-asan -j2 dsinfer_tests
-ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_tests --gtest_filter='GgufFile.*:Model.Unknown*:Model.Malformed*:Tokenizer.*:Utf8.*:BlockPool.*:KvCacheManager.*:Scheduler.*:Engine*:CompletionRequest.*:ReasoningSplitter.*:Admission.*:MemorySize.*'
+ninja -C build-asan -j2 dsinfer_tests dsinfer
+ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_tests --gtest_filter='GgufFile.*:Model.Unknown*:Model.Malformed*:Tokenizer.*:Utf8.*:BlockPool.*:KvCacheManager.*:Scheduler.*:Engine*:CompletionRequest.*:ReasoningSplitter.*:Admission.*:MemorySize.*:HttpRequest*'
+# Every crafted model file through the sanitized binary: a sanitizer report
+# exits 86, which the test tells apart from a refusal (exit 1).
+DSINFER=build-asan/dsinfer ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=halt_on_error=1:exitcode=86:print_stacktrace=1 \
+  python3 -m pytest -q tests/e2e/test_crafted_model_files.py
 
 echo "== threads under ThreadSanitizer"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_TSAN=ON >/dev/null

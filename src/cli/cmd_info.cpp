@@ -7,11 +7,35 @@
 #include "cli/model_options.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ds {
+namespace {
+
+// Runs every loader that reads metadata (model config, tokenizer, chat
+// template) and prints each key they looked up, one per line, present or
+// not; what a crafted-file test must cover. Exit 1 if a loader refused.
+int print_keys_read(const GgufFile& file) {
+  Status first_error;
+  auto config = ModelConfig::from_gguf(file);
+  if (!config.ok()) first_error = config.status();
+  auto tokenizer = Tokenizer::from_gguf(file);
+  if (!tokenizer.ok() && first_error.ok()) first_error = tokenizer.status();
+  auto chat_template = chat_template_of(file);
+  if (!chat_template.ok() && first_error.ok()) first_error = chat_template.status();
+  for (const std::string& key : file.keys_looked_up()) std::printf("%s\n", key.c_str());
+  if (!first_error.ok()) {
+    std::fprintf(stderr, "dsinfer info: %s\n", first_error.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int cmd_info(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"-m", "--model"}, {"--metadata"});
+  auto args = Args::parse(argc, argv, {"-m", "--model"}, {"--metadata", "--keys-read"});
   if (!args.ok()) {
     std::fprintf(stderr, "dsinfer info: %s\n", args.message().c_str());
     return 1;
@@ -23,6 +47,7 @@ int cmd_info(int argc, char** argv) {
     return 1;
   }
   const GgufFile& f = *file.value();
+  if (args.value().has("--keys-read")) return print_keys_read(f);
   std::printf("file: %s (GGUF v%u, %zu bytes, %zu tensors, %zu metadata keys)\n", path.c_str(), f.version(),
               f.file_bytes(), f.tensors().size(), f.metadata().size());
   if (args.value().has("--metadata")) {

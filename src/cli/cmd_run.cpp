@@ -15,11 +15,12 @@ namespace {
 
 Result<ChatFormat> chat_format_for(const Args& args, const GgufFile& file) {
   if (args.has("--chat-template")) return chat_format_from_name(args.get("--chat-template"));
-  auto jinja = file.get_string("tokenizer.chat_template");
-  if (!jinja.ok()) {
+  auto jinja = chat_template_of(file);
+  if (!jinja.ok()) return jinja.status();
+  if (!jinja.value()) {
     return Status::error("chat: the model has no tokenizer.chat_template (choose one with --chat-template deepseek-r1|chatml|llama3)");
   }
-  return detect_chat_format(jinja.value());
+  return detect_chat_format(*jinja.value());
 }
 
 int fail(const std::string& message) {

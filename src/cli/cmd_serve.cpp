@@ -105,8 +105,10 @@ int cmd_serve(int argc, char** argv) {
     auto format = chat_format_from_name(a.get("--chat-template"));
     if (!format.ok()) return fail(format.message());
     chat_format = format.value();
-  } else if (auto jinja = model.value()->file().get_string("tokenizer.chat_template"); jinja.ok()) {
-    auto format = detect_chat_format(jinja.value());
+  } else if (auto jinja = chat_template_of(model.value()->file()); !jinja.ok()) {
+    return fail(jinja.message());
+  } else if (jinja.value()) {
+    auto format = detect_chat_format(*jinja.value());
     if (format.ok()) chat_format = format.value();
     else DS_LOG_WARN("%s; /v1/chat/completions is off (choose a format with --chat-template)", format.message().c_str());
   }

@@ -55,11 +55,13 @@ int cmd_template(int argc, char** argv) {
     auto file = GgufFile::open(path);
     if (!file.ok()) return fail(file.message());
     auto vocab = Vocab::from_gguf(*file.value());
-    if (vocab.ok() && vocab.value().bos != k_no_token && !a.has("--bos")) bos = vocab.value().tokens[size_t(vocab.value().bos)];
-    auto jinja = file.value()->get_string("tokenizer.chat_template");
+    if (!vocab.ok()) return fail(vocab.message());
+    if (vocab.value().bos != k_no_token && !a.has("--bos")) bos = vocab.value().tokens[size_t(vocab.value().bos)];
+    auto jinja = chat_template_of(*file.value());
+    if (!jinja.ok()) return fail(jinja.message());
     if (!a.has("--chat-template")) {
-      format = jinja.ok() ? detect_chat_format(jinja.value())
-                          : Result<ChatFormat>(Status::error("the model has no tokenizer.chat_template; give --chat-template NAME"));
+      format = jinja.value() ? detect_chat_format(*jinja.value())
+                             : Result<ChatFormat>(Status::error("the model has no tokenizer.chat_template; give --chat-template NAME"));
     }
   }
   if (a.has("--chat-template")) format = chat_format_from_name(a.get("--chat-template"));

@@ -12,9 +12,12 @@ namespace ds {
 namespace {
 
 constexpr uint32_t k_magic = 0x46554747;  // "GGUF" little-endian
-constexpr int k_max_array_depth = 4;
 constexpr uint64_t k_max_string_bytes = 1ull << 30;
 constexpr uint64_t k_max_alignment = 1ull << 20;
+// Far beyond any real file (a few dozen keys, a few thousand tensors); each
+// entry costs ~10x its smallest encoding in memory, so counts are capped.
+constexpr uint64_t k_max_metadata_keys = 1ull << 16;
+constexpr uint64_t k_max_tensors = 1ull << 20;
 
 std::string hex_offset(size_t offset) { return std::to_string(offset); }
 
@@ -37,7 +40,24 @@ class Cursor {
     return Status();
   }
 
+  const uint8_t* here() const { return data_ + offset_; }
+
+  Status skip(uint64_t n, const char* what) {
+    if (n > remaining()) {
+      return Status::error(std::string("gguf: truncated file reading ") + what + " at offset " + hex_offset(offset_));
+    }
+    offset_ += size_t(n);
+    return Status();
+  }
+
   Status read_string(std::string* out, const std::string& what) {
+    std::string_view view;
+    DS_RETURN_IF_ERROR(read_string_view(&view, what));
+    out->assign(view);
+    return Status();
+  }
+
+  Status read_string_view(std::string_view* out, const std::string& what) {
     const size_t at = offset_;
     uint64_t length = 0;
     DS_RETURN_IF_ERROR(read(&length, what.c_str()));
@@ -46,7 +66,7 @@ class Cursor {
                            std::to_string(length) + ", past the end of the file (" +
                            std::to_string(remaining()) + " bytes left)");
     }
-    out->assign(reinterpret_cast<const char*>(data_ + offset_), length);
+    *out = std::string_view(reinterpret_cast<const char*>(data_ + offset_), length);
     offset_ += length;
     return Status();
   }
@@ -73,7 +93,7 @@ uint64_t min_encoded_bytes(GgufType type) {
 
 bool valid_type(uint32_t raw) { return raw <= static_cast<uint32_t>(GgufType::f64); }
 
-Status read_value(Cursor& cursor, GgufType type, int depth, const std::string& what, GgufValue* out) {
+Status read_value(Cursor& cursor, GgufType type, const std::string& what, GgufValue* out) {
   out->type = type;
   switch (type) {
     case GgufType::u8: { uint8_t v; DS_RETURN_IF_ERROR(cursor.read(&v, what.c_str())); out->data = uint64_t(v); return Status(); }
@@ -102,9 +122,6 @@ Status read_value(Cursor& cursor, GgufType type, int depth, const std::string& w
     }
     case GgufType::array: {
       const size_t at = cursor.offset();
-      if (depth >= k_max_array_depth) {
-        return Status::error("gguf: " + what + " at offset " + hex_offset(at) + " nests arrays deeper than " + std::to_string(k_max_array_depth));
-      }
       uint32_t raw_element_type = 0;
       uint64_t count = 0;
       DS_RETURN_IF_ERROR(cursor.read(&raw_element_type, what.c_str()));
@@ -113,16 +130,32 @@ Status read_value(Cursor& cursor, GgufType type, int depth, const std::string& w
         return Status::error("gguf: " + what + " at offset " + hex_offset(at) + " has unknown element type " + std::to_string(raw_element_type));
       }
       const GgufType element_type = static_cast<GgufType>(raw_element_type);
+      if (element_type == GgufType::array) {
+        return Status::error("gguf: " + what + " at offset " + hex_offset(at) + " is an array of arrays, which dsinfer does not read");
+      }
       if (count > cursor.remaining() / min_encoded_bytes(element_type)) {
         return Status::error("gguf: " + what + " at offset " + hex_offset(at) + " claims " + std::to_string(count) +
                              " elements, more than the " + std::to_string(cursor.remaining()) + " bytes left can hold");
       }
-      GgufArray array{element_type, {}};
-      array.items.resize(count);
-      for (uint64_t i = 0; i < count; ++i) {
-        DS_RETURN_IF_ERROR(read_value(cursor, element_type, depth + 1, what, &array.items[i]));
+      const uint8_t* data = cursor.here();
+      std::vector<std::string_view> strings;
+      if (element_type == GgufType::string) {
+        strings.reserve(count);
+        for (uint64_t i = 0; i < count; ++i) {
+          std::string_view s;
+          DS_RETURN_IF_ERROR(cursor.read_string_view(&s, what));
+          strings.push_back(s);
+        }
+      } else {
+        const uint64_t bytes = count * min_encoded_bytes(element_type);
+        if (element_type == GgufType::boolean) {
+          for (uint64_t i = 0; i < count; ++i) {
+            if (data[i] > 1) return Status::error("gguf: " + what + " element " + std::to_string(i) + " is a bool with value " + std::to_string(data[i]));
+          }
+        }
+        DS_RETURN_IF_ERROR(cursor.skip(bytes, what.c_str()));
       }
-      out->data = std::move(array);
+      out->data = GgufArray(element_type, size_t(count), data, std::move(strings));
       return Status();
     }
   }
@@ -213,11 +246,13 @@ Status GgufFile::parse_all() {
   DS_RETURN_IF_ERROR(cursor.read(&n_tensors, "tensor count"));
   DS_RETURN_IF_ERROR(cursor.read(&n_kv, "metadata count"));
   // A key-value pair takes at least 8 + 4 + 1 bytes, a tensor info 8 + 4 + 8 + 4 + 8.
-  if (n_kv > cursor.remaining() / 13) {
-    return Status::error("gguf: metadata count " + std::to_string(n_kv) + " at offset 16 is more than the file can hold");
+  if (n_kv > cursor.remaining() / 13 || n_kv > k_max_metadata_keys) {
+    return Status::error("gguf: metadata count " + std::to_string(n_kv) + " at offset 16 is more than the file can hold (or than " +
+                         std::to_string(k_max_metadata_keys) + ")");
   }
-  if (n_tensors > cursor.remaining() / 32) {
-    return Status::error("gguf: tensor count " + std::to_string(n_tensors) + " at offset 8 is more than the file can hold");
+  if (n_tensors > cursor.remaining() / 32 || n_tensors > k_max_tensors) {
+    return Status::error("gguf: tensor count " + std::to_string(n_tensors) + " at offset 8 is more than the file can hold (or than " +
+                         std::to_string(k_max_tensors) + ")");
   }
 
   metadata_.reserve(n_kv);
@@ -231,7 +266,7 @@ Status GgufFile::parse_all() {
       return Status::error("gguf: metadata '" + key + "' at offset " + hex_offset(at) + " has unknown type " + std::to_string(raw_type));
     }
     GgufValue value;
-    DS_RETURN_IF_ERROR(read_value(cursor, static_cast<GgufType>(raw_type), 0, "metadata '" + key + "'", &value));
+    DS_RETURN_IF_ERROR(read_value(cursor, static_cast<GgufType>(raw_type), "metadata '" + key + "'", &value));
     if (!metadata_index_.emplace(key, metadata_.size()).second) {
       return Status::error("gguf: duplicate metadata key '" + key + "' at offset " + hex_offset(at));
     }
@@ -303,8 +338,17 @@ Status GgufFile::parse_all() {
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {
+  {
+    std::lock_guard lock(lookups_mutex_);
+    if (lookups_.find(key) == lookups_.end()) lookups_.emplace(key);
+  }
   auto it = metadata_index_.find(std::string(key));
   return it == metadata_index_.end() ? nullptr : &metadata_[it->second].second;
+}
+
+std::vector<std::string> GgufFile::keys_looked_up() const {
+  std::lock_guard lock(lookups_mutex_);
+  return {lookups_.begin(), lookups_.end()};
 }
 
 const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
@@ -364,6 +408,55 @@ Result<double> GgufFile::get_float_or(std::string_view key, double fallback) con
 Result<bool> GgufFile::get_bool_or(std::string_view key, bool fallback) const {
   return find(key) ? get_bool(key) : Result<bool>(fallback);
 }
+Result<std::string> GgufFile::get_string_or(std::string_view key, const std::string& fallback) const {
+  return find(key) ? get_string(key) : Result<std::string>(fallback);
+}
+
+namespace {
+template <typename T>
+T load_le(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+}  // namespace
+
+std::optional<int64_t> GgufArray::integer(size_t i) const {
+  if (i >= count_) return std::nullopt;
+  switch (element_type_) {
+    case GgufType::u8: return int64_t(data_[i]);
+    case GgufType::i8: return int64_t(load_le<int8_t>(data_ + i));
+    case GgufType::u16: return int64_t(load_le<uint16_t>(data_ + 2 * i));
+    case GgufType::i16: return int64_t(load_le<int16_t>(data_ + 2 * i));
+    case GgufType::u32: return int64_t(load_le<uint32_t>(data_ + 4 * i));
+    case GgufType::i32: return int64_t(load_le<int32_t>(data_ + 4 * i));
+    case GgufType::i64: return load_le<int64_t>(data_ + 8 * i);
+    case GgufType::u64: {
+      const uint64_t v = load_le<uint64_t>(data_ + 8 * i);
+      if (v > uint64_t(std::numeric_limits<int64_t>::max())) return std::nullopt;
+      return int64_t(v);
+    }
+    case GgufType::f32: case GgufType::f64: case GgufType::boolean: case GgufType::string: case GgufType::array: break;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> GgufArray::real(size_t i) const {
+  if (i >= count_) return std::nullopt;
+  if (element_type_ == GgufType::f32) return double(load_le<float>(data_ + 4 * i));
+  if (element_type_ == GgufType::f64) return load_le<double>(data_ + 8 * i);
+  return std::nullopt;
+}
+
+std::optional<std::string_view> GgufArray::string(size_t i) const {
+  if (element_type_ != GgufType::string || i >= count_) return std::nullopt;
+  return strings_[i];
+}
+
+std::optional<bool> GgufArray::boolean(size_t i) const {
+  if (element_type_ != GgufType::boolean || i >= count_) return std::nullopt;
+  return data_[i] != 0;
+}
 
 std::string gguf_value_to_string(const GgufValue& value, size_t max_items) {
   struct Printer {
@@ -377,11 +470,15 @@ std::string gguf_value_to_string(const GgufValue& value, size_t max_items) {
     }
     std::string operator()(const GgufArray& a) const {
       std::string out = "[";
-      for (size_t i = 0; i < a.items.size() && i < max_items; ++i) {
+      for (size_t i = 0; i < a.size() && i < max_items; ++i) {
         if (i) out += ", ";
-        out += std::visit(*this, a.items[i].data);
+        if (auto v = a.integer(i)) out += std::to_string(*v);
+        else if (auto f = a.real(i)) out += std::to_string(*f);
+        else if (auto b = a.boolean(i)) out += *b ? "true" : "false";
+        else if (auto s = a.string(i)) out += (*this)(std::string(s->substr(0, 61)));
+        else out += "?";
       }
-      if (a.items.size() > max_items) out += ", ... (" + std::to_string(a.items.size()) + " items)";
+      if (a.size() > max_items) out += ", ... (" + std::to_string(a.size()) + " items)";
       return out + "]";
     }
   };

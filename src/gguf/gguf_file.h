@@ -8,6 +8,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -25,10 +28,30 @@ enum class GgufType : uint32_t {
 };
 const char* gguf_type_name(GgufType type);
 
-struct GgufValue;
-struct GgufArray {
-  GgufType element_type;
-  std::vector<GgufValue> items;
+// An array value, kept compact so that memory stays within a small multiple
+// of the file's bytes whatever a file claims: fixed-width elements are read
+// from the file's bytes when asked for, strings are views into the file.
+// Arrays of arrays are refused at parse (no model metadata uses them).
+class GgufArray {
+ public:
+  GgufArray(GgufType element_type, size_t count, const uint8_t* data, std::vector<std::string_view> strings)
+      : element_type_(element_type), count_(count), data_(data), strings_(std::move(strings)) {}
+  GgufType element_type() const { return element_type_; }
+  size_t size() const { return count_; }
+  // Element i as an integer, for integer arrays (a u64 above INT64_MAX: nullopt).
+  std::optional<int64_t> integer(size_t i) const;
+  // Element i of an f32 or f64 array.
+  std::optional<double> real(size_t i) const;
+  // Element i of a string array (valid as long as the file).
+  std::optional<std::string_view> string(size_t i) const;
+  // Element i of a bool array.
+  std::optional<bool> boolean(size_t i) const;
+
+ private:
+  GgufType element_type_;
+  size_t count_;
+  const uint8_t* data_;  // fixed-width elements, little-endian, unaligned
+  std::vector<std::string_view> strings_;
 };
 
 // One metadata value. Integers keep their signedness; the typed getters on
@@ -67,7 +90,10 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }
 
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
+  // Every lookup is remembered (present or not), so that `dsinfer info
+  // --keys-read` can list what the loaders read and tests can craft each.
   const GgufValue* find(std::string_view key) const;
+  std::vector<std::string> keys_looked_up() const;
 
   // Typed getters: an error names the key when it is missing or of another type.
   Result<uint64_t> get_uint(std::string_view key) const;
@@ -80,6 +106,7 @@ class GgufFile {
   Result<uint64_t> get_uint_or(std::string_view key, uint64_t fallback) const;
   Result<double> get_float_or(std::string_view key, double fallback) const;
   Result<bool> get_bool_or(std::string_view key, bool fallback) const;
+  Result<std::string> get_string_or(std::string_view key, const std::string& fallback) const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
@@ -103,6 +130,8 @@ class GgufFile {
   std::unordered_map<std::string, size_t> metadata_index_;
   std::vector<GgufTensorInfo> tensors_;
   std::unordered_map<std::string, size_t> tensor_index_;
+  mutable std::mutex lookups_mutex_;
+  mutable std::set<std::string, std::less<>> lookups_;
 };
 
 // Printable form of a value (arrays abbreviated), for `dsinfer info`.

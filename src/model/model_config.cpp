@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace ds {
 namespace {
@@ -18,6 +19,18 @@ Status out_of_range(const std::string& key, uint64_t value) {
   return Status::error("model: metadata '" + key + "' = " + std::to_string(value) + " is out of range");
 }
 
+// A float hyperparameter, absent: `fallback`; present: finite and within [low, high].
+Result<double> bounded_float(const GgufFile& file, const std::string& key, double fallback, double low, double high) {
+  auto v = file.get_float_or(key, fallback);
+  if (!v.ok()) return v.status();
+  if (!std::isfinite(v.value()) || v.value() < low || v.value() > high) {
+    char range[96];
+    std::snprintf(range, sizeof range, "[%g, %g]", low, high);
+    return Status::error("model: metadata '" + key + "' = " + std::to_string(v.value()) + " is not a finite number in " + range);
+  }
+  return v.value();
+}
+
 // DeepSeek-V2/V3 (deepseek2): the MLA shapes and the MoE routing.
 template <typename Dim>
 Status read_deepseek2(const GgufFile& file, const std::string& p, Dim& dim, ModelConfig& c) {
@@ -25,7 +38,11 @@ Status read_deepseek2(const GgufFile& file, const std::string& p, Dim& dim, Mode
   auto optional_dim = [&](const std::string& key, int64_t* out) -> Status {
     return file.find(p + key) ? dim(key, out) : Status();
   };
-  DS_RETURN_IF_ERROR(optional_dim("attention.q_lora_rank", &m.q_lora_rank));
+  // 0 means no query LoRA (as llama.cpp reads it): the query comes from one matrix.
+  auto q_lora = file.get_uint_or(p + "attention.q_lora_rank", 0);
+  if (!q_lora.ok()) return q_lora.status();
+  if (q_lora.value() > uint64_t(k_max_dim)) return out_of_range(p + "attention.q_lora_rank", q_lora.value());
+  m.q_lora_rank = int64_t(q_lora.value());
   DS_RETURN_IF_ERROR(dim("attention.kv_lora_rank", &m.kv_lora_rank));
   DS_RETURN_IF_ERROR(dim("rope.dimension_count", &m.qk_rope_dim));
   // Files with the split k_b/v_b tensors give the per-head sizes as *_mla and
@@ -63,20 +80,25 @@ Status read_deepseek2(const GgufFile& file, const std::string& p, Dim& dim, Mode
     if (!norm.ok()) return norm.status();
     moe.normalize_weights = norm.value();
   }
-  auto scale = file.get_float_or(p + "expert_weights_scale", 1.0);
+  auto scale = bounded_float(file, p + "expert_weights_scale", 1.0, 0.0, 1e6);
   if (!scale.ok()) return scale.status();
   moe.weights_scale = scale.value() == 0.0 ? 1.0f : float(scale.value());
+  // A group count of 0 means no grouping (one group), as llama.cpp reads it.
   auto groups = file.get_uint_or(p + "expert_group_count", 1);
   auto groups_used = file.get_uint_or(p + "expert_group_used_count", 1);
   if (!groups.ok()) return groups.status();
   if (!groups_used.ok()) return groups_used.status();
   moe.n_group = std::max<int64_t>(1, int64_t(std::min<uint64_t>(groups.value(), uint64_t(k_max_dim))));
   moe.n_group_used = std::max<int64_t>(1, int64_t(std::min<uint64_t>(groups_used.value(), uint64_t(k_max_dim))));
-  if (moe.n_expert_used > moe.n_expert || moe.n_expert % moe.n_group != 0 || moe.n_group_used > moe.n_group ||
-      moe.n_expert_used > moe.n_group_used * (moe.n_expert / moe.n_group)) {
-    return Status::error("model: " + p + "expert counts are inconsistent (" + std::to_string(moe.n_expert) + " experts, " +
-                         std::to_string(moe.n_expert_used) + " used, " + std::to_string(moe.n_group) + " groups, " +
-                         std::to_string(moe.n_group_used) + " used)");
+  const std::string experts = p + "expert_count " + std::to_string(moe.n_expert);
+  const std::string used = p + "expert_used_count " + std::to_string(moe.n_expert_used);
+  const std::string n_groups = p + "expert_group_count " + std::to_string(moe.n_group);
+  const std::string n_groups_used = p + "expert_group_used_count " + std::to_string(moe.n_group_used);
+  if (moe.n_expert_used > moe.n_expert) return Status::error("model: " + used + " exceeds " + experts);
+  if (moe.n_expert % moe.n_group != 0) return Status::error("model: " + experts + " is not a multiple of " + n_groups);
+  if (moe.n_group_used > moe.n_group) return Status::error("model: " + n_groups_used + " exceeds " + n_groups);
+  if (moe.n_expert_used > moe.n_group_used * (moe.n_expert / moe.n_group)) {
+    return Status::error("model: " + used + " exceeds the experts of " + n_groups_used + " of " + n_groups + " (" + experts + ")");
   }
   return Status();
 }
@@ -102,10 +124,12 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   if (!arch_name.ok()) return arch_name.status();
   c.arch = find_arch(arch_name.value());
   if (!c.arch) {
-    return Status::error("model: architecture '" + arch_name.value() + "' is not supported (supported: " +
+    return Status::error("model: general.architecture '" + arch_name.value().substr(0, 64) + "' is not supported (supported: " +
                          supported_arch_names() + ")");
   }
-  c.name = file.get_string("general.name").ok() ? file.get_string("general.name").value() : arch_name.value();
+  auto name = file.get_string_or("general.name", arch_name.value());
+  if (!name.ok()) return name.status();
+  c.name = name.value();
   const std::string p = arch_name.value() + ".";
 
   // Reads a required positive dimension, bounded so later products cannot overflow.
@@ -140,7 +164,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     if (value_length != c.head_dim) return Status::error("model: key_length and value_length differ, which this architecture does not support");
   }
 
-  auto eps = file.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5);
+  auto eps = bounded_float(file, p + "attention.layer_norm_rms_epsilon", 1e-5, 1e-30, 1.0);
   if (!eps.ok()) return eps.status();
   c.norm_eps = float(eps.value());
 
@@ -150,9 +174,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   if (!c.mla && file.find(p + "rope.dimension_count")) DS_RETURN_IF_ERROR(dim("rope.dimension_count", &n_rot));
   if (n_rot > c.head_dim || n_rot % 2 != 0) return out_of_range(p + "rope.dimension_count", uint64_t(n_rot));
   rope.n_rot = int(n_rot);
-  auto base = file.get_float_or(p + "rope.freq_base", 10000.0);
+  // Released models use 1e4 to 1e7; the bound keeps freq_base^-x away from underflow.
+  auto base = bounded_float(file, p + "rope.freq_base", 10000.0, 1.0 + 1e-6, 1e12);
   if (!base.ok()) return base.status();
-  if (!(base.value() > 1.0)) return Status::error("model: " + p + "rope.freq_base must be > 1");
   rope.freq_base = float(base.value());
   rope.n_ctx_orig = int(c.n_ctx_train);
 
@@ -162,9 +186,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     if (!s.ok()) return s.status();
     scaling = s.value();
   }
-  auto factor = file.get_float_or(p + "rope.scaling.factor", 0.0);
+  auto factor = bounded_float(file, p + "rope.scaling.factor", 0.0, 0.0, 1e6);
   if (!factor.ok()) return factor.status();
-  auto linear_scale = file.get_float_or(p + "rope.scale_linear", 0.0);
+  auto linear_scale = bounded_float(file, p + "rope.scale_linear", 0.0, 0.0, 1e6);
   if (!linear_scale.ok()) return linear_scale.status();
   if (scaling == "none" && linear_scale.value() > 0.0 && linear_scale.value() != 1.0) {
     scaling = "linear";
@@ -180,14 +204,14 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     if (!orig.ok()) return orig.status();
     if (orig.value() == 0 || orig.value() > uint64_t(k_max_dim) * 16) return out_of_range(p + "rope.scaling.original_context_length", orig.value());
     rope.n_ctx_orig = int(orig.value());
-    auto beta_fast = file.get_float_or(p + "rope.scaling.yarn_beta_fast", 32.0);
-    auto beta_slow = file.get_float_or(p + "rope.scaling.yarn_beta_slow", 1.0);
+    auto beta_fast = bounded_float(file, p + "rope.scaling.yarn_beta_fast", 32.0, 0.0, 1e6);
+    auto beta_slow = bounded_float(file, p + "rope.scaling.yarn_beta_slow", 1.0, 0.0, 1e6);
     if (!beta_fast.ok()) return beta_fast.status();
     if (!beta_slow.ok()) return beta_slow.status();
     rope.yarn_beta_fast = float(beta_fast.value());
     rope.yarn_beta_slow = float(beta_slow.value());
   } else {
-    return Status::error("model: unknown " + p + "rope.scaling.type '" + scaling + "' (none, linear, yarn, dynamic)");
+    return Status::error("model: unknown " + p + "rope.scaling.type '" + scaling.substr(0, 64) + "' (none, linear, yarn, dynamic)");
   }
 
   if (c.mla) {
@@ -198,7 +222,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     MlaConfig& m = c.mla_config;
     m.kq_scale = 1.0f / std::sqrt(float(m.qk_nope_dim + m.qk_rope_dim));
     if (rope.scaling == RopeScaling::yarn) {
-      auto log_mul = file.get_float_or(p + "rope.scaling.yarn_log_multiplier", 0.0);
+      auto log_mul = bounded_float(file, p + "rope.scaling.yarn_log_multiplier", 0.0, -10.0, 10.0);
       if (!log_mul.ok()) return log_mul.status();
       const float log_factor = std::log(rope.scaling_factor);
       rope.yarn_attn_factor = 1.0f / (1.0f + 0.1f * log_factor);  // cancels the rope kernel's own correction

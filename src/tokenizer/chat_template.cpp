@@ -107,4 +107,11 @@ Result<std::string> render_chat(ChatFormat format, const std::vector<ChatMessage
   return Status::error("chat: unknown format");
 }
 
+Result<std::optional<std::string>> chat_template_of(const GgufFile& file) {
+  if (!file.find("tokenizer.chat_template")) return std::optional<std::string>();
+  auto text = file.get_string("tokenizer.chat_template");
+  if (!text.ok()) return text.status();
+  return std::optional<std::string>(text.take());
+}
+
 }  // namespace ds

@@ -101,7 +101,7 @@ Result<std::unique_ptr<Pretokenizer>> Pretokenizer::create(const std::string& pr
     if (pre_name == set.name) found = &set;
     known += std::string(known.empty() ? "" : ", ") + set.name;
   }
-  if (!found) return Status::error("tokenizer: pre-tokenizer '" + pre_name + "' is not supported (known: " + known + ")");
+  if (!found) return Status::error("tokenizer: tokenizer.ggml.pre '" + pre_name.substr(0, 64) + "' is not supported (known: " + known + ")");
   std::unique_ptr<Pretokenizer> p(new Pretokenizer());
   p->ignore_merges_ = found->ignore_merges;
   for (size_t i = 0; i < found->n_regexes; ++i) {

@@ -1,9 +1,16 @@
 #include "tokenizer/vocab.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ds {
 namespace {
+
+// Well beyond the largest vocabulary and merge list of released models
+// (Gemma 3: 262,144 tokens; Llama 3: 280,147 merges): each entry costs ~100
+// bytes here against ~10 in the file, so a file claiming millions is refused.
+constexpr size_t k_max_vocab = size_t(1) << 19;
+constexpr size_t k_max_merges = size_t(1) << 20;
 
 Status read_token_id(const GgufFile& file, const char* key, const Vocab& v, int32_t* out) {
   if (!file.find(key)) return Status();
@@ -30,30 +37,36 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& file) {
   } else if (model.value() == "gpt2") {
     v.kind = TokenizerKind::bpe;
   } else {
-    return Status::error("tokenizer: tokenizer.ggml.model '" + model.value() + "' is not supported (llama, gpt2)");
+    return Status::error("tokenizer: tokenizer.ggml.model '" + model.value().substr(0, 64) + "' is not supported (llama, gpt2)");
   }
-  v.pre = file.find("tokenizer.ggml.pre") ? file.get_string("tokenizer.ggml.pre").value() : "default";
+  auto pre = file.get_string_or("tokenizer.ggml.pre", "default");
+  if (!pre.ok()) return pre.status();
+  v.pre = pre.value();
 
   auto tokens = file.get_array("tokenizer.ggml.tokens");
   if (!tokens.ok()) return tokens.status();
-  const size_t n = tokens.value()->items.size();
-  if (n == 0 || n > (1u << 24)) return Status::error("tokenizer: tokenizer.ggml.tokens has " + std::to_string(n) + " entries");
-  v.tokens.reserve(n);
-  for (const GgufValue& item : tokens.value()->items) {
-    const auto* s = std::get_if<std::string>(&item.data);
-    if (!s) return Status::error("tokenizer: tokenizer.ggml.tokens must be an array of strings");
-    v.tokens.push_back(*s);
+  const GgufArray& token_texts = *tokens.value();
+  const size_t n = token_texts.size();
+  if (n == 0 || n > k_max_vocab) {
+    return Status::error("tokenizer: tokenizer.ggml.tokens has " + std::to_string(n) + " entries (1 to " + std::to_string(k_max_vocab) + " allowed)");
   }
+  if (token_texts.element_type() != GgufType::string) return Status::error("tokenizer: tokenizer.ggml.tokens must be an array of strings");
+  v.tokens.reserve(n);
+  for (size_t i = 0; i < n; ++i) v.tokens.emplace_back(*token_texts.string(i));
   for (size_t i = 0; i < n; ++i) v.token_to_id[v.tokens[i]] = int32_t(i);
 
   v.scores.assign(n, 0.0f);
   if (file.find("tokenizer.ggml.scores")) {
     auto scores = file.get_array("tokenizer.ggml.scores");
     if (!scores.ok()) return scores.status();
-    if (scores.value()->items.size() != n) return Status::error("tokenizer: tokenizer.ggml.scores and tokens differ in length");
+    if (scores.value()->size() != n) {
+      return Status::error("tokenizer: tokenizer.ggml.scores has " + std::to_string(scores.value()->size()) +
+                           " entries and tokenizer.ggml.tokens " + std::to_string(n));
+    }
     for (size_t i = 0; i < n; ++i) {
-      const auto* f = std::get_if<double>(&scores.value()->items[i].data);
+      const auto f = scores.value()->real(i);
       if (!f) return Status::error("tokenizer: tokenizer.ggml.scores must hold floats");
+      if (!std::isfinite(*f)) return Status::error("tokenizer: tokenizer.ggml.scores[" + std::to_string(i) + "] is not finite");
       v.scores[i] = float(*f);
     }
   }
@@ -61,24 +74,31 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& file) {
   if (file.find("tokenizer.ggml.token_type")) {
     auto types = file.get_array("tokenizer.ggml.token_type");
     if (!types.ok()) return types.status();
-    if (types.value()->items.size() != n) return Status::error("tokenizer: tokenizer.ggml.token_type and tokens differ in length");
+    if (types.value()->size() != n) {
+      return Status::error("tokenizer: tokenizer.ggml.token_type has " + std::to_string(types.value()->size()) +
+                           " entries and tokenizer.ggml.tokens " + std::to_string(n));
+    }
     for (size_t i = 0; i < n; ++i) {
-      const auto* t = std::get_if<int64_t>(&types.value()->items[i].data);
-      const auto* u = std::get_if<uint64_t>(&types.value()->items[i].data);
-      const int64_t value = t ? *t : u ? int64_t(*u) : -1;
-      if (value < 0 || value > 6) return Status::error("tokenizer: token_type[" + std::to_string(i) + "] is not a known type");
+      const int64_t value = types.value()->integer(i).value_or(-1);
+      if (value < 0 || value > 6) {
+        return Status::error("tokenizer: tokenizer.ggml.token_type[" + std::to_string(i) + "] is not a known type (integers 0-6)");
+      }
       v.types[i] = TokenType(value);
     }
   }
   if (v.kind == TokenizerKind::bpe) {
     auto merges = file.get_array("tokenizer.ggml.merges");
     if (!merges.ok()) return merges.status();
-    int32_t rank = 0;
-    for (const GgufValue& item : merges.value()->items) {
-      const auto* s = std::get_if<std::string>(&item.data);
+    const GgufArray& pairs = *merges.value();
+    if (pairs.size() > k_max_merges) {
+      return Status::error("tokenizer: tokenizer.ggml.merges has " + std::to_string(pairs.size()) + " entries (at most " +
+                           std::to_string(k_max_merges) + ")");
+    }
+    for (size_t rank = 0; rank < pairs.size(); ++rank) {
+      const auto s = pairs.string(rank);
       const size_t space = s ? s->find(' ', 1) : std::string::npos;
-      if (space == std::string::npos) return Status::error("tokenizer: merge #" + std::to_string(rank) + " is not 'left right'");
-      v.merge_rank.emplace(*s, rank++);
+      if (space == std::string::npos) return Status::error("tokenizer: tokenizer.ggml.merges[" + std::to_string(rank) + "] is not 'left right'");
+      v.merge_rank.emplace(std::string(*s), int32_t(rank));
     }
   }
 

@@ -63,7 +63,10 @@ TEST(GgufFile, ReadsWhatTheWriterWrote) {
   EXPECT_EQ(f.get_uint("llama.block_count").value(), 2u);
   EXPECT_FLOAT_EQ(float(f.get_float("llama.rope.freq_base").value()), 10000.0f);
   EXPECT_TRUE(f.get_bool("tokenizer.ggml.add_bos_token").value());
-  ASSERT_EQ(f.get_array("tokenizer.ggml.tokens").value()->items.size(), 3u);
+  ASSERT_EQ(f.get_array("tokenizer.ggml.tokens").value()->size(), 3u);
+  EXPECT_EQ(*f.get_array("tokenizer.ggml.tokens").value()->string(2), "c");
+  EXPECT_EQ(*f.get_array("tokenizer.ggml.scores").value()->real(1), -1.0);
+  EXPECT_FALSE(f.get_array("tokenizer.ggml.scores").value()->string(0).has_value());
   const GgufTensorInfo* weight = f.find_tensor("weight");
   ASSERT_NE(weight, nullptr);
   EXPECT_EQ(weight->ne[0], 16);
