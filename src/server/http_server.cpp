@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -285,6 +286,8 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
     read_state_ = ReadState::head;
     parser_.emplace();
     apply_limits(*parser_, options_);
+    // The Content-Length is judged in on_head, where the request has its id.
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     arm_read_deadline();
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_head(ec); });
@@ -294,11 +297,15 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
     if (read_state_ != ReadState::head) return;
     read_state_ = ReadState::none;
     if (closed_) return;
-    if (ec) return on_read_error(ec);
+    if (ec) return on_read_error(ec, false);
     head_ = request_head(parser_->get());
     head_.remote_address = address_;
     head_keep_alive_ = parser_->get().keep_alive();
+    if (const auto length = parser_->content_length(); length && *length > options_.max_body_bytes) {
+      return reject(std::move(head_), 413, "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes", "body_too_large");
+    }
     if (auto refusal = service_.check_head(head_)) return refuse(std::move(head_), std::move(*refusal));
+    parser_->body_limit(options_.max_body_bytes);  // for chunked bodies, while they stream in
     if (parser_->is_done()) return complete();
     if (beast::iequals(parser_->get()[http::field::expect], "100-continue") && idle() && unsent_bytes_ == 0) {
       send("HTTP/1.1 100 Continue\r\n\r\n");
@@ -309,17 +316,18 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
       if (self->read_state_ != ReadState::body) return;
       self->read_state_ = ReadState::none;
       if (self->closed_) return;
-      if (ec) return self->on_read_error(ec);
+      if (ec) return self->on_read_error(ec, true);
       self->complete();
     });
   }
 
-  void on_read_error(beast::error_code ec) {
+  // reading_body: the head was taken (head_ describes the request).
+  void on_read_error(beast::error_code ec, bool reading_body) {
     if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
         ec == net::error::operation_aborted || ec == net::error::bad_descriptor || ec == net::error::broken_pipe) {
       return client_gone();
     }
-    HttpRequest head = read_state_was_body() ? head_ : HttpRequest{};
+    HttpRequest head = reading_body ? head_ : HttpRequest{};
     head.remote_address = address_;
     if (head.request_id.empty()) head.request_id = new_request_id();
     if (ec == http::error::body_limit) {
@@ -328,9 +336,6 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
     if (ec == http::error::header_limit) return reject(std::move(head), 431, "request headers are too large", "headers_too_large");
     return reject(std::move(head), 400, "malformed HTTP request: " + ec.message(), "malformed_http");
   }
-
-  // Whether the parser got as far as a whole head (so head_ describes this request).
-  bool read_state_was_body() const { return parser_ && parser_->is_header_done(); }
 
   void complete() {
     HttpRequest request = std::move(head_);

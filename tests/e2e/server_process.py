@@ -1,7 +1,9 @@
 """Starts `dsinfer serve` on 127.0.0.1 on a free port and stops it: the e2e
 tests, the load test and the soak test all drive a real server process."""
 
+import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -20,13 +22,15 @@ def free_port():
 
 
 class ServerProcess:
-    def __init__(self, *args, model=STORIES, log_path=None):
+    def __init__(self, *args, model=STORIES, log_path=None, nofile=None):
+        """nofile: the server's open-file limit (ulimit -n), else inherited."""
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path or f"/tmp/dsinfer-serve-{self.port}.log"
         self.log = open(self.log_path, "w")
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))) if nofile else None
         self.process = subprocess.Popen([DSINFER, "serve", "-m", model, "--port", str(self.port), *args],
-                                        stdout=self.log, stderr=subprocess.STDOUT)
+                                        stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit)
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.process.poll() is not None:
@@ -66,6 +70,16 @@ class ServerProcess:
 
     def rss_kib(self):
         return self.status_field("VmRSS")
+
+    def cpu_seconds(self):
+        """User plus system CPU time the server has used."""
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def access_log(self):
+        """The access-log lines so far, parsed."""
+        return [json.loads(line.split("access ", 1)[1]) for line in self.output().splitlines() if line.startswith("[info] access ")]
 
     def terminate(self):
         self.process.send_signal(signal.SIGTERM)
