@@ -45,10 +45,16 @@ int cmd_bench(int argc, char** argv) {
   if (!options.ok()) return fail(options.message());
   const Args& a = args.value();
   if (a.has("--concurrency")) return run_throughput_bench(a, options.value());
-  const int64_t n_prompt = std::atoll(first_value(a, {"-p", "--n-prompt"}, "512").c_str());
-  const int64_t n_gen = std::atoll(first_value(a, {"-n", "--n-gen"}, "128").c_str());
-  const int64_t repetitions = std::atoll(first_value(a, {"-r", "--repetitions"}, "3").c_str());
-  if (n_prompt < 0 || n_gen < 0 || repetitions < 1) return fail("-p and -n must be >= 0, -r >= 1");
+  auto n_prompt_arg = a.get_int(a.has("-p") ? "-p" : "--n-prompt", 512);
+  auto n_gen_arg = a.get_int(a.has("-n") ? "-n" : "--n-gen", 128);
+  auto repetitions_arg = a.get_int(a.has("-r") ? "-r" : "--repetitions", 3);
+  for (const Status& s : {n_prompt_arg.status(), n_gen_arg.status(), repetitions_arg.status()}) {
+    if (!s.ok()) return fail(s.message());
+  }
+  const int64_t n_prompt = n_prompt_arg.value(), n_gen = n_gen_arg.value(), repetitions = repetitions_arg.value();
+  if (n_prompt < 0 || n_gen < 0 || n_prompt > 1 << 20 || n_gen > 1 << 20 || repetitions < 1 || repetitions > 1000) {
+    return fail("-p and -n must be 0..1048576, -r 1..1000");
+  }
 
   auto model = Model::load(options.value().path, options.value().model);
   if (!model.ok()) return fail(model.message());

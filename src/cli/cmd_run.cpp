@@ -2,6 +2,7 @@
 // and generation speed (tokens/s) to stderr as llama.cpp does.
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -59,7 +60,16 @@ int cmd_run(int argc, char** argv) {
                           repeat.status(), presence.status(), frequency.status(), batch.status()}) {
     if (!s.ok()) return fail(s.message());
   }
-  if (n_predict.value() < 1 || batch.value() < 1) return fail("-n and --batch-size must be at least 1");
+  if (n_predict.value() < 1 || n_predict.value() > 1 << 24 || batch.value() < 1 || batch.value() > 1 << 20) {
+    return fail("-n must be 1..16777216 and --batch-size 1..1048576");
+  }
+  if (top_k.value() < 0 || top_k.value() > 1 << 24) return fail("--top-k must be 0..16777216");
+  for (const auto* v : {&temp, &top_p, &min_p, &repeat, &presence, &frequency}) {
+    if (!std::isfinite(v->value())) return fail("--temp, --top-p, --min-p and the penalties must be finite numbers");
+  }
+  if (temp.value() < 0 || top_p.value() < 0 || top_p.value() > 1 || min_p.value() < 0 || min_p.value() > 1 || repeat.value() <= 0) {
+    return fail("--temp must be >= 0, --top-p and --min-p in [0, 1], --repeat-penalty > 0");
+  }
   params.max_tokens = int32_t(n_predict.value());
   params.sampling.temperature = float(temp.value());
   params.sampling.seed = uint64_t(seed.value());

@@ -148,8 +148,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.n_head_kv = c.n_head;
   if (file.find(p + "attention.head_count_kv")) DS_RETURN_IF_ERROR(dim("attention.head_count_kv", &c.n_head_kv));
   if (c.n_head % c.n_head_kv != 0) {
-    return Status::error("model: head_count " + std::to_string(c.n_head) + " is not a multiple of head_count_kv " +
-                         std::to_string(c.n_head_kv));
+    return Status::error("model: " + p + "attention.head_count " + std::to_string(c.n_head) + " is not a multiple of " + p +
+                         "attention.head_count_kv " + std::to_string(c.n_head_kv));
   }
   c.head_dim = c.n_embd / c.n_head;
   c.mla = c.arch->arch == Arch::deepseek2;
@@ -157,6 +157,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     DS_RETURN_IF_ERROR(read_deepseek2(file, p, dim, c));
   } else if (file.find(p + "attention.key_length")) {
     DS_RETURN_IF_ERROR(dim("attention.key_length", &c.head_dim));
+  } else if (c.n_embd % c.n_head != 0) {
+    return Status::error("model: " + p + "embedding_length " + std::to_string(c.n_embd) + " is not a multiple of " + p +
+                         "attention.head_count " + std::to_string(c.n_head) + " (and no attention.key_length is given)");
   }
   if (!c.mla && file.find(p + "attention.value_length")) {
     int64_t value_length = 0;

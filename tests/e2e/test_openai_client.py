@@ -209,3 +209,17 @@ def test_drain_on_sigterm(keys_file):
     assert errors == []
     assert len(results) == 8 and set(results) <= {"stop", "length"}
     s.stop()
+
+
+def test_a_prompt_that_can_never_fit_gets_400_not_503():
+    # A pool of 8 pages of 16 tokens (10 KiB each for stories260K in f16): the context
+    # is cut to 128 tokens, and a 120-token prompt needs all 8 pages plus the reserve.
+    s = ServerProcess("--kv-cache-memory", str(8 * 10240))
+    try:
+        c = openai.OpenAI(base_url=s.base + "/v1", api_key="none", max_retries=0)
+        with pytest.raises(openai.BadRequestError) as e:
+            c.completions.create(prompt=[1] * 120, model="stories260K", max_tokens=1)
+        assert e.value.code == "context_length_exceeded" and "never fit" in e.value.message
+        assert c.completions.create(prompt=[1] * 40, model="stories260K", max_tokens=4).usage.completion_tokens == 4
+    finally:
+        s.stop()
