@@ -87,11 +87,7 @@ const RuleSet k_rule_sets[] = {
 
 struct Pretokenizer::Compiled {
   pcre2_code* code = nullptr;
-  pcre2_match_data* match = nullptr;
-  ~Compiled() {
-    pcre2_match_data_free(match);
-    pcre2_code_free(code);
-  }
+  ~Compiled() { pcre2_code_free(code); }
 };
 
 Result<std::unique_ptr<Pretokenizer>> Pretokenizer::create(const std::string& pre_name) {
@@ -119,7 +115,6 @@ Result<std::unique_ptr<Pretokenizer>> Pretokenizer::create(const std::string& pr
                            reinterpret_cast<char*>(message));
     }
     pcre2_jit_compile(compiled->code, PCRE2_JIT_COMPLETE);
-    compiled->match = pcre2_match_data_create_from_pattern(compiled->code, nullptr);
   }
   return p;
 }
@@ -132,15 +127,19 @@ std::vector<std::string> Pretokenizer::split(std::string_view text) const {
   std::vector<std::string> pieces{std::string(text)};
   std::vector<std::string> next;
   for (const Compiled* regex : regexes_) {
+    // Match data per call: split() runs on several threads at once (the server's prepare pool).
+    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
+        pcre2_match_data_create_from_pattern(regex->code, nullptr), &pcre2_match_data_free);
+    DS_CHECK(match != nullptr, "pcre2 match data allocation failed");
     next.clear();
     for (const std::string& piece : pieces) {
       const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
       size_t start = 0, gap_start = 0;
       while (start <= piece.size()) {
         // Invalid UTF-8 in the input: PCRE2 rejects it, and the rest stays one piece.
-        const int rc = pcre2_match(regex->code, subject, piece.size(), start, 0, regex->match, nullptr);
+        const int rc = pcre2_match(regex->code, subject, piece.size(), start, 0, match.get(), nullptr);
         if (rc < 0) break;
-        const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(regex->match);
+        const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
         const size_t match_begin = ovector[0], match_end = ovector[1];
         if (match_end == match_begin) {  // empty match: step over one character
           start = match_end + 1;

@@ -18,6 +18,7 @@ class Pretokenizer {
   static Result<std::unique_ptr<Pretokenizer>> create(const std::string& pre_name);
   ~Pretokenizer();
 
+  // Thread-safe: any number of threads may split at once.
   std::vector<std::string> split(std::string_view text) const;
   // True for rule sets whose words are looked up whole before merging (Llama 3).
   bool ignore_merges() const { return ignore_merges_; }

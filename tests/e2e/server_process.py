@@ -60,6 +60,13 @@ class ServerProcess:
                     return float(line.split()[1])
         raise KeyError(name)
 
+    def wait_for_in_flight(self, n, seconds=10):
+        """Waits until the server holds n generation requests open."""
+        deadline = time.time() + seconds
+        while self.metric("dsinfer:num_requests_in_flight") < n:
+            assert time.time() < deadline, f"fewer than {n} requests in flight after {seconds} s"
+            time.sleep(0.01)
+
     def status_field(self, name):
         """A number from /proc/PID/status, e.g. VmRSS (KiB) or Threads."""
         with open(f"/proc/{self.process.pid}/status") as f:

@@ -111,10 +111,7 @@ def test_drain_timeout_ends_every_stream_with_an_error_and_done(keys_file):
     threads = [threading.Thread(target=stream_one, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
-    deadline = time.time() + 10
-    while s.metric("dsinfer:num_requests_in_flight") < 8:
-        assert time.time() < deadline
-        time.sleep(0.01)
+    s.wait_for_in_flight(8)
     s.terminate()
     for t in threads:
         t.join(timeout=30)

@@ -193,10 +193,7 @@ def test_drain_on_sigterm(keys_file):
     threads = [threading.Thread(target=stream_one) for _ in range(8)]
     for t in threads:
         t.start()
-    deadline = time.time() + 10
-    while s.metric("dsinfer:num_requests_in_flight") < 8:
-        assert time.time() < deadline
-        time.sleep(0.01)
+    s.wait_for_in_flight(8)
     s.terminate()
     time.sleep(0.05)
     with pytest.raises((openai.InternalServerError, openai.APIConnectionError)) as e:

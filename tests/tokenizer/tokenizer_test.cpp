@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace ds {
 namespace {
@@ -100,6 +102,30 @@ TEST(Tokenizer, UnknownPreTokenizerIsAClearError) {
   ASSERT_FALSE(pre.ok());
   EXPECT_NE(pre.message().find("no-such-rules"), std::string::npos);
   EXPECT_NE(pre.message().find("deepseek-llm"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds
+
+namespace ds {
+namespace {
+
+// The server tokenizes on several prepare threads at once (run under TSan in CI).
+TEST(Tokenizer, EncodesOnManyThreadsAtOnce) {
+  std::unique_ptr<GgufFile> file;
+  const std::unique_ptr<Tokenizer> tokenizer = load("deepseek-llm", &file);
+  ASSERT_NE(tokenizer, nullptr);
+  const std::string text = "Hello, world! 你好 123 it's   spaced\n\ttabs <|im_start|>";
+  const std::vector<int32_t> expected = tokenizer->encode(text, true, true);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) mismatches += tokenizer->encode(text, true, true) != expected;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches, 0);
 }
 
 }  // namespace
