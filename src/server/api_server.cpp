@@ -470,7 +470,10 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
               "dsinfer:http_connections_open " + std::to_string(http.open_connections) + "\n"
               "# HELP dsinfer:http_connections_refused Connections closed at accept, over a connection cap (monotonic).\n"
               "# TYPE dsinfer:http_connections_refused gauge\n"
-              "dsinfer:http_connections_refused " + std::to_string(http.refused_connections) + "\n";
+              "dsinfer:http_connections_refused " + std::to_string(http.refused_connections) + "\n"
+              "# HELP dsinfer:http_accept_backoffs Times accept found no descriptor free and waited 100 ms (monotonic).\n"
+              "# TYPE dsinfer:http_accept_backoffs gauge\n"
+              "dsinfer:http_accept_backoffs " + std::to_string(http.accept_backoffs) + "\n";
     }
     return answer(context, *exchange, 200, "text/plain; version=0.0.4", text, "ok");
   }

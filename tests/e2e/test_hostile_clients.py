@@ -288,3 +288,32 @@ def test_a_client_leaving_behind_a_pipelined_request_is_noticed(hostile_server):
     assert wait_until(lambda: s.metric("dsinfer:num_requests_in_flight") == 0 and s.metric("dsinfer:kv_pages_held") == 0, 2)
     print(f"  the generation ahead of a pipelined request ended {time.time() - start:.2f} s after its client left")
     assert any(line["reason"] == "client_gone" and line["path"] == "/v1/completions" for line in s.access_log())
+
+
+def test_out_of_descriptors_accept_backs_off_instead_of_spinning(keys_file):
+    """Caps set above the file limit on purpose: accept runs out of descriptors.
+    The server must wait (not spin a core) until the deadlines free some."""
+    s = ServerProcess("--api-keys", keys_file, "--client-header-timeout", str(HEAD_TIMEOUT), "--max-connections", "1000",
+                      "--max-connections-per-address", "1000", nofile=256)
+    try:
+        raise_own_file_limit(1200)
+        sockets = []
+        for _ in range(400):
+            sock = socket.socket()
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", s.port))
+            sockets.append(sock)
+        time.sleep(0.3)
+        cpu_before, wall_before = s.cpu_seconds(), time.time()
+        time.sleep(HEAD_TIMEOUT - 0.5)
+        cpu_share = (s.cpu_seconds() - cpu_before) / (time.time() - wall_before)
+        closed = wait_until(lambda: all(is_closed(x) for x in sockets), 3 * HEAD_TIMEOUT + 5)
+        for sock in sockets:
+            sock.close()
+        backoffs = s.metric("dsinfer:http_accept_backoffs")
+        print(f"  400 connections against ulimit -n 256: {backoffs:.0f} accept back-offs, server CPU while out of "
+              f"descriptors {100 * cpu_share:.1f}% of a core, all closed: {closed}")
+        assert backoffs > 0 and cpu_share < 0.10 and closed
+        assert completion(s)[0] == 200
+    finally:
+        s.stop()
