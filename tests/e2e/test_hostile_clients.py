@@ -77,6 +77,25 @@ def is_closed(sock):
         return True
 
 
+def open_idle_connections(server, n):
+    """n connections that never send a byte (this process's file limit raised to hold them)."""
+    raise_own_file_limit(n + 200)
+    sockets = []
+    for _ in range(n):
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", server.port))
+        sockets.append(sock)
+    return sockets
+
+
+def server_cpu_share(server, seconds):
+    """The share of one core the server uses over the next `seconds`."""
+    cpu_before, wall_before = server.cpu_seconds(), time.time()
+    time.sleep(seconds)
+    return (server.cpu_seconds() - cpu_before) / (time.time() - wall_before)
+
+
 def raise_own_file_limit(n):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < n:
@@ -133,18 +152,10 @@ def test_pipelining_without_reading_costs_bounded_memory(hostile_server):
 
 def test_idle_connections_under_a_low_file_limit_are_closed_by_their_deadline(hostile_server):
     s = hostile_server
-    raise_own_file_limit(2200)
-    sockets = []
     with probing(s, "2,000 idle connections (ulimit -n 256)"):
-        for _ in range(2000):
-            sock = socket.socket()
-            sock.setblocking(False)
-            sock.connect_ex(("127.0.0.1", s.port))
-            sockets.append(sock)
+        sockets = open_idle_connections(s, 2000)
         time.sleep(0.5)
-        cpu_before, wall_before = s.cpu_seconds(), time.time()
-        time.sleep(HEAD_TIMEOUT - 0.5)  # all wait for their head deadline now
-        cpu_share = (s.cpu_seconds() - cpu_before) / (time.time() - wall_before)
+        cpu_share = server_cpu_share(s, HEAD_TIMEOUT - 0.5)  # all wait for their head deadline now
         all_closed = wait_until(lambda: all(is_closed(x) for x in sockets), HEAD_TIMEOUT + 3)
         still_open = sum(not is_closed(x) for x in sockets)
     for sock in sockets:
@@ -296,17 +307,9 @@ def test_out_of_descriptors_accept_backs_off_instead_of_spinning(keys_file):
     s = ServerProcess("--api-keys", keys_file, "--client-header-timeout", str(HEAD_TIMEOUT), "--max-connections", "1000",
                       "--max-connections-per-address", "1000", nofile=256)
     try:
-        raise_own_file_limit(1200)
-        sockets = []
-        for _ in range(400):
-            sock = socket.socket()
-            sock.setblocking(False)
-            sock.connect_ex(("127.0.0.1", s.port))
-            sockets.append(sock)
+        sockets = open_idle_connections(s, 400)
         time.sleep(0.3)
-        cpu_before, wall_before = s.cpu_seconds(), time.time()
-        time.sleep(HEAD_TIMEOUT - 0.5)
-        cpu_share = (s.cpu_seconds() - cpu_before) / (time.time() - wall_before)
+        cpu_share = server_cpu_share(s, HEAD_TIMEOUT - 0.5)
         closed = wait_until(lambda: all(is_closed(x) for x in sockets), 3 * HEAD_TIMEOUT + 5)
         for sock in sockets:
             sock.close()
