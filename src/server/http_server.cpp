@@ -174,6 +174,10 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
         read_deadline_(stream_.get_executor()),
         write_deadline_(stream_.get_executor()),
         address_(std::move(address)),
+        // Unparsed bytes only (a body moves into its string as it parses): a
+        // head plus a read's worth. Bounds what a chunk header or extension
+        // that never ends can cost.
+        buffer_(2 * options.max_header_bytes + (64 << 10)),
         options_(options),
         service_(service),
         caps_(std::move(caps)) {}

@@ -320,3 +320,21 @@ def test_out_of_descriptors_accept_backs_off_instead_of_spinning(keys_file):
         assert completion(s)[0] == 200
     finally:
         s.stop()
+
+
+def test_an_endless_chunk_header_is_refused_with_bounded_memory(hostile_server):
+    s = hostile_server
+    before = s.rss_kib()
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-alpha\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n1;")
+    sock.settimeout(5)
+    sent, start = 0, time.time()
+    with contextlib.suppress(OSError):
+        while sent < 64 << 20 and time.time() - start < 10:
+            sent += sock.send(b"e" * 65536)  # a chunk extension that never ends
+    grown = (s.rss_kib() - before) / 1024
+    reply = sock.recv(64)
+    sock.close()
+    print(f"  endless chunk extension: refused after {sent / 2**20:.1f} MiB sent; RSS +{grown:.1f} MiB; {reply[:24]!r}")
+    assert reply.startswith(b"HTTP/1.1 400") and grown < 16
