@@ -1,7 +1,9 @@
 #include "server/completion_request.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <set>
 
 namespace ds {
 
@@ -17,6 +19,38 @@ std::string ApiError::json() const {
 namespace {
 
 using json = nlohmann::json;
+
+// The request fields dsinfer honours, per endpoint (the sampling extensions
+// vLLM and llama-server users send are among them: top_k, min_p,
+// repetition_penalty).
+const std::set<std::string> k_common_fields = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
+                                               "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "n",
+                                               "stop", "stream", "stream_options", "logprobs", "user"};
+const std::set<std::string> k_chat_fields = {"messages", "top_logprobs"};
+const std::set<std::string> k_completion_fields = {"prompt"};
+// Fields of OpenAI's chat and completions references that dsinfer does not
+// implement yet: refused by name rather than ignored.
+const std::set<std::string> k_unimplemented_fields = {
+    "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call", "response_format", "logit_bias",
+    "audio", "modalities", "prediction", "reasoning_effort", "web_search_options", "service_tier", "store", "metadata",
+    "echo", "suffix", "best_of", "chat_template_kwargs", "verbosity", "prompt_cache_key", "safety_identifier"};
+
+// The first key of `object` outside `allowed`, as an error naming it; a null
+// value counts as absent only for fields dsinfer would take.
+std::optional<ApiError> unknown_field(const json& object, const std::set<std::string>& allowed, const std::set<std::string>& also,
+                                      const std::string& where) {
+  for (const auto& [key, value] : object.items()) {
+    if (allowed.count(key) || also.count(key)) continue;
+    const std::string name = where.empty() ? key : where + "." + key;
+    if (k_unimplemented_fields.count(key) && where.empty()) {
+      if (value.is_null()) continue;  // an explicit null asks for the default: nothing is being ignored
+      return ApiError::invalid(key, "'" + key + "' is not supported by dsinfer (yet); remove it from the request");
+    }
+    return ApiError::invalid(name, "unknown field '" + name + "'");
+  }
+  return std::nullopt;
+}
+
 
 // Field readers: nullopt when absent or null, an ApiError when mistyped or out of range.
 struct Reader {
@@ -73,10 +107,10 @@ std::optional<std::string> message_content(const json& content, std::string* pro
   if (!content.is_array()) return *problem = "must be a string or an array of text parts", std::nullopt;
   std::string text;
   for (const json& part : content) {
-    const bool text_part = part.is_object() && part.contains("type") && part["type"] == "text" && part.contains("text") &&
-                           part["text"].is_string();
+    const bool text_part = part.is_object() && part.size() == 2 && part.contains("type") && part["type"] == "text" &&
+                           part.contains("text") && part["text"].is_string();
     if (!text_part) {
-      return *problem = "parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is supported)", std::nullopt;
+      return *problem = "parts must be {\"type\": \"text\", \"text\": \"...\"} and nothing else (only text is supported)", std::nullopt;
     }
     text += part["text"].get<std::string>();
   }
@@ -91,6 +125,9 @@ void read_messages(Reader& r, CompletionRequest& out) {
     const json& m = (*messages)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return r.fail("messages", where + " is not an object");
+    if (auto error = unknown_field(m, {"role", "content"}, {}, where)) {
+      return r.fail("messages", "has " + error->message);
+    }
     const std::string role = m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
     if (role != "system" && role != "user" && role != "assistant" && role != "developer") {
       return r.fail("messages", where + ".role must be system, developer, user or assistant");
@@ -162,6 +199,9 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   const json parsed = json::parse(body, nullptr, false);
   if (parsed.is_discarded()) return ApiError::invalid("", "the request body is not valid JSON");
   if (!parsed.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
+  if (auto error = unknown_field(parsed, k_common_fields, endpoint == Endpoint::chat ? k_chat_fields : k_completion_fields, "")) {
+    return *error;
+  }
   Reader r{parsed, std::nullopt};
   CompletionRequest out;
   out.endpoint = endpoint;
@@ -209,6 +249,8 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   if (const json* options = r.field("stream_options")) {
     if (!options->is_object()) {
       r.fail("stream_options", "must be an object");
+    } else if (auto error = unknown_field(*options, {"include_usage"}, {}, "stream_options")) {
+      r.fail("stream_options", error->message);
     } else if (options->contains("include_usage") && !(*options)["include_usage"].is_null()) {
       if (!(*options)["include_usage"].is_boolean()) r.fail("stream_options", "include_usage must be true or false");
       else out.include_usage = (*options)["include_usage"].get<bool>();

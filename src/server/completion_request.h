@@ -1,7 +1,9 @@
 #pragma once
 // The body of POST /v1/chat/completions and /v1/completions, parsed and
 // checked. Every rejection names the field; absent and null fields take
-// OpenAI's defaults; fields the API defines but dsinfer ignores are accepted.
+// OpenAI's defaults. Nothing is ignored: an unknown field, or one of OpenAI's
+// that dsinfer does not implement (tools, response_format, logit_bias, echo,
+// ...), is a 400 naming it.
 
 #include <cstdint>
 #include <optional>

@@ -32,7 +32,8 @@ json sampling_properties() {
           {"seed", {{"type", "integer"}, {"nullable", true}}},
           {"n", {{"type", "integer"}, {"minimum", 1}, {"maximum", 1}, {"nullable", true}}},
           {"stream", {{"type", "boolean"}, {"nullable", true}}},
-          {"stream_options", {{"type", "object"}, {"nullable", true}, {"properties", {{"include_usage", {{"type", "boolean"}, {"nullable", true}}}}}}},
+          {"stream_options", {{"type", "object"}, {"nullable", true}, {"additionalProperties", false},
+                              {"properties", {{"include_usage", {{"type", "boolean"}, {"nullable", true}}}}}}},
           {"user", {{"type", "string"}, {"nullable", true}}}};
 }
 
@@ -80,13 +81,15 @@ json simple_get(const std::string& summary, const json& schema, const std::strin
 }
 
 json build() {
-  json chat_request = {{"type", "object"}, {"required", {"messages"}}, {"properties", sampling_properties()}};
+  // additionalProperties false: an unknown field is a 400 naming it (completion_request.h).
+  json chat_request = {{"type", "object"}, {"required", {"messages"}}, {"additionalProperties", false}, {"properties", sampling_properties()}};
   chat_request["properties"]["messages"] = {
       {"type", "array"},
       {"minItems", 1},
       {"items",
        {{"type", "object"},
         {"required", {"role"}},
+        {"additionalProperties", false},
         {"properties",
          {{"role", {{"type", "string"}, {"enum", {"system", "developer", "user", "assistant"}}}},
           {"content", {{"nullable", true},
@@ -94,12 +97,14 @@ json build() {
                                               {{"type", "array"},
                                                {"items", {{"type", "object"},
                                                           {"required", {"type", "text"}},
+                                                          {"additionalProperties", false},
                                                           {"properties", {{"type", {{"type", "string"}, {"enum", {"text"}}}},
                                                                           {"text", {{"type", "string"}}}}}}}}})}}}}}}}};
   chat_request["properties"]["logprobs"] = {{"type", "boolean"}, {"nullable", true}};
   chat_request["properties"]["top_logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}, {"nullable", true}};
 
-  json completion_request = {{"type", "object"}, {"required", {"prompt"}}, {"properties", sampling_properties()}};
+  json completion_request = {{"type", "object"}, {"required", {"prompt"}}, {"additionalProperties", false},
+                             {"properties", sampling_properties()}};
   completion_request["properties"]["prompt"] = {
       {"oneOf", json::array({{{"type", "string"}},
                              {{"type", "array"}, {"items", {{"type", "integer"}, {"minimum", 0}}}, {"minItems", 1}},

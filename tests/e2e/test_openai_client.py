@@ -220,3 +220,17 @@ def test_a_prompt_that_can_never_fit_gets_400_not_503():
         assert c.completions.create(prompt=[1] * 40, model="stories260K", max_tokens=4).usage.completion_tokens == 4
     finally:
         s.stop()
+
+
+def test_unknown_and_unimplemented_fields_are_refused_by_name(server):
+    c = client(server)
+    with pytest.raises(openai.BadRequestError) as e:
+        c.completions.create(prompt=PROMPT, model="stories260K", max_tokens=4, extra_body={"max_tokns": 5})
+    assert e.value.body["param"] == "max_tokns"
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}],
+                                  response_format={"type": "json_object"})
+    assert e.value.body["param"] == "response_format" and "not supported" in e.value.message
+    with pytest.raises(openai.BadRequestError) as e:
+        c.completions.create(prompt=PROMPT, model="stories260K", echo=True)
+    assert e.value.body["param"] == "echo"

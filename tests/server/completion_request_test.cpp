@@ -16,7 +16,7 @@ TEST(CompletionRequest, ChatFieldsAndOpenAiDefaults) {
       {"role": "system", "content": "be brief"},
       {"role": "user", "content": [{"type": "text", "text": "hi "}, {"type": "text", "text": "there"}]}],
       "max_completion_tokens": 7, "stop": "END", "seed": 5, "logprobs": true, "top_logprobs": 3,
-      "stream": true, "stream_options": {"include_usage": true}, "frequency_penalty": null, "tools": []})");
+      "stream": true, "stream_options": {"include_usage": true}, "frequency_penalty": null, "tools": null})");
   ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed)) << std::get<ApiError>(parsed).message;
   const CompletionRequest& r = std::get<CompletionRequest>(parsed);
   ASSERT_EQ(r.messages.size(), 2u);
@@ -66,6 +66,15 @@ TEST(CompletionRequest, EveryRejectionNamesItsField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", "stream"},
       {R"({"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": 1}})", "stream_options"},
       {R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": -3})", "presence_penalty"},
+      // Nothing is ignored: a misspelled field, one dsinfer does not implement, or one of another endpoint.
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokns": 5})", "max_tokns"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": -100}})", "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "y"})", "prompt"},
+      {R"({"messages": [{"role": "user", "content": "x", "name": "bob"}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache": 1}]}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": true, "x": 1}})", "stream_options"},
   };
   for (const auto& [body, field] : cases) {
     const ApiError e = error_of(Endpoint::chat, body);
@@ -74,7 +83,8 @@ TEST(CompletionRequest, EveryRejectionNamesItsField) {
     EXPECT_NE(e.message.find(field), std::string::npos) << e.message;
   }
   for (const char* body : {R"({})", R"({"prompt": 5})", R"({"prompt": []})", R"({"prompt": ["a", "b"]})", R"({"prompt": [-1]})",
-                           R"({"prompt": "x", "logprobs": 21})"}) {
+                           R"({"prompt": "x", "logprobs": 21})", R"({"prompt": "x", "echo": true})", R"({"prompt": "x", "suffix": "y"})",
+                           R"({"prompt": "x", "best_of": 2})", R"({"prompt": "x", "top_logprobs": 2})"}) {
     const ApiError e = error_of(Endpoint::completion, body);
     EXPECT_EQ(e.status, 400) << body;
     EXPECT_FALSE(e.param.empty()) << body;
