@@ -28,6 +28,9 @@ int32_t Sampler::sample(const float* logits, int64_t n_vocab, const std::vector<
   candidates_.resize(size_t(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) candidates_[size_t(i)] = {int32_t(i), logits[i], 0.0f};
   apply_penalties(history);
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (id >= 0 && id < n_vocab) candidates_[size_t(id)].logit += bias;
+  }
 
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);

@@ -1,10 +1,11 @@
 #pragma once
 // Picks the next token from logits. The chain follows llama.cpp's default
-// order: penalties -> top-k -> top-p -> min-p -> temperature -> draw. The
+// order: penalties -> logit bias -> top-k -> top-p -> min-p -> temperature -> draw. The
 // random stream is the request's own, seeded, so a seed reproduces a reply.
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace ds {
@@ -19,6 +20,9 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // subtracted per occurrence
   int32_t penalty_last_n = 64;      // how many recent tokens the penalties look at
   uint64_t seed = 0;
+  // Added to a token's logit before any cut-off (OpenAI's logit_bias: -100
+  // bans a token in practice, +100 all but forces it).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 class Sampler {

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <cstdlib>
 #include <random>
 #include <set>
 
@@ -25,13 +26,13 @@ using json = nlohmann::json;
 // repetition_penalty).
 const std::set<std::string> k_common_fields = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
                                                "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "n",
-                                               "stop", "stream", "stream_options", "logprobs", "user"};
+                                               "stop", "stream", "stream_options", "logprobs", "logit_bias", "user"};
 const std::set<std::string> k_chat_fields = {"messages", "top_logprobs"};
 const std::set<std::string> k_completion_fields = {"prompt"};
 // Fields of OpenAI's chat and completions references that dsinfer does not
 // implement yet: refused by name rather than ignored.
 const std::set<std::string> k_unimplemented_fields = {
-    "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call", "response_format", "logit_bias",
+    "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call", "response_format",
     "audio", "modalities", "prediction", "reasoning_effort", "web_search_options", "service_tier", "store", "metadata",
     "echo", "suffix", "best_of", "chat_template_kwargs", "verbosity", "prompt_cache_key", "safety_identifier"};
 
@@ -136,6 +137,21 @@ void read_messages(Reader& r, CompletionRequest& out) {
     auto content = message_content(m.contains("content") ? m["content"] : json(nullptr), &problem);
     if (!content) return r.fail("messages", where + ".content " + problem);
     out.messages.push_back({role == "developer" ? "system" : role, *content});
+  }
+}
+
+// {"token id": bias in [-100, 100], ...}, at most k_max_logit_bias entries.
+void read_logit_bias(Reader& r, const json& bias, SamplingParams& out) {
+  if (!bias.is_object()) return r.fail("logit_bias", "must be an object mapping token ids to numbers");
+  if (bias.size() > size_t(k_max_logit_bias)) return r.fail("logit_bias", "has more than " + std::to_string(k_max_logit_bias) + " entries");
+  for (const auto& [key, value] : bias.items()) {
+    char* end = nullptr;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX) return r.fail("logit_bias", "key '" + key.substr(0, 32) + "' is not a token id");
+    if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0)) {
+      return r.fail("logit_bias", "values must be numbers between -100 and 100");
+    }
+    out.logit_bias.emplace_back(int32_t(id), float(value.get<double>()));
   }
 }
 
@@ -264,6 +280,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   } else if (auto logprobs = r.integer("logprobs", 0, 20)) {
     out.logprobs = int32_t(*logprobs);
   }
+  if (const json* bias = r.field("logit_bias")) read_logit_bias(r, *bias, out.sampling);
   out.user = r.string("user").value_or("");
   if (r.error) return *r.error;
   return out;

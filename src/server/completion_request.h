@@ -2,8 +2,8 @@
 // The body of POST /v1/chat/completions and /v1/completions, parsed and
 // checked. Every rejection names the field; absent and null fields take
 // OpenAI's defaults. Nothing is ignored: an unknown field, or one of OpenAI's
-// that dsinfer does not implement (tools, response_format, logit_bias, echo,
-// ...), is a 400 naming it.
+// that dsinfer does not implement (tools, response_format, echo, ...), is a
+// 400 naming it.
 
 #include <cstdint>
 #include <optional>
@@ -37,6 +37,7 @@ struct CompletionRequest {
 
 // Deeper JSON is refused before parsing (a chat request needs about five levels).
 constexpr int k_max_json_depth = 64;
+constexpr int k_max_logit_bias = 1024;  // entries of logit_bias
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, const std::string& body);
 

@@ -34,6 +34,8 @@ json sampling_properties() {
           {"stream", {{"type", "boolean"}, {"nullable", true}}},
           {"stream_options", {{"type", "object"}, {"nullable", true}, {"additionalProperties", false},
                               {"properties", {{"include_usage", {{"type", "boolean"}, {"nullable", true}}}}}}},
+          {"logit_bias", {{"type", "object"}, {"nullable", true}, {"maxProperties", 1024},
+                          {"additionalProperties", {{"type", "number"}, {"minimum", -100}, {"maximum", 100}}}}},
           {"user", {{"type", "string"}, {"nullable", true}}}};
 }
 

@@ -234,3 +234,25 @@ def test_unknown_and_unimplemented_fields_are_refused_by_name(server):
     with pytest.raises(openai.BadRequestError) as e:
         c.completions.create(prompt=PROMPT, model="stories260K", echo=True)
     assert e.value.body["param"] == "echo"
+
+
+def test_logit_bias_bans_a_token(server):
+    """' the' (id 265, from `dsinfer tokenize`) is the commonest word of these stories;
+    at -100 it never appears in 1,000 sampled tokens."""
+    import subprocess
+    from server_process import DSINFER, STORIES
+    pieces = subprocess.run([DSINFER, "tokenize", "-m", STORIES, "--no-bos", "--pieces", " the"], capture_output=True,
+                            text=True, check=True).stdout.split("\n")
+    the = int([line for line in pieces if "' the'" in line][0].split()[0])
+    c = client(server)
+    free = c.completions.create(prompt=PROMPT, model="stories260K", max_tokens=250, temperature=1, seed=3, logprobs=0)
+    assert " the" in free.choices[0].logprobs.tokens
+    sampled = []
+    for seed in range(4):
+        out = c.completions.create(prompt=PROMPT, model="stories260K", max_tokens=250, temperature=1, seed=seed, logprobs=0,
+                                   logit_bias={str(the): -100})
+        sampled += out.choices[0].logprobs.tokens
+    assert len(sampled) == 1000 and " the" not in sampled
+    with pytest.raises(openai.BadRequestError) as e:
+        c.completions.create(prompt=PROMPT, model="stories260K", logit_bias={"999999": 1})
+    assert e.value.body["param"] == "logit_bias"

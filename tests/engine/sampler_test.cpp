@@ -97,5 +97,25 @@ TEST(Sampler, TemperatureSharpensTheDistribution) {
   EXPECT_GT(counts[1], 400);
 }
 
+TEST(Sampler, LogitBiasBansAndForcesTokens) {
+  SamplingParams p;
+  p.temperature = 1.5f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.logit_bias = {{1, -100.0f}, {5, -100.0f}, {99, 50.0f}};  // ids past the vocabulary change nothing
+  Sampler banned(p);
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < 1000; ++i) ++counts[banned.sample(k_logits.data(), 6, {})];
+  EXPECT_EQ(counts[1] + counts[5], 0);  // the two likeliest tokens never appear
+  EXPECT_GT(counts[2], 0);
+  p.logit_bias = {{3, 100.0f}};
+  Sampler forced(p);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(forced.sample(k_logits.data(), 6, {}), 3);
+  p.temperature = 0.0f;
+  Sampler greedy(p);
+  EXPECT_EQ(greedy.sample(k_logits.data(), 6, {}), 3);
+}
+
 }  // namespace
 }  // namespace ds

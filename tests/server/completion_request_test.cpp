@@ -20,6 +20,7 @@ TEST(CompletionRequest, ChatFieldsAndOpenAiDefaults) {
   ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed)) << std::get<ApiError>(parsed).message;
   const CompletionRequest& r = std::get<CompletionRequest>(parsed);
   ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_TRUE(r.sampling.logit_bias.empty());
   EXPECT_EQ(r.messages[1].content, "hi there");
   EXPECT_EQ(r.max_tokens, 7);
   EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
@@ -70,7 +71,9 @@ TEST(CompletionRequest, EveryRejectionNamesItsField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "max_tokns": 5})", "max_tokns"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", "tools"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", "response_format"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": -100}})", "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": -101}})", "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"five": 1}})", "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": [1]})", "logit_bias"},
       {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "y"})", "prompt"},
       {R"({"messages": [{"role": "user", "content": "x", "name": "bob"}]})", "messages"},
       {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache": 1}]}]})", "messages"},
