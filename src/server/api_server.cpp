@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
+#include "base/version.h"
 #include "server/completion_request.h"
 #include "server/openapi.h"
 #include "server/reasoning_splitter.h"
@@ -292,25 +294,48 @@ struct Server::Prepared {
 
 namespace {
 
+enum class RouteKind {
+  plain,       // answered on the I/O thread from what is at hand
+  generation,  // rate-limited and admitted; prepared off the I/O threads
+  tokenizer,   // /tokenize and /detokenize: off the I/O threads, not rate-limited
+};
+
 struct Route {
-  const char* path;
+  const char* path;  // "/v1/models/{model}" matches any one segment there
   const char* method;
-  bool needs_key;   // with --api-keys (/metrics unless --metrics-public)
-  bool generation;
+  bool needs_key;    // with --api-keys (/metrics unless --metrics-public)
+  RouteKind kind;
 };
 
 constexpr Route k_routes[] = {
-    {"/health", "GET", false, false},          {"/ready", "GET", false, false},
-    {"/metrics", "GET", true, false},          {"/openapi.json", "GET", false, false},
-    {"/v1/models", "GET", true, false},        {"/v1/chat/completions", "POST", true, true},
-    {"/v1/completions", "POST", true, true},
+    {"/health", "GET", false, RouteKind::plain},
+    {"/ready", "GET", false, RouteKind::plain},
+    {"/version", "GET", false, RouteKind::plain},
+    {"/metrics", "GET", true, RouteKind::plain},
+    {"/openapi.json", "GET", false, RouteKind::plain},
+    {"/v1/models", "GET", true, RouteKind::plain},
+    {"/v1/models/{model}", "GET", true, RouteKind::plain},
+    {"/v1/chat/completions", "POST", true, RouteKind::generation},
+    {"/v1/completions", "POST", true, RouteKind::generation},
+    {"/tokenize", "POST", true, RouteKind::tokenizer},
+    {"/detokenize", "POST", true, RouteKind::tokenizer},
 };
 
+constexpr const char* k_model_prefix = "/v1/models/";
+
+// A path's route, or nullptr; `path` may also be a route's own pattern (the access log's label).
 const Route* find_route(const std::string& path) {
+  const bool model_path = path.size() > std::strlen(k_model_prefix) && path.rfind(k_model_prefix, 0) == 0 &&
+                          path.find('/', std::strlen(k_model_prefix)) == std::string::npos;
   for (const Route& route : k_routes) {
-    if (path == route.path) return &route;
+    if (path == route.path || (model_path && std::strcmp(route.path, "/v1/models/{model}") == 0)) return &route;
   }
   return nullptr;
+}
+
+bool is_generation(const std::string& label) {
+  const Route* route = find_route(label);
+  return route && route->kind == RouteKind::generation;
 }
 
 HttpHeaders error_headers(const ApiError& error) {
@@ -338,7 +363,8 @@ Server::RequestContext Server::context_of(const HttpRequest& head) const {
   context.request_id = head.request_id;
   context.client = head.remote_address;
   context.method = head.method;
-  context.path = find_route(head.path()) ? head.path() : "other";
+  const Route* route = find_route(head.path());
+  context.path = route ? route->path : "other";  // a label with few values, for metrics too
   context.arrived = Clock::now();
   if (auto tenant = admission_.tenant(head.header("authorization"))) context.tenant = *tenant;
   return context;
@@ -373,16 +399,12 @@ void Server::answer(const RequestContext& context, HttpExchange& exchange, int s
 }
 
 void Server::answer_error(const RequestContext& context, HttpExchange& exchange, const ApiError& error, const std::string& reason) {
-  if (find_route(context.path) && find_route(context.path)->generation) {
-    metrics_.add("dsinfer:request_rejected_total", "reason=\"" + reason + "\"");
-  }
+  if (is_generation(context.path)) metrics_.add("dsinfer:request_rejected_total", "reason=\"" + reason + "\"");
   answer(context, exchange, error.status, "application/json", error.json(), reason, error_headers(error));
 }
 
 std::optional<HttpRefusal> Server::refuse_head(const RequestContext& context, const ApiError& error, const std::string& reason) {
-  if (find_route(context.path) && find_route(context.path)->generation) {
-    metrics_.add("dsinfer:request_rejected_total", "reason=\"" + reason + "\"");
-  }
+  if (is_generation(context.path)) metrics_.add("dsinfer:request_rejected_total", "reason=\"" + reason + "\"");
   count_request(context.path, error.status);
   log_access(context, error.status, reason);
   HttpHeaders headers = error_headers(error);
@@ -414,7 +436,7 @@ std::optional<HttpRefusal> Server::check_head(const HttpRequest& head) {
     return refuse_head(context, ApiError{401, "missing or unknown API key (send 'Authorization: Bearer KEY')", "authentication_error", "",
                                          "invalid_api_key", 0}, "auth");
   }
-  if (!route->generation) return std::nullopt;
+  if (route->kind != RouteKind::generation) return std::nullopt;
   if (draining_ || !ready_) {
     return refuse_head(context, ApiError{503, draining_ ? "the server is shutting down" : "the model is still loading", "server_error", "",
                                          "unavailable", 1}, "draining");
@@ -478,15 +500,24 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
     return answer(context, *exchange, 200, "text/plain; version=0.0.4", text, "ok");
   }
   if (path == "/openapi.json") return answer(context, *exchange, 200, "application/json", openapi_spec(), "ok");
+  if (path == "/version") return answer(context, *exchange, 200, "application/json", dump(json{{"version", k_dsinfer_version}}), "ok");
+  const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "dsinfer"},
+                      {"max_model_len", options_.max_context}};
   if (path == "/v1/models") {
-    const json body = {{"object", "list"},
-                       {"data", json::array({{{"id", options_.model_name}, {"object", "model"}, {"created", 0},
-                                              {"owned_by", "dsinfer"}, {"max_model_len", options_.max_context}}})}};
-    return answer(context, *exchange, 200, "application/json", dump(body), "ok");
+    return answer(context, *exchange, 200, "application/json", dump(json{{"object", "list"}, {"data", json::array({model})}}), "ok");
   }
-  const bool chat = path == "/v1/chat/completions";
+  if (context.path == std::string("/v1/models/{model}")) {
+    if (path.substr(std::strlen(k_model_prefix)) == options_.model_name) return answer(context, *exchange, 200, "application/json", dump(model), "ok");
+    return answer_error(context, *exchange, ApiError{404, "the model '" + path.substr(std::strlen(k_model_prefix)) + "' does not exist; this server serves '" +
+                                                              options_.model_name + "'", "invalid_request_error", "model", "model_not_found", 0},
+                        "model");
+  }
   auto body = std::make_shared<std::string>(std::move(request.body));
-  const bool queued = prepare_queue_.try_post([this, context, body, chat, exchange] { prepare(context, *body, chat, exchange); });
+  const bool chat = path == "/v1/chat/completions", tokenizer = path == "/tokenize" || path == "/detokenize";
+  const bool queued = prepare_queue_.try_post([this, context, body, chat, tokenizer, path, exchange] {
+    if (tokenizer) return tokenize(context, *body, path == "/detokenize", exchange);
+    prepare(context, *body, chat, exchange);
+  });
   if (!queued) {
     answer_error(context, *exchange, ApiError{503, "the server has too many requests waiting to be tokenized", "server_error", "", "overloaded", 1},
                  "prepare_queue_full");
@@ -525,7 +556,7 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
   // A text of B bytes is at least B / max_token_bytes tokens: one that
   // cannot fit is refused before the tokenizer spends time and memory on it.
   const auto check_bytes = [&](const std::string& text) -> std::optional<ApiError> {
-    const int64_t at_least = int64_t(text.size()) / int64_t(tokenizer_.max_token_bytes());
+    const int64_t at_least = min_tokens(text);
     if (at_least + std::max<int64_t>(r.max_tokens.value_or(1), 1) > options_.max_context) return too_long(at_least, "at least");
     return std::nullopt;
   };
@@ -605,6 +636,61 @@ void Server::start(const RequestContext& context, std::shared_ptr<Prepared> p, s
   }
   if (drain_cut_) engine_.cancel(g->stream->id());
   g->start();
+}
+
+int64_t Server::min_tokens(const std::string& text) const { return int64_t(text.size()) / int64_t(tokenizer_.max_token_bytes()); }
+
+// On a prepare thread: /tokenize and /detokenize, in vLLM's shapes.
+void Server::tokenize(const RequestContext& context, const std::string& body, bool detokenize, std::shared_ptr<HttpExchange> exchange) {
+  auto fail = [&](const ApiError& error, const char* reason) {
+    exchange->post([this, context, exchange, error, reason = std::string(reason)] { answer_error(context, *exchange, error, reason); });
+  };
+  auto succeed = [&](const json& reply) {
+    exchange->post([this, context, exchange, text = dump(reply)] { answer(context, *exchange, 200, "application/json", text, "ok"); });
+  };
+  const auto wrong_model = [&](const std::string& model) {
+    return !model.empty() && model != options_.model_name;
+  };
+  const ApiError model_error{404, "this server serves '" + options_.model_name + "'", "invalid_request_error", "model", "model_not_found", 0};
+  const Vocab& vocab = tokenizer_.vocab();
+  if (detokenize) {
+    auto parsed = parse_detokenize_request(body);
+    if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
+    const DetokenizeRequest& r = std::get<DetokenizeRequest>(parsed);
+    if (wrong_model(r.model)) return fail(model_error, "model");
+    for (int32_t t : r.tokens) {
+      if (t >= vocab.n_tokens()) return fail(ApiError::invalid("tokens", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
+    }
+    return succeed(json{{"prompt", tokenizer_.decode(r.tokens, true)}});
+  }
+  auto parsed = parse_tokenize_request(body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
+  const TokenizeRequest& r = std::get<TokenizeRequest>(parsed);
+  if (wrong_model(r.model)) return fail(model_error, "model");
+  std::string text;
+  if (r.prompt) {
+    text = *r.prompt;
+  } else {
+    if (!chat_format_) return fail(ApiError::invalid("messages", "this model has no chat template; tokenize a prompt"), "invalid");
+    const std::string bos = vocab.bos != k_no_token ? vocab.tokens[size_t(vocab.bos)] : "";
+    auto rendered = render_chat(*chat_format_, r.messages, r.add_generation_prompt, bos);
+    if (!rendered.ok()) return fail(ApiError::invalid("messages", rendered.message()), "invalid");
+    text = std::move(rendered.value());
+  }
+  if (min_tokens(text) > options_.max_context) {
+    return fail(ApiError{400, "the text is at least " + std::to_string(min_tokens(text)) + " tokens, over this model's context of " +
+                                  std::to_string(options_.max_context), "invalid_request_error", r.prompt ? "prompt" : "messages",
+                         "context_length_exceeded", 0},
+                "context");
+  }
+  const std::vector<int32_t> tokens = tokenizer_.encode(text, r.add_special_tokens, true);
+  json reply = {{"count", tokens.size()}, {"max_model_len", options_.max_context}, {"tokens", tokens}};
+  if (r.return_token_strs) {
+    json strs = json::array();
+    for (int32_t t : tokens) strs.push_back(vocab.tokens[size_t(t)]);
+    reply["token_strs"] = strs;
+  }
+  succeed(reply);
 }
 
 int64_t Server::cut_drain_short() {

@@ -74,6 +74,9 @@ class Server : public HttpService {
   std::optional<HttpRefusal> refuse_head(const RequestContext& context, const ApiError& error, const std::string& reason);
   void prepare(const RequestContext& context, const std::string& body, bool chat, std::shared_ptr<HttpExchange> exchange);
   void start(const RequestContext& context, std::shared_ptr<Prepared> prepared, std::shared_ptr<HttpExchange> exchange);
+  void tokenize(const RequestContext& context, const std::string& body, bool detokenize, std::shared_ptr<HttpExchange> exchange);
+  // The fewest tokens `text` can encode to (its bytes / the longest token's).
+  int64_t min_tokens(const std::string& text) const;
   // Sends a whole response and writes its access-log line.
   void answer(const RequestContext& context, HttpExchange& exchange, int status, const std::string& content_type,
               const std::string& body, const std::string& reason, const HttpHeaders& headers = {});

@@ -206,15 +206,23 @@ bool nests_deeper_than(const std::string& text, int limit) {
   return false;
 }
 
-}  // namespace
-
-std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, const std::string& body) {
+// The body as a JSON object, or the error that says why it is not one.
+std::variant<json, ApiError> parse_body(const std::string& body) {
   if (nests_deeper_than(body, k_max_json_depth)) {
     return ApiError::invalid("", "the request body nests arrays and objects deeper than " + std::to_string(k_max_json_depth) + " levels");
   }
-  const json parsed = json::parse(body, nullptr, false);
+  json parsed = json::parse(body, nullptr, false);
   if (parsed.is_discarded()) return ApiError::invalid("", "the request body is not valid JSON");
   if (!parsed.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
+  return parsed;
+}
+
+}  // namespace
+
+std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, const std::string& body) {
+  auto object = parse_body(body);
+  if (auto* error = std::get_if<ApiError>(&object)) return *error;
+  const json& parsed = std::get<json>(object);
   if (auto error = unknown_field(parsed, k_common_fields, endpoint == Endpoint::chat ? k_chat_fields : k_completion_fields, "")) {
     return *error;
   }
@@ -282,6 +290,53 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   }
   if (const json* bias = r.field("logit_bias")) read_logit_bias(r, *bias, out.sampling);
   out.user = r.string("user").value_or("");
+  if (r.error) return *r.error;
+  return out;
+}
+
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string& body) {
+  auto object = parse_body(body);
+  if (auto* error = std::get_if<ApiError>(&object)) return *error;
+  const json& parsed = std::get<json>(object);
+  if (auto error = unknown_field(parsed, {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt",
+                                          "return_token_strs"}, {}, "")) {
+    return *error;
+  }
+  Reader r{parsed, std::nullopt};
+  TokenizeRequest out;
+  out.model = r.string("model").value_or("");
+  const bool has_prompt = r.field("prompt") != nullptr, has_messages = r.field("messages") != nullptr;
+  if (has_prompt == has_messages) return ApiError::invalid("prompt", "give exactly one of 'prompt' (a string) and 'messages'");
+  if (has_prompt) {
+    out.prompt = r.string("prompt");
+  } else {
+    CompletionRequest chat;
+    read_messages(r, chat);
+    out.messages = std::move(chat.messages);
+  }
+  out.add_special_tokens = r.boolean("add_special_tokens").value_or(has_prompt);
+  out.add_generation_prompt = r.boolean("add_generation_prompt").value_or(true);
+  out.return_token_strs = r.boolean("return_token_strs").value_or(false);
+  if (r.error) return *r.error;
+  return out;
+}
+
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const std::string& body) {
+  auto object = parse_body(body);
+  if (auto* error = std::get_if<ApiError>(&object)) return *error;
+  const json& parsed = std::get<json>(object);
+  if (auto error = unknown_field(parsed, {"model", "tokens"}, {}, "")) return *error;
+  Reader r{parsed, std::nullopt};
+  DetokenizeRequest out;
+  out.model = r.string("model").value_or("");
+  const json* tokens = r.field("tokens");
+  if (!tokens || !tokens->is_array()) return ApiError::invalid("tokens", "'tokens' must be an array of token ids");
+  for (const json& t : *tokens) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+      return ApiError::invalid("tokens", "'tokens' must hold non-negative integer token ids");
+    }
+    out.tokens.push_back(int32_t(t.get<int64_t>()));
+  }
   if (r.error) return *r.error;
   return out;
 }

@@ -1,6 +1,6 @@
 #pragma once
-// The body of POST /v1/chat/completions and /v1/completions, parsed and
-// checked. Every rejection names the field; absent and null fields take
+// The bodies of POST /v1/chat/completions and /v1/completions (and of the
+// tokenizer endpoints, /tokenize and /detokenize), parsed and checked. Every rejection names the field; absent and null fields take
 // OpenAI's defaults. Nothing is ignored: an unknown field, or one of OpenAI's
 // that dsinfer does not implement (tools, response_format, echo, ...), is a
 // 400 naming it.
@@ -40,5 +40,24 @@ constexpr int k_max_json_depth = 64;
 constexpr int k_max_logit_bias = 1024;  // entries of logit_bias
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, const std::string& body);
+
+// POST /tokenize (vLLM's shape): a prompt, or chat messages rendered with the
+// model's template first.
+struct TokenizeRequest {
+  std::string model;
+  std::optional<std::string> prompt;  // else messages
+  std::vector<ChatMessage> messages;
+  bool add_special_tokens = true;     // BOS as the vocabulary asks (vLLM: default false for messages)
+  bool add_generation_prompt = true;  // messages only
+  bool return_token_strs = false;
+};
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string& body);
+
+// POST /detokenize: {"model"?, "tokens": [ids]}.
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const std::string& body);
 
 }  // namespace ds

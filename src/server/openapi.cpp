@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/version.h"
+
 namespace ds {
 namespace {
 
@@ -72,6 +74,21 @@ json generation_path(const std::string& summary, const std::string& request_sche
               {"429", error_response("Rate limited; see Retry-After")},
               {"500", error_response("The engine failed (never caused by the request)")},
               {"503", error_response("Overloaded, loading or draining; see Retry-After")}}}}}};
+}
+
+// A POST that takes and returns JSON, answered off the I/O threads.
+json json_post(const std::string& summary, const std::string& request_schema, const json& response_schema) {
+  return {{"post",
+           {{"summary", summary},
+            {"requestBody", {{"required", true}, {"content", {{"application/json", {{"schema", ref(request_schema)}}}}}}},
+            {"responses",
+             {{"200", {{"description", "OK"}, {"content", {{"application/json", {{"schema", response_schema}}}}}}},
+              {"400", error_response("Invalid JSON or fields (the message names the field), or context_length_exceeded")},
+              {"401", error_response("Missing or unknown API key")},
+              {"404", error_response("Unknown model")},
+              {"405", error_response("Wrong method")},
+              {"413", error_response("Body too large")},
+              {"503", error_response("Overloaded; see Retry-After")}}}}}};
 }
 
 json simple_get(const std::string& summary, const json& schema, const std::string& content_type = "application/json") {
@@ -168,16 +185,49 @@ json build() {
                                                             {"required", {"id", "object"}},
                                                             {"properties", {{"id", {{"type", "string"}}}, {"object", {{"type", "string"}}}}}}}}}}}};
   const json status = {{"type", "object"}, {"properties", {{"status", {{"type", "string"}}}}}};
+  json message_schema = chat_request["properties"]["messages"];
+  message_schema["nullable"] = true;
+  const json tokenize_request = {
+      {"type", "object"},
+      {"additionalProperties", false},
+      {"properties", {{"model", {{"type", "string"}, {"nullable", true}}},
+                      {"prompt", {{"type", "string"}, {"nullable", true}}},
+                      {"messages", message_schema},
+                      {"add_special_tokens", {{"type", "boolean"}, {"nullable", true}}},
+                      {"add_generation_prompt", {{"type", "boolean"}, {"nullable", true}}},
+                      {"return_token_strs", {{"type", "boolean"}, {"nullable", true}}}}}};
+  const json tokenize_response = {{"type", "object"},
+                                  {"required", {"count", "max_model_len", "tokens"}},
+                                  {"properties", {{"count", {{"type", "integer"}}},
+                                                  {"max_model_len", {{"type", "integer"}}},
+                                                  {"tokens", {{"type", "array"}, {"items", {{"type", "integer"}}}}},
+                                                  {"token_strs", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}};
+  const json detokenize_request = {{"type", "object"},
+                                   {"required", {"tokens"}},
+                                   {"additionalProperties", false},
+                                   {"properties", {{"model", {{"type", "string"}, {"nullable", true}}},
+                                                   {"tokens", {{"type", "array"}, {"items", {{"type", "integer"}, {"minimum", 0}}}}}}}};
+  const json detokenize_response = {{"type", "object"}, {"required", {"prompt"}}, {"properties", {{"prompt", {{"type", "string"}}}}}};
+  const json model_object = models["properties"]["data"]["items"];
+  json model_path = simple_get("One served model by id (404 for any other)", model_object);
+  model_path["get"]["parameters"] = json::array({{{"name", "model"}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}}});
+  model_path["get"]["responses"]["404"] = error_response("Unknown model");
   return {{"openapi", "3.0.3"},
-          {"info", {{"title", "dsinfer"}, {"version", "0.1"}, {"description", "OpenAI-compatible API of the dsinfer inference server"}}},
+          {"info", {{"title", "dsinfer"}, {"version", k_dsinfer_version}, {"description", "OpenAI-compatible API of the dsinfer inference server"}}},
           {"components",
            {{"schemas", {{"ChatCompletionRequest", chat_request}, {"CompletionRequest", completion_request},
-                         {"ChatCompletion", chat_response}, {"Completion", completion_response}, {"Error", error}}},
+                         {"ChatCompletion", chat_response}, {"Completion", completion_response}, {"Error", error},
+                         {"TokenizeRequest", tokenize_request}, {"DetokenizeRequest", detokenize_request}}},
             {"securitySchemes", {{"bearer", {{"type", "http"}, {"scheme", "bearer"}}}}}}},
           {"paths",
            {{"/v1/chat/completions", generation_path("Chat completion", "ChatCompletionRequest", "ChatCompletion")},
             {"/v1/completions", generation_path("Text completion", "CompletionRequest", "Completion")},
             {"/v1/models", simple_get("The served model", models)},
+            {"/v1/models/{model}", model_path},
+            {"/tokenize", json_post("Token ids of a prompt or of chat messages (vLLM's shape)", "TokenizeRequest", tokenize_response)},
+            {"/detokenize", json_post("The text of token ids (vLLM's shape)", "DetokenizeRequest", detokenize_response)},
+            {"/version", simple_get("The server's version", {{"type", "object"}, {"required", {"version"}},
+                                                            {"properties", {{"version", {{"type", "string"}}}}}})},
             {"/health", simple_get("Alive", status)},
             {"/ready", simple_get("Loaded, warmed up and not draining", status)},
             {"/metrics", simple_get("Prometheus metrics", {{"type", "string"}}, "text/plain")},

@@ -256,3 +256,35 @@ def test_logit_bias_bans_a_token(server):
     with pytest.raises(openai.BadRequestError) as e:
         c.completions.create(prompt=PROMPT, model="stories260K", logit_bias={"999999": 1})
     assert e.value.body["param"] == "logit_bias"
+
+
+def post_json(server, path, body, key="sk-alpha"):
+    request = urllib.request.Request(server.base + path, data=json.dumps(body).encode(),
+                                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_tokenize_detokenize_model_by_id_and_version(server):
+    status, tokens = post_json(server, "/tokenize", {"prompt": PROMPT, "return_token_strs": True})
+    assert status == 200 and tokens["count"] == len(tokens["tokens"]) == 5 and tokens["max_model_len"] == 512
+    assert tokens["token_strs"][0] == "<s>"
+    # The count is what a completion of the same prompt reports.
+    usage = client(server).completions.create(prompt=PROMPT, model="stories260K", max_tokens=1).usage
+    assert usage.prompt_tokens == tokens["count"]
+    status, text = post_json(server, "/detokenize", {"tokens": tokens["tokens"][1:]})
+    assert status == 200 and text["prompt"].strip() == PROMPT
+    status, chat = post_json(server, "/tokenize", {"messages": [{"role": "user", "content": "Tell me one."}]})
+    chat_usage = client(server).chat.completions.create(model="stories260K", max_tokens=1,
+                                                        messages=[{"role": "user", "content": "Tell me one."}]).usage
+    assert status == 200 and chat["count"] == chat_usage.prompt_tokens
+    assert post_json(server, "/detokenize", {"tokens": [10**6]})[0] == 400
+    assert post_json(server, "/tokenize", {"prompt": PROMPT}, key="sk-wrong")[0] == 401
+    assert client(server).models.retrieve("stories260K").id == "stories260K"
+    with pytest.raises(openai.NotFoundError):
+        client(server).models.retrieve("gpt-4o")
+    with urllib.request.urlopen(server.base + "/version") as r:
+        assert json.loads(r.read())["version"]
