@@ -5,7 +5,8 @@
 // template and tokenizing run on a small bounded pool (prepare_threads), so
 // the I/O threads only move bytes and /health answers at once whatever the
 // requests; admission against the KV pool and the engine submit happen back
-// on the connection's strand. Every request leaves one access-log line.
+// on the connection's strand (generation.cpp: a request's choices from
+// submit to the last byte). Every request leaves one access-log line.
 
 #include <atomic>
 #include <chrono>

@@ -253,7 +253,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   auto max_tokens = r.integer("max_tokens", 1, 1 << 30);
   if (auto m = r.integer("max_completion_tokens", 1, 1 << 30)) max_tokens = m;
   if (max_tokens) out.max_tokens = int32_t(*max_tokens);
-  if (auto n = r.integer("n", 1, 1 << 20); n && *n != 1) r.fail("n", "must be 1: dsinfer returns one choice per request");
+  out.n = int32_t(r.integer("n", 1, k_max_choices).value_or(1));
   if (const json* stop = r.field("stop")) {
     if (stop->is_string()) {
       out.stop.push_back(stop->get<std::string>());

@@ -32,12 +32,14 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;
   int32_t logprobs = -1;  // -1: none; otherwise how many alternatives per token
+  int32_t n = 1;          // choices, each its own sequence (seed + i for choice i)
   std::string user;
 };
 
 // Deeper JSON is refused before parsing (a chat request needs about five levels).
 constexpr int k_max_json_depth = 64;
 constexpr int k_max_logit_bias = 1024;  // entries of logit_bias
+constexpr int k_max_choices = 16;       // n
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endpoint, const std::string& body);
 

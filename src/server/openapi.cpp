@@ -32,7 +32,7 @@ json sampling_properties() {
           {"stop", {{"nullable", true},
                     {"oneOf", json::array({{{"type", "string"}}, {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 16}}})}}},
           {"seed", {{"type", "integer"}, {"nullable", true}}},
-          {"n", {{"type", "integer"}, {"minimum", 1}, {"maximum", 1}, {"nullable", true}}},
+          {"n", {{"type", "integer"}, {"minimum", 1}, {"maximum", 16}, {"nullable", true}}},
           {"stream", {{"type", "boolean"}, {"nullable", true}}},
           {"stream_options", {{"type", "object"}, {"nullable", true}, {"additionalProperties", false},
                               {"properties", {{"include_usage", {{"type", "boolean"}, {"nullable", true}}}}}}},

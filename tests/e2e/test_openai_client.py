@@ -107,7 +107,7 @@ def test_error_statuses_raise_the_matching_exceptions(server):
         c.completions.create(prompt=PROMPT, model="stories260K", temperature=7)
     assert e.value.body["param"] == "temperature"
     with pytest.raises(openai.BadRequestError) as e:
-        c.completions.create(prompt=PROMPT, model="stories260K", n=2)
+        c.completions.create(prompt=PROMPT, model="stories260K", n=17)  # at most 16 choices
     assert e.value.body["param"] == "n"
     with pytest.raises(openai.BadRequestError) as e:
         c.completions.create(prompt=PROMPT, model="stories260K", max_tokens=600)
@@ -288,3 +288,30 @@ def test_tokenize_detokenize_model_by_id_and_version(server):
         client(server).models.retrieve("gpt-4o")
     with urllib.request.urlopen(server.base + "/version") as r:
         assert json.loads(r.read())["version"]
+
+
+def test_n_choices_are_reproducible_per_seed(server):
+    c = client(server)
+    ask = dict(prompt=PROMPT * 4, model="stories260K", max_tokens=12, temperature=1, seed=11, n=4)
+    first = c.completions.create(**ask)
+    again = c.completions.create(**ask)
+    texts = [ch.text for ch in sorted(first.choices, key=lambda ch: ch.index)]
+    assert [ch.index for ch in first.choices] == [0, 1, 2, 3] and len(set(texts)) > 1
+    assert texts == [ch.text for ch in sorted(again.choices, key=lambda ch: ch.index)]
+    assert first.usage.completion_tokens == 48 and first.usage.prompt_tokens == again.usage.prompt_tokens
+    # Choice i samples with seed + i: choice 1 of seed 11 is choice 0 of seed 12.
+    single = c.completions.create(**dict(ask, n=1, seed=12))
+    assert single.choices[0].text == texts[1]
+    # Streamed: the same texts, each chunk tagged with its choice.
+    streamed = ["", "", "", ""]
+    for chunk in c.completions.create(**ask, stream=True):
+        for ch in chunk.choices:
+            streamed[ch.index] += ch.text
+    assert streamed == texts
+    chat = c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "Hi"}], n=2, max_tokens=5, seed=1)
+    assert len(chat.choices) == 2
+    # Choices 1-3 start once choice 0 has computed the prompt: each finds its full pages cached.
+    hits = server.metric("dsinfer:prefix_cache_hits")
+    fresh = c.completions.create(prompt="The dog ran " * 8, model="stories260K", max_tokens=4, n=4, seed=1)
+    assert fresh.usage.prompt_tokens >= 16
+    assert server.metric("dsinfer:prefix_cache_hits") - hits >= 3 * 16

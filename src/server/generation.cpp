@@ -1,0 +1,409 @@
+// One generation request from admission to its last byte: its n choices,
+// each its own engine sequence, streamed as SSE chunks or gathered into one
+// JSON reply, then its metrics and access-log line.
+//
+// Choice 0 is submitted first and the others when it has produced its first
+// token: its prompt pages are then in the prefix cache, so the other choices
+// reuse them instead of computing the prompt again. Choice i samples with
+// seed + i, so a seed reproduces every choice.
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "server/generation.h"
+#include "server/reasoning_splitter.h"
+
+namespace ds {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+const char* finish_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::stop: return "stop";
+    case FinishReason::length: return "length";
+    case FinishReason::cancelled: return "cancelled";
+    case FinishReason::error: return "error";
+    case FinishReason::none: break;
+  }
+  return "none";
+}
+
+json bytes_of(const std::string& piece) {
+  json bytes = json::array();
+  for (unsigned char c : piece) bytes.push_back(int(c));
+  return bytes;
+}
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool failed(FinishReason reason) { return reason == FinishReason::error || reason == FinishReason::cancelled; }
+
+}  // namespace
+
+// Lives on the connection's strand; the engine thread only posts wake-ups to it.
+struct Server::Generation : std::enable_shared_from_this<Generation> {
+  struct Choice {
+    std::shared_ptr<RequestStream> stream;  // null until submitted
+    std::optional<ReasoningSplitter> splitter;
+    std::string content, reasoning;  // non-streamed replies accumulate here
+    json logprobs = json::array();   // one entry per token
+    size_t text_offset = 0;
+    bool done = false;
+    StreamEvent last;  // the final event: finish reason, error, metrics
+  };
+
+  Server& server;
+  std::shared_ptr<HttpExchange> exchange;
+  CompletionRequest request;
+  RequestContext context;
+  EngineRequest shared;  // prompt and parameters of every choice
+  std::string id, prompt_text;
+  int64_t created = unix_time();
+  int32_t n_prompt = 0;
+  std::vector<Choice> choices;
+  std::shared_ptr<Generation> self_hold;  // alive until the final event, even if the client has gone
+  bool timed_out = false, gone = false, ended = false;
+
+  Generation(Server& s, std::shared_ptr<HttpExchange> e, RequestContext c, Prepared& p)
+      : server(s), exchange(std::move(e)), request(std::move(p.request)), context(std::move(c)), prompt_text(std::move(p.prompt_text)) {
+    n_prompt = int32_t(p.prompt.size());
+    shared.prompt = std::move(p.prompt);
+    shared.params.sampling = request.sampling;
+    shared.params.max_tokens = int32_t(p.max_tokens);
+    shared.params.tenant_salt = tenant_salt(context.tenant);
+    shared.params.logprobs = request.logprobs;
+    shared.stop = request.stop;
+    choices.resize(size_t(request.n));
+    for (Choice& c : choices) {
+      if (p.reasoning_open) c.splitter.emplace(*p.reasoning_open);
+    }
+  }
+
+  bool chat() const { return request.endpoint == Endpoint::chat; }
+  const char* chunk_object() const { return chat() ? "chat.completion.chunk" : "text_completion"; }
+
+  void start() {
+    self_hold = shared_from_this();
+    std::weak_ptr<Generation> weak = self_hold;
+    exchange->on_disconnect([weak] {
+      if (auto g = weak.lock()) {
+        g->gone = true;
+        g->cancel_all();
+      }
+    });
+    exchange->after(server.options_.request_timeout, [weak] {
+      if (auto g = weak.lock()) {
+        g->timed_out = true;
+        g->cancel_all();
+      }
+    });
+    if (request.stream) {
+      exchange->begin_stream(200, "text/event-stream");
+      if (chat()) {
+        for (size_t i = 0; i < choices.size(); ++i) send_chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr, json(nullptr));
+      }
+    }
+    submit(0);
+    if (exchange->disconnected()) {  // left while the request was prepared
+      gone = true;
+      cancel_all();
+    }
+  }
+
+  void submit(size_t i) {
+    EngineRequest r = shared;
+    r.params.sampling.seed = shared.params.sampling.seed + i;
+    Choice& c = choices[i];
+    c.stream = server.engine_.submit(std::move(r));
+    {
+      std::lock_guard lock(server.live_mutex_);
+      server.live_.insert(c.stream->id());
+    }
+    if (server.drain_cut_) server.engine_.cancel(c.stream->id());
+    std::weak_ptr<Generation> weak = self_hold;
+    c.stream->set_listener([weak, i, exchange = exchange] {
+      exchange->post([weak, i] {
+        if (auto g = weak.lock()) g->drain(i);
+      });
+    });
+  }
+
+  // The choices not yet submitted end with choice 0; the running ones within an engine step.
+  void cancel_all() {
+    for (Choice& c : choices) {
+      if (c.stream && !c.done) server.engine_.cancel(c.stream->id());
+    }
+  }
+
+  void drain(size_t i) {
+    Choice& c = choices[i];
+    while (!c.done) {
+      auto event = c.stream->next(std::chrono::milliseconds(0));
+      if (!event) return;
+      on_event(i, *event);
+    }
+  }
+
+  json token_logprobs_json(Choice& c, const StreamEvent& event) {
+    json entries = json::array();
+    for (size_t i = 0; i < event.logprobs.size() && i < event.tokens.size(); ++i) {
+      const std::string piece = server.tokenizer_.token_to_piece(event.tokens[i], false);
+      const TokenLogprobs& lp = event.logprobs[i];
+      if (chat()) {
+        json top = json::array();
+        for (const auto& [token, logprob] : lp.top) {
+          const std::string p = server.tokenizer_.token_to_piece(token, false);
+          top.push_back({{"token", p}, {"logprob", logprob}, {"bytes", bytes_of(p)}});
+        }
+        entries.push_back({{"token", piece}, {"logprob", lp.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+      } else {
+        json top = json::object();
+        for (const auto& [token, logprob] : lp.top) top[server.tokenizer_.token_to_piece(token, false)] = logprob;
+        entries.push_back({{"token", piece}, {"logprob", lp.logprob}, {"top", top}, {"offset", c.text_offset}});
+        c.text_offset += piece.size();
+      }
+    }
+    return entries;
+  }
+
+  // Completions report logprobs as parallel arrays.
+  static json completion_arrays(const json& entries) {
+    json out = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+    for (const json& e : entries) {
+      out["tokens"].push_back(e["token"]);
+      out["token_logprobs"].push_back(e["logprob"]);
+      out["top_logprobs"].push_back(e["top"]);
+      out["text_offset"].push_back(e["offset"]);
+    }
+    return out;
+  }
+
+  void on_event(size_t i, const StreamEvent& event) {
+    Choice& c = choices[i];
+    ReasoningDelta delta;
+    if (c.splitter) {
+      delta = c.splitter->push(event.text);
+    } else {
+      delta.content = event.text;
+    }
+    json lp = request.logprobs >= 0 ? token_logprobs_json(c, event) : json(nullptr);
+    if (event.finish != FinishReason::none && c.splitter) {
+      ReasoningDelta rest = c.splitter->flush();
+      delta.reasoning += rest.reasoning;
+      delta.content += rest.content;
+    }
+    if (request.stream) {
+      const bool has_text = !delta.content.empty() || !delta.reasoning.empty();
+      if (has_text || (!lp.is_null() && !lp.empty())) {
+        json d = json::object();
+        if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
+        if (!delta.content.empty() || delta.reasoning.empty()) d["content"] = delta.content;
+        send_chunk(i, d, lp, json(nullptr));
+      }
+    } else {
+      c.content += delta.content;
+      c.reasoning += delta.reasoning;
+      if (!lp.is_null()) c.logprobs.insert(c.logprobs.end(), lp.begin(), lp.end());
+    }
+    if (event.finish != FinishReason::none) return finish_choice(i, event);
+    if (i == 0 && choices.size() > 1 && !choices[1].stream && !gone && !timed_out) {
+      for (size_t k = 1; k < choices.size(); ++k) submit(k);  // choice 0's prompt is computed and cached now
+    }
+  }
+
+  json choice_logprobs(const json& entries) const {
+    if (entries.is_null() || request.logprobs < 0) return json(nullptr);
+    return chat() ? json{{"content", entries}} : completion_arrays(entries);
+  }
+
+  void send_chunk(size_t i, const json& delta, const json& entries, const json& finish_reason) {
+    json choice = {{"index", i}, {"logprobs", choice_logprobs(entries)}, {"finish_reason", finish_reason}};
+    if (chat()) {
+      choice["delta"] = delta;
+    } else {
+      choice["text"] = delta.value("content", "");
+    }
+    const json chunk = {{"id", id}, {"object", chunk_object()}, {"created", created},
+                        {"model", server.options_.model_name}, {"choices", json::array({choice})}};
+    exchange->write_chunk("data: " + dump(chunk) + "\n\n");
+  }
+
+  void finish_choice(size_t i, const StreamEvent& event) {
+    Choice& c = choices[i];
+    c.done = true;
+    c.last = event;
+    c.stream->set_listener(nullptr);
+    {
+      std::lock_guard lock(server.live_mutex_);
+      server.live_.erase(c.stream->id());
+    }
+    if (failed(event.finish)) cancel_all();  // one choice failing ends the request
+    if (request.stream && !failed(event.finish) && !gone && !timed_out) send_chunk(i, json::object(), nullptr, finish_name(event.finish));
+    if (i == 0) {
+      // The choices not submitted yet (choice 0 ended with its first event) start
+      // now from the cached prompt, unless the request is over.
+      const bool start_others = !failed(event.finish) && !gone && !timed_out;
+      for (size_t k = 1; k < choices.size(); ++k) {
+        if (choices[k].stream) continue;
+        if (start_others) {
+          submit(k);
+        } else {
+          choices[k].done = true;
+          choices[k].last = StreamEvent::ending(FinishReason::cancelled);
+        }
+      }
+    }
+    for (const Choice& other : choices) {
+      if (!other.done) return;
+    }
+    finish();
+  }
+
+  json usage(const RequestMetrics& m) const {
+    return {{"prompt_tokens", m.n_prompt_tokens},
+            {"completion_tokens", m.n_output_tokens},
+            {"total_tokens", m.n_prompt_tokens + m.n_output_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", m.n_cached_prompt_tokens}}}};
+  }
+
+  // The request's totals: the prompt once (as choice 0 ran it), the outputs of every choice.
+  RequestMetrics totals() const {
+    RequestMetrics m = choices[0].last.metrics.value_or(RequestMetrics{n_prompt, 0, 0, 0, 0, 0, 0});
+    for (size_t i = 1; i < choices.size(); ++i) {
+      if (choices[i].last.metrics) m.n_output_tokens += choices[i].last.metrics->n_output_tokens;
+    }
+    return m;
+  }
+
+  // The error that ends the request, if one does.
+  std::optional<std::pair<ApiError, std::string>> failure() const {
+    if (timed_out) return std::pair{ApiError{503, "the request did not finish within --request-timeout", "server_error", "", "timeout", 1}, "timeout"};
+    for (const Choice& c : choices) {
+      if (!failed(c.last.finish)) continue;
+      if (c.last.finish == FinishReason::cancelled && server.drain_cut_) {
+        return std::pair{ApiError{503, "the server stopped before this request finished (--drain-timeout expired)", "server_error", "",
+                                  "drain_timeout", 1},
+                         "drain_timeout"};
+      }
+      if (c.last.finish == FinishReason::cancelled) {
+        return std::pair{ApiError{503, "the server is shutting down", "server_error", "", "shutting_down", 1}, "shutting_down"};
+      }
+      return std::pair{ApiError{500, "the engine failed: " + c.last.error, "server_error", "", "engine_error", 0}, "engine_error"};
+    }
+    return std::nullopt;
+  }
+
+  void finish() {
+    if (ended) return;
+    ended = true;
+    const auto release = std::move(self_hold);  // this object may go when finish returns
+    const RequestMetrics m = totals();
+    int status = 200;
+    std::string reason = finish_name(choices[0].last.finish);
+    if (gone) {
+      reason = "client_gone";
+      status = 499;  // nginx's code for a client that closed the connection; logged, never sent
+    } else if (auto error = failure()) {
+      reason = error->second;
+      status = error->first.status;
+      if (request.stream) {
+        exchange->write_chunk("data: " + error->first.json() + "\n\n");
+        exchange->write_chunk("data: [DONE]\n\n");
+        exchange->end_stream();
+        server.count_request(context.path, 200);
+      } else {
+        HttpHeaders headers;
+        if (error->first.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error->first.retry_after_seconds));
+        exchange->respond(status, "application/json", error->first.json(), headers);
+        server.count_request(context.path, status);
+      }
+    } else if (request.stream) {
+      if (request.include_usage) {
+        const json chunk = {{"id", id}, {"object", chunk_object()}, {"created", created},
+                            {"model", server.options_.model_name}, {"choices", json::array()}, {"usage", usage(m)}};
+        exchange->write_chunk("data: " + dump(chunk) + "\n\n");
+      }
+      exchange->write_chunk("data: [DONE]\n\n");
+      exchange->end_stream();
+      server.count_request(context.path, 200);
+    } else {
+      json out = json::array();
+      for (size_t i = 0; i < choices.size(); ++i) {
+        const Choice& c = choices[i];
+        json choice = {{"index", i}, {"finish_reason", finish_name(c.last.finish)},
+                       {"logprobs", choice_logprobs(request.logprobs >= 0 ? c.logprobs : json(nullptr))}};
+        if (chat()) {
+          json message = {{"role", "assistant"}, {"content", c.content}};
+          if (c.splitter) message["reasoning_content"] = c.reasoning;
+          choice["message"] = message;
+        } else {
+          choice["text"] = c.content;
+        }
+        out.push_back(choice);
+      }
+      const json body = {{"id", id}, {"object", chat() ? "chat.completion" : "text_completion"}, {"created", created},
+                         {"model", server.options_.model_name}, {"choices", out}, {"usage", usage(m)}};
+      exchange->respond(200, "application/json", dump(body));
+      server.count_request(context.path, 200);
+    }
+    record(m, status, reason);
+  }
+
+  void record(const RequestMetrics& m, int status, const std::string& reason) {
+    server.admission_.leave(context.tenant);
+    Metrics& metrics = server.metrics_;
+    const double total = std::chrono::duration<double>(Clock::now() - context.arrived).count();
+    metrics.add("dsinfer:request_success_total", "finished_reason=\"" + reason + "\"");
+    metrics.add("dsinfer:prompt_tokens_total", "", m.n_prompt_tokens);
+    metrics.add("dsinfer:generation_tokens_total", "", m.n_output_tokens);
+    if (m.n_output_tokens > 0) metrics.observe("dsinfer:time_to_first_token_seconds", m.ttft_seconds);
+    if (m.n_output_tokens > 1) metrics.observe("dsinfer:time_per_output_token_seconds", m.tpot_seconds);
+    metrics.observe("dsinfer:e2e_request_latency_seconds", total);
+    metrics.observe("dsinfer:request_queue_time_seconds", m.queue_seconds);
+    AccessRecord line = server.access_record(context, status, reason);
+    line.completion_id = id;
+    line.prompt_tokens = m.n_prompt_tokens;
+    line.cached_tokens = m.n_cached_prompt_tokens;
+    line.output_tokens = m.n_output_tokens;
+    line.ttft_ms = m.ttft_seconds * 1e3;
+    if (server.options_.log_prompts) line.prompt = prompt_text;
+    write_access_log(line);
+  }
+};
+
+// On the connection's strand: admission against what the engine holds now, then submit.
+void Server::start(const RequestContext& context, std::shared_ptr<Prepared> p, std::shared_ptr<HttpExchange> exchange) {
+  if (exchange->disconnected()) return log_access(context, 499, "client_gone");
+  const int64_t n_prompt = int64_t(p->prompt.size());
+  const EngineStats stats = engine_.stats();
+  const int64_t prompt_pages = (n_prompt + options_.page_tokens - 1) / options_.page_tokens;
+  const int64_t reserve = int64_t(std::ceil(options_.kv_reserve * stats.pages_total));
+  if (stats.pages_total > 0 && prompt_pages + reserve > stats.pages_total) {
+    return answer_error(context, *exchange,
+                        ApiError{400, "the prompt needs " + std::to_string(prompt_pages) + " KV pages and " + std::to_string(reserve) +
+                                          " are kept in reserve, but the whole KV cache holds " + std::to_string(stats.pages_total) +
+                                          ": it can never fit (raise --kv-cache-memory or send a shorter prompt)",
+                                 "invalid_request_error", p->request.endpoint == Endpoint::chat ? "messages" : "prompt",
+                                 "context_length_exceeded", 0},
+                        "kv_never_fits");
+  }
+  if (stats.pages_total > 0 && stats.pages_total - stats.pages_held < prompt_pages + reserve) {
+    return answer_error(context, *exchange, ApiError{503, "the KV cache is too full to take this prompt now", "server_error", "", "overloaded", 1},
+                        "kv_watermark");
+  }
+  if (const Refusal full = admission_.enter(context.tenant); full != Refusal::none) {
+    return answer_error(context, *exchange, in_flight_error(full), refusal_name(full));
+  }
+  const bool chat = p->request.endpoint == Endpoint::chat;
+  auto g = std::make_shared<Generation>(*this, exchange, context, *p);
+  g->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+  g->start();
+}
+
+}  // namespace ds

@@ -1,0 +1,22 @@
+#pragma once
+// Internal to the server (api_server.cpp and generation.cpp): what a
+// request is once prepared off the I/O threads, handed to Server::start.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/api_server.h"
+#include "server/completion_request.h"
+
+namespace ds {
+
+struct Server::Prepared {
+  CompletionRequest request;
+  std::vector<int32_t> prompt;
+  std::string prompt_text;
+  std::optional<bool> reasoning_open;  // set for R1 chat formats: the prompt opened <think>
+  int64_t max_tokens = 0;
+};
+
+}  // namespace ds
