@@ -112,8 +112,10 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     seq->tokens.push_back(token);
     const int32_t n_generated = int32_t(seq->tokens.size()) - seq->n_prompt;
     FinishReason finish = FinishReason::none;
-    if (request.params.stop_at_end_of_generation &&
-        std::find(end_of_generation_.begin(), end_of_generation_.end(), token) != end_of_generation_.end()) {
+    const auto& stops = request.params.stop_tokens;
+    if ((request.params.stop_at_end_of_generation &&
+         std::find(end_of_generation_.begin(), end_of_generation_.end(), token) != end_of_generation_.end()) ||
+        std::find(stops.begin(), stops.end(), token) != stops.end()) {
       finish = FinishReason::stop;
     } else if (n_generated >= seq->max_new_tokens) {
       finish = FinishReason::length;

@@ -33,6 +33,7 @@ struct GenerationParams {
   SamplingParams sampling;
   int32_t max_tokens = 16;
   bool stop_at_end_of_generation = true;
+  std::vector<int32_t> stop_tokens;  // sampling one ends the request as an end token does (its text is not output)
   int32_t priority = 0;
   uint64_t tenant_salt = 0;
   int32_t logprobs = -1;  // -1: none; n >= 0: the chosen token's logprob and the n most likely

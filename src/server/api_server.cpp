@@ -269,11 +269,16 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
                          "invalid_request_error", "model", "model_not_found", 0}, "model");
   }
   if (chat && !chat_format_) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
+  const auto outside = [&](int32_t token) { return token >= tokenizer_.vocab().n_tokens(); };
+  const auto outside_error = [&](const char* field, int32_t token) {
+    return ApiError::invalid(field, "token id " + std::to_string(token) + " is outside the vocabulary of " +
+                                        std::to_string(tokenizer_.vocab().n_tokens()));
+  };
   for (const auto& [token, bias] : r.sampling.logit_bias) {
-    if (token >= tokenizer_.vocab().n_tokens()) {
-      return fail(ApiError::invalid("logit_bias", "token id " + std::to_string(token) + " is outside the vocabulary of " +
-                                                      std::to_string(tokenizer_.vocab().n_tokens())), "invalid");
-    }
+    if (outside(token)) return fail(outside_error("logit_bias", token), "invalid");
+  }
+  for (int32_t token : r.stop_token_ids) {
+    if (outside(token)) return fail(outside_error("stop_token_ids", token), "invalid");
   }
   const std::string param = r.max_tokens ? "max_tokens" : (chat ? "messages" : "prompt");
   const auto too_long = [&](int64_t n_prompt, const std::string& how) {

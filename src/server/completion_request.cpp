@@ -26,7 +26,8 @@ using json = nlohmann::json;
 // repetition_penalty).
 const std::set<std::string> k_common_fields = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
                                                "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "n",
-                                               "stop", "stream", "stream_options", "logprobs", "logit_bias", "user"};
+                                               "stop", "stop_token_ids", "stream", "stream_options", "logprobs", "logit_bias",
+                                               "user"};
 const std::set<std::string> k_chat_fields = {"messages", "top_logprobs"};
 const std::set<std::string> k_completion_fields = {"prompt"};
 // Fields of OpenAI's chat and completions references that dsinfer does not
@@ -267,6 +268,19 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
     }
     for (const std::string& s : out.stop) {
       if (s.empty()) r.fail("stop", "must not contain empty strings");
+    }
+  }
+  if (const json* ids = r.field("stop_token_ids")) {
+    if (!ids->is_array() || ids->size() > 64) {
+      r.fail("stop_token_ids", "must be an array of up to 64 token ids");
+    } else {
+      for (const json& t : *ids) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+          r.fail("stop_token_ids", "must hold non-negative integer token ids");
+          break;
+        }
+        out.stop_token_ids.push_back(int32_t(t.get<int64_t>()));
+      }
     }
   }
   out.stream = r.boolean("stream").value_or(false);

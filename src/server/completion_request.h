@@ -29,6 +29,7 @@ struct CompletionRequest {
   std::optional<int32_t> max_tokens;   // absent: up to the end of the context
   SamplingParams sampling;
   std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;  // vLLM's extension: ids that end the reply, not output
   bool stream = false;
   bool include_usage = false;
   int32_t logprobs = -1;  // -1: none; otherwise how many alternatives per token

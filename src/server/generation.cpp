@@ -79,6 +79,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     shared.params.tenant_salt = tenant_salt(context.tenant);
     shared.params.logprobs = request.logprobs;
     shared.stop = request.stop;
+    shared.params.stop_tokens = request.stop_token_ids;
     choices.resize(size_t(request.n));
     for (Choice& c : choices) {
       if (p.reasoning_open) c.splitter.emplace(*p.reasoning_open);

@@ -315,3 +315,16 @@ def test_n_choices_are_reproducible_per_seed(server):
     fresh = c.completions.create(prompt="The dog ran " * 8, model="stories260K", max_tokens=4, n=4, seed=1)
     assert fresh.usage.prompt_tokens >= 16
     assert server.metric("dsinfer:prefix_cache_hits") - hits >= 3 * 16
+
+
+def test_stop_token_ids_end_the_reply_before_the_token(server):
+    c = client(server)
+    full = c.completions.create(prompt=PROMPT, model="stories260K", max_tokens=40, temperature=0, logprobs=0)
+    tokens = full.choices[0].logprobs.tokens
+    # SPM puts the space in front itself: "Lily" becomes the one token "▁Lily".
+    status, the = post_json(server, "/tokenize", {"prompt": "Lily", "add_special_tokens": False})
+    assert status == 200 and len(the["tokens"]) == 1 and " Lily" in tokens
+    stopped = c.completions.create(prompt=PROMPT, model="stories260K", max_tokens=40, temperature=0,
+                                   extra_body={"stop_token_ids": the["tokens"]})
+    assert stopped.choices[0].finish_reason == "stop"
+    assert stopped.choices[0].text == "".join(tokens[: tokens.index(" Lily")])
