@@ -26,8 +26,31 @@ need_pip=()
 for p in "${python_packages[@]}"; do
   python3 -m pip show "$p" >/dev/null 2>&1 || need_pip+=("$p")
 done
+# llama-cpp-python compiles llama.cpp (several minutes on two cores), for a
+# portable AVX2 target rather than -march=native: the machines of this project
+# differ between sessions, and a wheel built natively on one (pip caches it)
+# dies of SIGILL on another. A marker beside the package records the build
+# flags; without it (an install from pip's cache, or an older one) the
+# reference is rebuilt.
+llama_cpp_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+llama_cpp_marker() {
+  python3 -c "import importlib.util, os; s = importlib.util.find_spec('llama_cpp'); print(os.path.join(os.path.dirname(s.origin), 'dsinfer-build-args') if s else '')"
+}
 if [ ${#need_pip[@]} -gt 0 ]; then
-  # llama-cpp-python compiles llama.cpp (several minutes on two cores, once; pip caches the wheel).
-  echo "installing PyPI packages: ${need_pip[*]}"
-  python3 -m pip install -q "${need_pip[@]}"
+  others=()
+  for p in "${need_pip[@]}"; do [ "$p" = llama-cpp-python ] || others+=("$p"); done
+  if [ ${#others[@]} -gt 0 ]; then
+    echo "installing PyPI packages: ${others[*]}"
+    python3 -m pip install -q "${others[@]}"
+  fi
+fi
+if [ "$with_reference" = 1 ]; then
+  marker=$(llama_cpp_marker)
+  if [ -z "$marker" ] || [ "$(cat "$marker" 2>/dev/null)" != "$llama_cpp_args" ]; then
+    echo "building llama-cpp-python 0.3.36 for a portable AVX2 target (minutes, once)"
+    python3 -m pip cache remove llama_cpp_python >/dev/null 2>&1 || true
+    python3 -m pip install -q diskcache typing-extensions jinja2 numpy  # its dependencies, kept as they are
+    CMAKE_ARGS="$llama_cpp_args" python3 -m pip install -q --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36
+    echo "$llama_cpp_args" > "$(llama_cpp_marker)"
+  fi
 fi

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "base/log.h"
 #include "base/version.h"
 #include "server/completion_request.h"
 #include "server/openapi.h"
