@@ -235,10 +235,8 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
     return answer(context, *exchange, 200, "application/json", dump(json{{"object", "list"}, {"data", json::array({model})}}), "ok");
   }
   if (context.path == std::string("/v1/models/{model}")) {
-    if (path.substr(std::strlen(k_model_prefix)) == options_.model_name) return answer(context, *exchange, 200, "application/json", dump(model), "ok");
-    return answer_error(context, *exchange, ApiError{404, "the model '" + path.substr(std::strlen(k_model_prefix)) + "' does not exist; this server serves '" +
-                                                              options_.model_name + "'", "invalid_request_error", "model", "model_not_found", 0},
-                        "model");
+    if (auto error = unknown_model(path.substr(std::strlen(k_model_prefix)))) return answer_error(context, *exchange, *error, "model");
+    return answer(context, *exchange, 200, "application/json", dump(model), "ok");
   }
   auto body = std::make_shared<std::string>(std::move(request.body));
   const bool chat = path == "/v1/chat/completions", tokenizer = path == "/tokenize" || path == "/detokenize";
@@ -263,10 +261,7 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
   auto p = std::make_shared<Prepared>();
   p->request = std::move(std::get<CompletionRequest>(parsed));
   CompletionRequest& r = p->request;
-  if (!r.model.empty() && r.model != options_.model_name) {
-    return fail(ApiError{404, "the model '" + r.model + "' does not exist; this server serves '" + options_.model_name + "'",
-                         "invalid_request_error", "model", "model_not_found", 0}, "model");
-  }
+  if (auto error = unknown_model(r.model)) return fail(*error, "model");
   if (chat && !chat_format_) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
   const auto outside = [&](int32_t token) { return token >= tokenizer_.vocab().n_tokens(); };
   const auto outside_error = [&](const char* field, int32_t token) {
@@ -325,6 +320,12 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
   exchange->post([this, context, p, exchange] { start(context, p, exchange); });
 }
 
+std::optional<ApiError> Server::unknown_model(const std::string& asked) const {
+  if (asked.empty() || asked == options_.model_name) return std::nullopt;
+  return ApiError{404, "the model '" + asked.substr(0, 128) + "' does not exist; this server serves '" + options_.model_name + "'",
+                  "invalid_request_error", "model", "model_not_found", 0};
+}
+
 int64_t Server::min_tokens(const std::string& text) const { return int64_t(text.size()) / int64_t(tokenizer_.max_token_bytes()); }
 
 // On a prepare thread: /tokenize and /detokenize, in vLLM's shapes.
@@ -335,16 +336,12 @@ void Server::tokenize(const RequestContext& context, const std::string& body, bo
   auto succeed = [&](const json& reply) {
     exchange->post([this, context, exchange, text = dump(reply)] { answer(context, *exchange, 200, "application/json", text, "ok"); });
   };
-  const auto wrong_model = [&](const std::string& model) {
-    return !model.empty() && model != options_.model_name;
-  };
-  const ApiError model_error{404, "this server serves '" + options_.model_name + "'", "invalid_request_error", "model", "model_not_found", 0};
   const Vocab& vocab = tokenizer_.vocab();
   if (detokenize) {
     auto parsed = parse_detokenize_request(body);
     if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
     const DetokenizeRequest& r = std::get<DetokenizeRequest>(parsed);
-    if (wrong_model(r.model)) return fail(model_error, "model");
+    if (auto error = unknown_model(r.model)) return fail(*error, "model");
     for (int32_t t : r.tokens) {
       if (t >= vocab.n_tokens()) return fail(ApiError::invalid("tokens", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
     }
@@ -353,7 +350,7 @@ void Server::tokenize(const RequestContext& context, const std::string& body, bo
   auto parsed = parse_tokenize_request(body);
   if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
   const TokenizeRequest& r = std::get<TokenizeRequest>(parsed);
-  if (wrong_model(r.model)) return fail(model_error, "model");
+  if (auto error = unknown_model(r.model)) return fail(*error, "model");
   std::string text;
   if (r.prompt) {
     text = *r.prompt;

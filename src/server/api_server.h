@@ -76,6 +76,8 @@ class Server : public HttpService {
   void prepare(const RequestContext& context, const std::string& body, bool chat, std::shared_ptr<HttpExchange> exchange);
   void start(const RequestContext& context, std::shared_ptr<Prepared> prepared, std::shared_ptr<HttpExchange> exchange);
   void tokenize(const RequestContext& context, const std::string& body, bool detokenize, std::shared_ptr<HttpExchange> exchange);
+  // The 404 for a request naming a model this server does not serve (an empty name means this one).
+  std::optional<ApiError> unknown_model(const std::string& asked) const;
   // The fewest tokens `text` can encode to (its bytes / the longest token's).
   int64_t min_tokens(const std::string& text) const;
   // Sends a whole response and writes its access-log line.

@@ -9,6 +9,16 @@ namespace {
 
 const std::vector<float> k_logits = {1.0f, 3.0f, 2.5f, -1.0f, 0.5f, 2.9f};
 
+// Sampling at `temperature` with no top-k, top-p or min-p cut.
+SamplingParams uncut(float temperature) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  return p;
+}
+
 TEST(Sampler, GreedyTakesTheArgmax) {
   SamplingParams p;
   p.temperature = 0.0f;
@@ -17,11 +27,7 @@ TEST(Sampler, GreedyTakesTheArgmax) {
 }
 
 TEST(Sampler, SameSeedSameTokensOtherSeedOtherTokens) {
-  SamplingParams p;
-  p.temperature = 1.5f;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
+  SamplingParams p = uncut(1.5f);
   auto draw = [&](uint64_t seed) {
     p.seed = seed;
     Sampler sampler(p);
@@ -86,11 +92,7 @@ TEST(Sampler, PenaltiesSteerAwayFromSeenTokens) {
 }
 
 TEST(Sampler, TemperatureSharpensTheDistribution) {
-  SamplingParams p;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  p.temperature = 0.05f;
+  SamplingParams p = uncut(0.05f);
   Sampler cold(p);
   std::map<int32_t, int> counts;
   for (int i = 0; i < 500; ++i) ++counts[cold.sample(k_logits.data(), 6, {})];
@@ -98,11 +100,7 @@ TEST(Sampler, TemperatureSharpensTheDistribution) {
 }
 
 TEST(Sampler, LogitBiasBansAndForcesTokens) {
-  SamplingParams p;
-  p.temperature = 1.5f;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
+  SamplingParams p = uncut(1.5f);
   p.logit_bias = {{1, -100.0f}, {5, -100.0f}, {99, 50.0f}};  // ids past the vocabulary change nothing
   Sampler banned(p);
   std::map<int32_t, int> counts;
