@@ -2,7 +2,7 @@
 # The whole test suite, from a fresh machine: installs dependencies, builds,
 # runs the unit tests, the bad-input tests under AddressSanitizer, the
 # threaded parts under ThreadSanitizer, a bounded
-# fuzz smoke of the GGUF reader and the HTTP request path, the server end to
+# fuzz smoke of the GGUF reader, the HTTP request path and the Jinja interpreter, the server end to
 # end (tests/e2e: the openai client, schemathesis, overload, disconnects,
 # drain, soak, hostile clients, crafted model files, the access log), and the reference
 # comparisons against llama.cpp (tests/reference). Ends with pytest's summary line.
@@ -32,10 +32,10 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_TS
 ninja -C build-tsan -j2 dsinfer_tests
 TSAN_OPTIONS=halt_on_error=1 build-tsan/dsinfer_tests --gtest_filter='ThreadPool.*:TaskQueue.*:Engine.*:Tokenizer.EncodesOnManyThreadsAtOnce'
 
-echo "== fuzz smoke of the GGUF reader and the HTTP request path (libFuzzer)"
+echo "== fuzz smoke of the GGUF reader, the HTTP request path and the Jinja interpreter (libFuzzer)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_FUZZ=ON \
   -DDSINFER_TESTS=OFF >/dev/null
-ninja -C build-fuzz -j2 gguf_fuzz http_request_fuzz
+ninja -C build-fuzz -j2 gguf_fuzz http_request_fuzz jinja_fuzz
 corpus=$(mktemp -d)
 python3 tests/reference/make_fuzz_seed.py "$corpus"
 build-fuzz/gguf_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
@@ -44,6 +44,12 @@ rm -rf "$corpus"
 corpus=$(mktemp -d)
 cp fuzz/http_seeds/* "$corpus"
 build-fuzz/http_request_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
+  "$corpus" 2>&1 | tail -n 5
+rm -rf "$corpus"
+
+corpus=$(mktemp -d)
+cp ../shared/fixtures/chat-templates/*.jinja ../shared/fixtures/chat-templates/corpus/*.jinja "$corpus"
+build-fuzz/jinja_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
   "$corpus" 2>&1 | tail -n 5
 rm -rf "$corpus"
 

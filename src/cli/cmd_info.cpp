@@ -7,7 +7,7 @@
 #include "cli/model_options.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds {
@@ -22,7 +22,7 @@ int print_keys_read(const GgufFile& file) {
   if (!config.ok()) first_error = config.status();
   auto tokenizer = Tokenizer::from_gguf(file);
   if (!tokenizer.ok() && first_error.ok()) first_error = tokenizer.status();
-  auto chat_template = chat_template_of(file);
+  auto chat_template = ChatTemplate::choose(&file, "");
   if (!chat_template.ok() && first_error.ok()) first_error = chat_template.status();
   for (const std::string& key : file.keys_looked_up()) std::printf("%s\n", key.c_str());
   if (!first_error.ok()) {

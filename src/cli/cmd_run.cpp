@@ -8,21 +8,11 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "engine/engine_core.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/detokenizer.h"
 
 namespace ds {
 namespace {
-
-Result<ChatFormat> chat_format_for(const Args& args, const GgufFile& file) {
-  if (args.has("--chat-template")) return chat_format_from_name(args.get("--chat-template"));
-  auto jinja = chat_template_of(file);
-  if (!jinja.ok()) return jinja.status();
-  if (!jinja.value()) {
-    return Status::error("chat: the model has no tokenizer.chat_template (choose one with --chat-template deepseek-r1|chatml|llama3)");
-  }
-  return detect_chat_format(*jinja.value());
-}
 
 int fail(const std::string& message) {
   std::fprintf(stderr, "dsinfer run: %s\n", message.c_str());
@@ -89,10 +79,15 @@ int cmd_run(int argc, char** argv) {
 
   std::vector<int32_t> tokens;
   if (a.has("--chat")) {
-    auto format = chat_format_for(a, model.value()->file());
-    if (!format.ok()) return fail(format.message());
-    const std::string bos = tok.vocab().bos != k_no_token ? tok.vocab().tokens[size_t(tok.vocab().bos)] : "";
-    auto text = render_chat(format.value(), {{"user", prompt}}, true, bos);
+    auto chat = ChatTemplate::choose(&model.value()->file(), a.get("--chat-template"));
+    if (!chat.ok()) return fail(chat.message());
+    if (!chat.value()) return fail("the model has no tokenizer.chat_template: give --chat-template FILE|NAME");
+    const Vocab& vocab = tok.vocab();
+    const ChatSpecialTokens special{vocab.bos != k_no_token ? vocab.tokens[size_t(vocab.bos)] : "",
+                                    vocab.eos != k_no_token ? vocab.tokens[size_t(vocab.eos)] : ""};
+    ChatInput input;
+    input.messages = jinja::Value(jinja::List{jinja::Value(jinja::make_dict({{"role", jinja::Value("user")}, {"content", jinja::Value(prompt)}}))});
+    auto text = chat.value()->render(input, special);
     if (!text.ok()) return fail(text.message());
     tokens = tok.encode(text.value(), false, true);
   } else {

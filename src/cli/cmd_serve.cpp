@@ -39,7 +39,7 @@ int cmd_serve(int argc, char** argv) {
   auto values = model_value_options();
   values.insert({"--host", "--port", "--api-keys", "--served-model-name", "--max-num-seqs", "--max-num-batched-tokens",
                  "--max-in-flight", "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate",
-                 "--tenant-burst", "--tenant-max-in-flight", "--chat-template", "--http-threads", "--max-body-bytes",
+                 "--tenant-burst", "--tenant-max-in-flight", "--chat-template", "--tool-call-format", "--http-threads", "--max-body-bytes",
                  "--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout",
                  "--max-connections", "--max-connections-per-address", "--prepare-threads"});
   auto flags = model_flags();
@@ -100,17 +100,16 @@ int cmd_serve(int argc, char** argv) {
   const ModelConfig& config = model.value()->config();
   auto tokenizer = Tokenizer::from_gguf(model.value()->file());
   if (!tokenizer.ok()) return fail(tokenizer.message());
-  std::optional<ChatFormat> chat_format;
-  if (a.has("--chat-template")) {
-    auto format = chat_format_from_name(a.get("--chat-template"));
-    if (!format.ok()) return fail(format.message());
-    chat_format = format.value();
-  } else if (auto jinja = chat_template_of(model.value()->file()); !jinja.ok()) {
-    return fail(jinja.message());
-  } else if (jinja.value()) {
-    auto format = detect_chat_format(*jinja.value());
-    if (format.ok()) chat_format = format.value();
-    else DS_LOG_WARN("%s; /v1/chat/completions is off (choose a format with --chat-template)", format.message().c_str());
+  auto chat_template = ChatTemplate::choose(&model.value()->file(), a.get("--chat-template"));
+  if (!chat_template.ok()) return fail(chat_template.message());
+  if (!chat_template.value()) DS_LOG_WARN("the model has no tokenizer.chat_template: /v1/chat/completions is off (give --chat-template FILE|NAME)");
+  const bool has_chat = chat_template.value().has_value();
+  const std::string chat_origin = has_chat ? chat_template.value()->origin() : "no";
+  ToolCallFormat tool_call_format = has_chat ? chat_template.value()->tool_call_format() : ToolCallFormat::none;
+  if (a.has("--tool-call-format") && a.get("--tool-call-format") != "auto") {
+    auto format = tool_call_format_from_name(a.get("--tool-call-format"));
+    if (!format.ok()) return fail("--tool-call-format: " + format.message());
+    tool_call_format = format.value();
   }
 
   int64_t n_ctx = options.value().n_ctx > 0 ? options.value().n_ctx : std::min<int64_t>(config.n_ctx_train, 4096);
@@ -193,10 +192,11 @@ int cmd_serve(int argc, char** argv) {
   server_options.page_tokens = int32_t(kv.page_tokens);
   server_options.request_timeout = std::chrono::milliseconds(int64_t(request_timeout.value() * 1000));
   server_options.log_prompts = a.has("--log-prompts");
+  server_options.tool_call_format = tool_call_format;
   server_options.metrics_public = a.has("--metrics-public");
   server_options.prepare_threads = int(prepare_threads.value());
   server_options.max_prepare_queue = size_t(max_in_flight.value());  // no narrower than admission itself
-  Server server(engine, *tokenizer.value(), chat_format, *admission.value(), server_options);
+  Server server(engine, *tokenizer.value(), std::move(chat_template.value()), *admission.value(), server_options);
 
   HttpServerOptions http_options;
   http_options.host = host;
@@ -236,9 +236,10 @@ int cmd_serve(int argc, char** argv) {
   });
   server.set_ready(true);
   const double cold_start = std::chrono::duration<double>(Clock::now() - started).count();
-  DS_LOG_INFO("ready in %.2f s (cold start, warm-up included): model '%s', context %lld, %d sequences, %s chat format",
-              cold_start, server_options.model_name.c_str(), (long long)n_ctx, int(max_seqs.value()),
-              chat_format ? chat_format_name(*chat_format) : "no");
+  DS_LOG_INFO("ready in %.2f s (cold start, warm-up included): model '%s', context %lld, %d sequences, chat template: %s, "
+              "tool calls: %s",
+              cold_start, server_options.model_name.c_str(), (long long)n_ctx, int(max_seqs.value()), chat_origin.c_str(),
+              tool_call_format_name(tool_call_format));
   DS_LOG_INFO("limits: %.2f requests/s (burst %.0f) and %lld in flight overall; %.2f/s (burst %.0f) and %lld in flight per tenant; %s",
               limits.global_rate, limits.global_burst, (long long)limits.max_in_flight, limits.tenant_rate, limits.tenant_burst,
               (long long)limits.tenant_max_in_flight, admission.value()->open_access() ? "open access (loopback only)" : "API keys required");
@@ -247,8 +248,8 @@ int cmd_serve(int argc, char** argv) {
               deadlines[1].count() / 1e3, deadlines[2].count() / 1e3, deadlines[3].count() / 1e3);
   std::printf("dsinfer serve: listening on http://%s:%u\n", host.c_str(), unsigned(http.value()->port()));
   std::printf("try: curl http://%s:%u/v1/%s -H 'Content-Type: application/json' -d '%s'\n", host.c_str(),
-              unsigned(http.value()->port()), chat_format ? "chat/completions" : "completions",
-              chat_format ? "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}"
+              unsigned(http.value()->port()), has_chat ? "chat/completions" : "completions",
+              has_chat ? "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}"
                           : "{\"prompt\": \"Once upon a time\", \"max_tokens\": 32}");
   std::fflush(stdout);
   http.value()->wait();

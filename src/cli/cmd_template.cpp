@@ -1,5 +1,10 @@
 // dsinfer template: shows the prompt text a conversation becomes, as the
-// model's chat template (or --chat-template NAME) renders it.
+// model's chat template (or --chat-template FILE|NAME) renders it.
+//
+//   --messages FILE   a JSON array of messages, or an object with messages,
+//                     tools, add_generation_prompt and any template variables
+//   --contexts FILE   a JSON array of such objects: prints a JSON array of
+//                     {"prompt": text} or {"error": message}, one per object
 
 #include <cstdio>
 #include <fstream>
@@ -8,67 +13,105 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/vocab.h"
 
 namespace ds {
 namespace {
+
+using jinja::Value;
 
 int fail(const std::string& message) {
   std::fprintf(stderr, "dsinfer template: %s\n", message.c_str());
   return 1;
 }
 
-Result<std::vector<ChatMessage>> read_messages(const std::string& path) {
-  std::ifstream in(path);
+Result<Value> read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) return Status::error("cannot read '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
-  const nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
-  if (!json.is_array()) return Status::error("--messages must hold a JSON array of {\"role\", \"content\"} objects");
-  std::vector<ChatMessage> messages;
-  for (size_t i = 0; i < json.size(); ++i) {
-    const nlohmann::json& m = json[i];
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
-        !m["content"].is_string()) {
-      return Status::error("message " + std::to_string(i) + " needs string fields role and content");
-    }
-    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  auto value = Value::parse_json(text.str());
+  if (!value.ok()) return Status::error(path + ": " + value.message());
+  return value;
+}
+
+// An object's messages, tools and add_generation_prompt; every other key is a template variable.
+Result<ChatInput> chat_input(const Value& v, bool add_generation_prompt, ChatSpecialTokens& tokens) {
+  ChatInput input;
+  input.add_generation_prompt = add_generation_prompt;
+  input.kwargs = Value(jinja::make_dict());
+  if (v.is_list()) {
+    input.messages = v;
+    return input;
   }
-  return messages;
+  if (!v.is_dict()) return Status::error("expected a JSON array of messages or an object holding messages");
+  for (const auto& [key, value] : v.as_dict().items) {
+    if (key == "messages") input.messages = value;
+    else if (key == "tools") input.tools = value;
+    else if (key == "add_generation_prompt") input.add_generation_prompt = value.truthy();
+    else if (key == "bos_token") tokens.bos = value.str();
+    else if (key == "eos_token") tokens.eos = value.str();
+    else input.kwargs.as_dict().set(key, value);
+  }
+  if (!input.messages.is_list()) return Status::error("the object has no messages array");
+  for (const Value& m : input.messages.as_list()) {
+    if (!m.is_dict()) return Status::error("each message must be an object");
+  }
+  return input;
 }
 
 }  // namespace
 
 int cmd_template(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"-m", "--model", "--chat-template", "--messages", "--bos"},
+  auto args = Args::parse(argc, argv, {"-m", "--model", "--chat-template", "--messages", "--contexts", "--bos", "--eos"},
                           {"--no-generation-prompt"});
   if (!args.ok()) return fail(args.message());
   const Args& a = args.value();
-  auto messages = read_messages(a.get("--messages"));
-  if (!messages.ok()) return fail(messages.message());
+  if (a.has("--messages") == a.has("--contexts")) return fail("give one of --messages FILE and --contexts FILE");
 
-  std::string bos = a.get("--bos");
-  Result<ChatFormat> format = Status::error("give -m MODEL.gguf or --chat-template NAME");
+  ChatSpecialTokens tokens{a.get("--bos"), a.get("--eos")};
   const std::string path = first_value(a, {"-m", "--model"});
+  if (path.empty() && !a.has("--chat-template")) return fail("give -m MODEL.gguf or --chat-template FILE|NAME");
+  std::unique_ptr<GgufFile> file;
   if (!path.empty()) {
-    auto file = GgufFile::open(path);
-    if (!file.ok()) return fail(file.message());
-    auto vocab = Vocab::from_gguf(*file.value());
+    auto opened = GgufFile::open(path);
+    if (!opened.ok()) return fail(opened.message());
+    file = opened.take();
+    auto vocab = Vocab::from_gguf(*file);
     if (!vocab.ok()) return fail(vocab.message());
-    if (vocab.value().bos != k_no_token && !a.has("--bos")) bos = vocab.value().tokens[size_t(vocab.value().bos)];
-    auto jinja = chat_template_of(*file.value());
-    if (!jinja.ok()) return fail(jinja.message());
-    if (!a.has("--chat-template")) {
-      format = jinja.value() ? detect_chat_format(*jinja.value())
-                             : Result<ChatFormat>(Status::error("the model has no tokenizer.chat_template; give --chat-template NAME"));
-    }
+    const Vocab& v = vocab.value();
+    if (v.bos != k_no_token && !a.has("--bos")) tokens.bos = v.tokens[size_t(v.bos)];
+    if (v.eos != k_no_token && !a.has("--eos")) tokens.eos = v.tokens[size_t(v.eos)];
   }
-  if (a.has("--chat-template")) format = chat_format_from_name(a.get("--chat-template"));
-  if (!format.ok()) return fail(format.message());
-  auto text = render_chat(format.value(), messages.value(), !a.has("--no-generation-prompt"), bos);
-  if (!text.ok()) return fail(text.message());
-  std::fwrite(text.value().data(), 1, text.value().size(), stdout);
+  auto chat = ChatTemplate::choose(file.get(), a.get("--chat-template"));
+  if (!chat.ok()) return fail(chat.message());
+  if (!chat.value()) return fail("the model has no tokenizer.chat_template; give --chat-template FILE|NAME");
+  const ChatTemplate& tmpl = *chat.value();
+  const bool generation_prompt = !a.has("--no-generation-prompt");
+
+  if (a.has("--messages")) {
+    auto json = read_json(a.get("--messages"));
+    if (!json.ok()) return fail(json.message());
+    auto input = chat_input(json.value(), generation_prompt, tokens);
+    if (!input.ok()) return fail(input.message());
+    auto text = tmpl.render(input.value(), tokens);
+    if (!text.ok()) return fail(text.message());
+    std::fwrite(text.value().data(), 1, text.value().size(), stdout);
+    return 0;
+  }
+  auto cases = read_json(a.get("--contexts"));
+  if (!cases.ok()) return fail(cases.message());
+  if (!cases.value().is_list()) return fail("--contexts must hold a JSON array");
+  nlohmann::json results = nlohmann::json::array();
+  for (const Value& c : cases.value().as_list()) {
+    ChatSpecialTokens case_tokens = tokens;
+    auto input = chat_input(c, generation_prompt, case_tokens);
+    auto text = input.ok() ? tmpl.render(input.value(), case_tokens) : Result<std::string>(input.status());
+    results.push_back(text.ok() ? nlohmann::json{{"prompt", text.value()}} : nlohmann::json{{"error", text.message()}});
+  }
+  const std::string out = results.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 

@@ -73,13 +73,16 @@ HttpHeaders error_headers(const ApiError& error) {
   return headers;
 }
 
+std::string token_text(const Vocab& vocab, int32_t id) { return id == k_no_token ? "" : vocab.tokens[size_t(id)]; }
+
 }  // namespace
 
-Server::Server(Engine& engine, const Tokenizer& tokenizer, std::optional<ChatFormat> chat_format, Admission& admission,
+Server::Server(Engine& engine, const Tokenizer& tokenizer, std::optional<ChatTemplate> chat_template, Admission& admission,
                const ServerOptions& options)
     : engine_(engine),
       tokenizer_(tokenizer),
-      chat_format_(chat_format),
+      chat_template_(std::move(chat_template)),
+      special_tokens_{token_text(tokenizer.vocab(), tokenizer.vocab().bos), token_text(tokenizer.vocab(), tokenizer.vocab().eos)},
       admission_(admission),
       options_(options),
       prepare_queue_(options.prepare_threads, options.max_prepare_queue) {}
@@ -262,7 +265,20 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
   p->request = std::move(std::get<CompletionRequest>(parsed));
   CompletionRequest& r = p->request;
   if (auto error = unknown_model(r.model)) return fail(*error, "model");
-  if (chat && !chat_format_) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
+  if (chat && !chat_template_) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
+  if (chat && r.chat.tool_choice.mode != ToolChoice::Mode::none) {
+    if (r.chat.tool_choice.mode != ToolChoice::Mode::auto_) {
+      return fail(ApiError::invalid("tool_choice", "tool_choice 'required' and a named function need constrained decoding, which dsinfer "
+                                                   "does not do yet; use 'auto'"),
+                  "invalid");
+    }
+    if (options_.tool_call_format == ToolCallFormat::none) {
+      return fail(ApiError::invalid("tools", "this model's chat template writes tool calls in no format dsinfer parses; start the "
+                                             "server with --tool-call-format (deepseek-r1, deepseek-v3.1, hermes, llama3-json)"),
+                  "invalid");
+    }
+    p->tool_calls = options_.tool_call_format;
+  }
   const auto outside = [&](int32_t token) { return token >= tokenizer_.vocab().n_tokens(); };
   const auto outside_error = [&](const char* field, int32_t token) {
     return ApiError::invalid(field, "token id " + std::to_string(token) + " is outside the vocabulary of " +
@@ -289,17 +305,11 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
     return std::nullopt;
   };
   if (chat) {
-    const Vocab& vocab = tokenizer_.vocab();
-    const std::string bos = vocab.bos != k_no_token ? vocab.tokens[size_t(vocab.bos)] : "";
-    auto text = render_chat(*chat_format_, r.messages, true, bos);
+    auto text = chat_template_->render(r.chat.input, special_tokens_);
     if (!text.ok()) return fail(ApiError::invalid("messages", text.message()), "invalid");
     if (auto error = check_bytes(text.value())) return fail(*error, "context");
     p->prompt = tokenizer_.encode(text.value(), false, true);
-    if (*chat_format_ == ChatFormat::deepseek_r1) {
-      const std::string& t = text.value();
-      const std::string open = "<think>\n";
-      p->reasoning_open = t.size() >= open.size() && t.compare(t.size() - open.size(), open.size(), open) == 0;
-    }
+    if (chat_template_->has_reasoning()) p->reasoning_open = opens_reasoning(text.value());
     p->prompt_text = std::move(text.value());
   } else if (r.prompt_is_tokens) {
     p->prompt = r.prompt_tokens;
@@ -355,9 +365,8 @@ void Server::tokenize(const RequestContext& context, const std::string& body, bo
   if (r.prompt) {
     text = *r.prompt;
   } else {
-    if (!chat_format_) return fail(ApiError::invalid("messages", "this model has no chat template; tokenize a prompt"), "invalid");
-    const std::string bos = vocab.bos != k_no_token ? vocab.tokens[size_t(vocab.bos)] : "";
-    auto rendered = render_chat(*chat_format_, r.messages, r.add_generation_prompt, bos);
+    if (!chat_template_) return fail(ApiError::invalid("messages", "this model has no chat template; tokenize a prompt"), "invalid");
+    auto rendered = chat_template_->render(r.chat.input, special_tokens_);
     if (!rendered.ok()) return fail(ApiError::invalid("messages", rendered.message()), "invalid");
     text = std::move(rendered.value());
   }

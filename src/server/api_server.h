@@ -24,7 +24,8 @@
 #include "server/api_error.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
+#include "template/tool_call_parser.h"
 
 namespace ds {
 
@@ -38,11 +39,12 @@ struct ServerOptions {
   bool metrics_public = false;  // /metrics without a key even with --api-keys
   int prepare_threads = 2;      // parse + template + tokenize, off the I/O threads
   size_t max_prepare_queue = 64;  // requests waiting for those threads; more: 503 (serve: --max-in-flight)
+  ToolCallFormat tool_call_format = ToolCallFormat::none;  // how replies' tool calls are parsed (serve: --tool-call-format)
 };
 
 class Server : public HttpService {
  public:
-  Server(Engine& engine, const Tokenizer& tokenizer, std::optional<ChatFormat> chat_format, Admission& admission,
+  Server(Engine& engine, const Tokenizer& tokenizer, std::optional<ChatTemplate> chat_template, Admission& admission,
          const ServerOptions& options);
   ~Server() override;
 
@@ -92,7 +94,8 @@ class Server : public HttpService {
 
   Engine& engine_;
   const Tokenizer& tokenizer_;
-  std::optional<ChatFormat> chat_format_;
+  std::optional<ChatTemplate> chat_template_;
+  ChatSpecialTokens special_tokens_;
   Admission& admission_;
   ServerOptions options_;
   Metrics metrics_;

@@ -28,14 +28,15 @@ const std::set<std::string> k_common_fields = {"model", "max_tokens", "max_compl
                                                "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "n",
                                                "stop", "stop_token_ids", "stream", "stream_options", "logprobs", "logit_bias",
                                                "user"};
-const std::set<std::string> k_chat_fields = {"messages", "top_logprobs"};
+const std::set<std::string> k_chat_fields = {"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+                                             "chat_template_kwargs"};
 const std::set<std::string> k_completion_fields = {"prompt"};
 // Fields of OpenAI's chat and completions references that dsinfer does not
 // implement yet: refused by name rather than ignored.
 const std::set<std::string> k_unimplemented_fields = {
-    "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call", "response_format",
+    "functions", "function_call", "response_format",
     "audio", "modalities", "prediction", "reasoning_effort", "web_search_options", "service_tier", "store", "metadata",
-    "echo", "suffix", "best_of", "chat_template_kwargs", "verbosity", "prompt_cache_key", "safety_identifier"};
+    "echo", "suffix", "best_of", "verbosity", "prompt_cache_key", "safety_identifier"};
 
 // The first key of `object` outside `allowed`, as an error naming it; a null
 // value counts as absent only for fields dsinfer would take.
@@ -63,7 +64,7 @@ struct Reader {
     auto it = body.find(name);
     return it == body.end() || it->is_null() ? nullptr : &*it;
   }
-  void fail(const char* name, const std::string& message) {
+  void fail(const std::string& name, const std::string& message) {
     if (!error) error = ApiError::invalid(name, "'" + std::string(name) + "' " + message);
   }
   std::optional<double> number(const char* name, double low, double high) {
@@ -102,42 +103,13 @@ struct Reader {
   }
 };
 
-// Message content: a string, or an array of {"type": "text", "text": ...} parts.
-std::optional<std::string> message_content(const json& content, std::string* problem) {
-  if (content.is_string()) return content.get<std::string>();
-  if (content.is_null()) return std::string();
-  if (!content.is_array()) return *problem = "must be a string or an array of text parts", std::nullopt;
-  std::string text;
-  for (const json& part : content) {
-    const bool text_part = part.is_object() && part.size() == 2 && part.contains("type") && part["type"] == "text" &&
-                           part.contains("text") && part["text"].is_string();
-    if (!text_part) {
-      return *problem = "parts must be {\"type\": \"text\", \"text\": \"...\"} and nothing else (only text is supported)", std::nullopt;
-    }
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
-void read_messages(Reader& r, CompletionRequest& out) {
-  const json* messages = r.field("messages");
-  if (!messages) return r.fail("messages", "is required");
-  if (!messages->is_array() || messages->empty()) return r.fail("messages", "must be a non-empty array");
-  for (size_t i = 0; i < messages->size(); ++i) {
-    const json& m = (*messages)[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return r.fail("messages", where + " is not an object");
-    if (auto error = unknown_field(m, {"role", "content"}, {}, where)) {
-      return r.fail("messages", "has " + error->message);
-    }
-    const std::string role = m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
-    if (role != "system" && role != "user" && role != "assistant" && role != "developer") {
-      return r.fail("messages", where + ".role must be system, developer, user or assistant");
-    }
-    std::string problem;
-    auto content = message_content(m.contains("content") ? m["content"] : json(nullptr), &problem);
-    if (!content) return r.fail("messages", where + ".content " + problem);
-    out.messages.push_back({role == "developer" ? "system" : role, *content});
+// The conversation, read from the body as an ordered tree so that the
+// template sees the client's key order.
+void read_chat(Reader& r, const std::string& body, ChatConversation& out) {
+  auto ordered = jinja::Value::parse_json(body);
+  if (!ordered.ok()) return r.fail("messages", ordered.message());
+  if (auto error = read_chat_conversation(ordered.value(), out)) {
+    if (!r.error) r.error = *error;
   }
 }
 
@@ -232,7 +204,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   out.endpoint = endpoint;
   out.model = r.string("model").value_or("");
   if (endpoint == Endpoint::chat) {
-    read_messages(r, out);
+    read_chat(r, body, out.chat);
   } else {
     read_prompt(r, out);
   }
@@ -313,7 +285,7 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string
   if (auto* error = std::get_if<ApiError>(&object)) return *error;
   const json& parsed = std::get<json>(object);
   if (auto error = unknown_field(parsed, {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt",
-                                          "return_token_strs"}, {}, "")) {
+                                          "return_token_strs", "tools", "chat_template_kwargs"}, {}, "")) {
     return *error;
   }
   Reader r{parsed, std::nullopt};
@@ -323,13 +295,14 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string
   if (has_prompt == has_messages) return ApiError::invalid("prompt", "give exactly one of 'prompt' (a string) and 'messages'");
   if (has_prompt) {
     out.prompt = r.string("prompt");
+    for (const char* chat_only : {"tools", "chat_template_kwargs"}) {
+      if (r.field(chat_only)) return ApiError::invalid(chat_only, std::string("'") + chat_only + "' goes with 'messages', not with a prompt");
+    }
   } else {
-    CompletionRequest chat;
-    read_messages(r, chat);
-    out.messages = std::move(chat.messages);
+    read_chat(r, body, out.chat);
   }
   out.add_special_tokens = r.boolean("add_special_tokens").value_or(has_prompt);
-  out.add_generation_prompt = r.boolean("add_generation_prompt").value_or(true);
+  out.chat.input.add_generation_prompt = r.boolean("add_generation_prompt").value_or(true);
   out.return_token_strs = r.boolean("return_token_strs").value_or(false);
   if (r.error) return *r.error;
   return out;

@@ -2,7 +2,7 @@
 // The bodies of POST /v1/chat/completions and /v1/completions (and of the
 // tokenizer endpoints, /tokenize and /detokenize), parsed and checked. Every rejection names the field; absent and null fields take
 // OpenAI's defaults. Nothing is ignored: an unknown field, or one of OpenAI's
-// that dsinfer does not implement (tools, response_format, echo, ...), is a
+// that dsinfer does not implement (response_format, echo, ...), is a
 // 400 naming it.
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 #include "engine/sampler.h"
 #include "server/api_error.h"
-#include "tokenizer/chat_template.h"
+#include "server/chat_messages.h"
 
 namespace ds {
 
@@ -22,7 +22,7 @@ enum class Endpoint { chat, completion };
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::chat;
   std::string model;
-  std::vector<ChatMessage> messages;   // chat
+  ChatConversation chat;               // chat: messages, tools, template kwargs
   std::string prompt_text;             // completion, as text ...
   std::vector<int32_t> prompt_tokens;  // ... or as token ids
   bool prompt_is_tokens = false;
@@ -49,9 +49,8 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
 struct TokenizeRequest {
   std::string model;
   std::optional<std::string> prompt;  // else messages
-  std::vector<ChatMessage> messages;
+  ChatConversation chat;
   bool add_special_tokens = true;     // BOS as the vocabulary asks (vLLM: default false for messages)
-  bool add_generation_prompt = true;  // messages only
   bool return_token_strs = false;
 };
 std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string& body);

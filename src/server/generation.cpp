@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "server/generation.h"
 #include "server/reasoning_splitter.h"
@@ -51,7 +52,9 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   struct Choice {
     std::shared_ptr<RequestStream> stream;  // null until submitted
     std::optional<ReasoningSplitter> splitter;
+    std::optional<ToolCallParser> tool_parser;
     std::string content, reasoning;  // non-streamed replies accumulate here
+    json tool_calls = json::array();  // every call reported, streamed or not
     json logprobs = json::array();   // one entry per token
     size_t text_offset = 0;
     bool done = false;
@@ -83,7 +86,22 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     choices.resize(size_t(request.n));
     for (Choice& c : choices) {
       if (p.reasoning_open) c.splitter.emplace(*p.reasoning_open);
+      if (p.tool_calls != ToolCallFormat::none) c.tool_parser.emplace(p.tool_calls);
     }
+  }
+
+  // OpenAI's shape for a call, with an id of its own.
+  json tool_call_json(const ParsedToolCall& call) {
+    static thread_local std::mt19937_64 random{std::random_device{}()};
+    char id[32];
+    std::snprintf(id, sizeof id, "call_%016llx%08llx", (unsigned long long)random(), (unsigned long long)(random() & 0xffffffffu));
+    return {{"id", id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+  }
+
+  // stop with calls made is tool_calls, as OpenAI reports it.
+  const char* finish_reason_of(const Choice& c) const {
+    if (c.last.finish == FinishReason::stop && !c.tool_calls.empty()) return "tool_calls";
+    return finish_name(c.last.finish);
   }
 
   bool chat() const { return request.endpoint == Endpoint::chat; }
@@ -199,6 +217,20 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       delta.reasoning += rest.reasoning;
       delta.content += rest.content;
     }
+    std::vector<ParsedToolCall> calls;
+    if (c.tool_parser) {
+      ToolCallParser::Output parsed = c.tool_parser->feed(delta.content);
+      if (event.finish != FinishReason::none) {
+        ToolCallParser::Output rest = c.tool_parser->finish();
+        parsed.content += rest.content;
+        parsed.calls.insert(parsed.calls.end(), rest.calls.begin(), rest.calls.end());
+      }
+      delta.content = std::move(parsed.content);
+      // parallel_tool_calls false: the first call is the reply's only one.
+      for (ParsedToolCall& call : parsed.calls) {
+        if (request.chat.parallel_tool_calls || (c.tool_calls.empty() && calls.empty())) calls.push_back(std::move(call));
+      }
+    }
     if (request.stream) {
       const bool has_text = !delta.content.empty() || !delta.reasoning.empty();
       if (has_text || (!lp.is_null() && !lp.empty())) {
@@ -207,9 +239,16 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
         if (!delta.content.empty() || delta.reasoning.empty()) d["content"] = delta.content;
         send_chunk(i, d, lp, json(nullptr));
       }
+      for (const ParsedToolCall& call : calls) {
+        json entry = tool_call_json(call);
+        entry["index"] = c.tool_calls.size();
+        c.tool_calls.push_back(entry);
+        send_chunk(i, json{{"tool_calls", json::array({entry})}}, nullptr, json(nullptr));
+      }
     } else {
       c.content += delta.content;
       c.reasoning += delta.reasoning;
+      for (const ParsedToolCall& call : calls) c.tool_calls.push_back(tool_call_json(call));
       if (!lp.is_null()) c.logprobs.insert(c.logprobs.end(), lp.begin(), lp.end());
     }
     if (event.finish != FinishReason::none) return finish_choice(i, event);
@@ -245,7 +284,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       server.live_.erase(c.stream->id());
     }
     if (failed(event.finish)) cancel_all();  // one choice failing ends the request
-    if (request.stream && !failed(event.finish) && !gone && !timed_out) send_chunk(i, json::object(), nullptr, finish_name(event.finish));
+    if (request.stream && !failed(event.finish) && !gone && !timed_out) send_chunk(i, json::object(), nullptr, finish_reason_of(c));
     if (i == 0) {
       // The choices not submitted yet (choice 0 ended with its first event) start
       // now from the cached prompt, unless the request is over.
@@ -337,10 +376,12 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       json out = json::array();
       for (size_t i = 0; i < choices.size(); ++i) {
         const Choice& c = choices[i];
-        json choice = {{"index", i}, {"finish_reason", finish_name(c.last.finish)},
+        json choice = {{"index", i}, {"finish_reason", finish_reason_of(c)},
                        {"logprobs", choice_logprobs(request.logprobs >= 0 ? c.logprobs : json(nullptr))}};
         if (chat()) {
-          json message = {{"role", "assistant"}, {"content", c.content}};
+          const bool only_calls = !c.tool_calls.empty() && c.content.find_first_not_of(" \t\r\n") == std::string::npos;
+          json message = {{"role", "assistant"}, {"content", only_calls ? json(nullptr) : json(c.content)}};
+          if (!c.tool_calls.empty()) message["tool_calls"] = c.tool_calls;
           if (c.splitter) message["reasoning_content"] = c.reasoning;
           choice["message"] = message;
         } else {

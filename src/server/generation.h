@@ -15,7 +15,8 @@ struct Server::Prepared {
   CompletionRequest request;
   std::vector<int32_t> prompt;
   std::string prompt_text;
-  std::optional<bool> reasoning_open;  // set for R1 chat formats: the prompt opened <think>
+  std::optional<bool> reasoning_open;  // set for templates with reasoning: whether the prompt opened <think>
+  ToolCallFormat tool_calls = ToolCallFormat::none;  // parse the reply's tool calls in this format
   int64_t max_tokens = 0;
 };
 

@@ -103,6 +103,17 @@ json simple_get(const std::string& summary, const json& schema, const std::strin
 json build() {
   // additionalProperties false: an unknown field is a 400 naming it (completion_request.h).
   json chat_request = {{"type", "object"}, {"required", {"messages"}}, {"additionalProperties", false}, {"properties", sampling_properties()}};
+  const json text = {{"type", "string"}};
+  const json nullable_text = {{"type", "string"}, {"nullable", true}};
+  const json tool_call = {{"type", "object"},
+                          {"required", {"id", "function"}},
+                          {"additionalProperties", false},
+                          {"properties", {{"id", text},
+                                          {"type", {{"type", "string"}, {"enum", {"function"}}}},
+                                          {"function", {{"type", "object"},
+                                                        {"required", {"name"}},
+                                                        {"additionalProperties", false},
+                                                        {"properties", {{"name", text}, {"arguments", nullable_text}}}}}}}};
   chat_request["properties"]["messages"] = {
       {"type", "array"},
       {"minItems", 1},
@@ -111,7 +122,7 @@ json build() {
         {"required", {"role"}},
         {"additionalProperties", false},
         {"properties",
-         {{"role", {{"type", "string"}, {"enum", {"system", "developer", "user", "assistant"}}}},
+         {{"role", {{"type", "string"}, {"enum", {"system", "developer", "user", "assistant", "tool"}}}},
           {"content", {{"nullable", true},
                        {"oneOf", json::array({{{"type", "string"}},
                                               {{"type", "array"},
@@ -119,7 +130,36 @@ json build() {
                                                           {"required", {"type", "text"}},
                                                           {"additionalProperties", false},
                                                           {"properties", {{"type", {{"type", "string"}, {"enum", {"text"}}}},
-                                                                          {"text", {{"type", "string"}}}}}}}}})}}}}}}}};
+                                                                          {"text", {{"type", "string"}}}}}}}}})}}},
+          {"name", nullable_text},
+          {"tool_calls", {{"type", "array"}, {"nullable", true}, {"items", tool_call}}},
+          {"tool_call_id", nullable_text},
+          {"reasoning_content", nullable_text},
+          {"refusal", {{"nullable", true}, {"enum", {nullptr}}}}}}}}};
+  const json tools = {{"type", "array"},
+                      {"nullable", true},
+                      {"maxItems", 128},
+                      {"items", {{"type", "object"},
+                                 {"required", {"type", "function"}},
+                                 {"additionalProperties", false},
+                                 {"properties", {{"type", {{"type", "string"}, {"enum", {"function"}}}},
+                                                 {"function", {{"type", "object"},
+                                                               {"required", {"name"}},
+                                                               {"additionalProperties", false},
+                                                               {"properties", {{"name", {{"type", "string"}, {"pattern", "^[A-Za-z0-9_.-]{1,64}$"}}},
+                                                                               {"description", nullable_text},
+                                                                               {"parameters", {{"type", "object"}, {"nullable", true}}},
+                                                                               {"strict", {{"type", "boolean"}, {"nullable", true}}}}}}}}}}}};
+  chat_request["properties"]["tools"] = tools;
+  chat_request["properties"]["tool_choice"] = {
+      {"nullable", true},
+      {"oneOf", json::array({{{"type", "string"}, {"enum", {"none", "auto", "required"}}},
+                             {{"type", "object"},
+                              {"required", {"type", "function"}},
+                              {"properties", {{"type", {{"type", "string"}, {"enum", {"function"}}}},
+                                              {"function", {{"type", "object"}, {"required", {"name"}}, {"properties", {{"name", text}}}}}}}}})}};
+  chat_request["properties"]["parallel_tool_calls"] = {{"type", "boolean"}, {"nullable", true}};
+  chat_request["properties"]["chat_template_kwargs"] = {{"type", "object"}, {"nullable", true}};
   chat_request["properties"]["logprobs"] = {{"type", "boolean"}, {"nullable", true}};
   chat_request["properties"]["top_logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}, {"nullable", true}};
 
@@ -133,7 +173,7 @@ json build() {
                               {"items", {{"type", "array"}, {"items", {{"type", "integer"}, {"minimum", 0}}}, {"minItems", 1}}}}})}};
   completion_request["properties"]["logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}, {"nullable", true}};
 
-  const json finish = {{"type", "string"}, {"nullable", true}, {"enum", {"stop", "length", nullptr}}};
+  const json finish = {{"type", "string"}, {"nullable", true}, {"enum", {"stop", "length", "tool_calls", nullptr}}};
   json chat_response = {
       {"type", "object"},
       {"required", {"id", "object", "created", "model", "choices", "usage"}},
@@ -151,7 +191,8 @@ json build() {
                                                 {"message", {{"type", "object"},
                                                              {"required", {"role", "content"}},
                                                              {"properties", {{"role", {{"type", "string"}}},
-                                                                             {"content", {{"type", "string"}}},
+                                                                             {"content", nullable_text},
+                                                                             {"tool_calls", {{"type", "array"}, {"items", tool_call}}},
                                                                              {"reasoning_content", {{"type", "string"}}}}}}}}}}}}},
         {"usage", usage_schema()}}}};
   json completion_response = {
@@ -194,6 +235,8 @@ json build() {
       {"properties", {{"model", {{"type", "string"}, {"nullable", true}}},
                       {"prompt", {{"type", "string"}, {"nullable", true}}},
                       {"messages", message_schema},
+                      {"tools", tools},
+                      {"chat_template_kwargs", {{"type", "object"}, {"nullable", true}}},
                       {"add_special_tokens", {{"type", "boolean"}, {"nullable", true}}},
                       {"add_generation_prompt", {{"type", "boolean"}, {"nullable", true}}},
                       {"return_token_strs", {{"type", "boolean"}, {"nullable", true}}}}}};

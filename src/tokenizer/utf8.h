@@ -17,6 +17,13 @@ inline size_t utf8_sequence_length(unsigned char lead) {
   return 1;
 }
 
+// Characters in the text, as Python's len() counts them (a stray byte is one).
+inline size_t utf8_length(std::string_view text) {
+  size_t n = 0;
+  for (const char c : text) n += (uint8_t(c) & 0xC0) != 0x80;
+  return n;
+}
+
 // Length of the valid sequence at text[i], or 0 if it is invalid or cut short.
 size_t utf8_valid_length(std::string_view text, size_t i);
 

@@ -19,9 +19,11 @@ TEST(CompletionRequest, ChatFieldsAndOpenAiDefaults) {
       "stream": true, "stream_options": {"include_usage": true}, "frequency_penalty": null, "tools": null})");
   ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed)) << std::get<ApiError>(parsed).message;
   const CompletionRequest& r = std::get<CompletionRequest>(parsed);
-  ASSERT_EQ(r.messages.size(), 2u);
+  const jinja::List& messages = r.chat.input.messages.as_list();
+  ASSERT_EQ(messages.size(), 2u);
   EXPECT_TRUE(r.sampling.logit_bias.empty());
-  EXPECT_EQ(r.messages[1].content, "hi there");
+  EXPECT_EQ(messages[1].as_dict().find("content")->as_string(), "hi there");
+  EXPECT_EQ(r.chat.tool_choice.mode, ToolChoice::Mode::none);
   EXPECT_EQ(r.max_tokens, 7);
   EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
   EXPECT_EQ(r.sampling.seed, 5u);
@@ -70,13 +72,22 @@ TEST(CompletionRequest, EveryRejectionNamesItsField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": -3})", "presence_penalty"},
       // Nothing is ignored: a misspelled field, one dsinfer does not implement, or one of another endpoint.
       {R"({"messages": [{"role": "user", "content": "x"}], "max_tokns": 5})", "max_tokns"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "a b"}}]})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}],
+           "tool_choice": {"type": "function", "function": {"name": "g"}}})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"messages": []}})", "chat_template_kwargs"},
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages"},
+      {R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function",
+           "function": {"name": "f", "arguments": "not json"}}]}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x", "tool_calls": []}]})", "messages"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", "response_format"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": -101}})", "logit_bias"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"five": 1}})", "logit_bias"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": [1]})", "logit_bias"},
       {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "y"})", "prompt"},
-      {R"({"messages": [{"role": "user", "content": "x", "name": "bob"}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x", "audio": "bob"}]})", "messages"},
       {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache": 1}]}]})", "messages"},
       {R"({"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": true, "x": 1}})", "stream_options"},
   };

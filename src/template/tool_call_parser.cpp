@@ -1,0 +1,263 @@
+#include "template/tool_call_parser.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ds {
+namespace {
+
+const std::string k_calls_begin = "<｜tool▁calls▁begin｜>";
+const std::string k_calls_end = "<｜tool▁calls▁end｜>";
+const std::string k_call_begin = "<｜tool▁call▁begin｜>";
+const std::string k_call_end = "<｜tool▁call▁end｜>";
+const std::string k_sep = "<｜tool▁sep｜>";
+const std::string k_hermes_begin = "<tool_call>";
+const std::string k_hermes_end = "</tool_call>";
+const std::string k_python_tag = "<|python_tag|>";
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && is_space(s[b])) ++b;
+  while (e > b && is_space(s[e - 1])) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+// How many bytes at the end of `text` could begin `marker` (so must wait for more text).
+size_t partial_suffix(const std::string& text, const std::string& marker) {
+  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
+    if (text.compare(text.size() - n, n, marker, 0, n) == 0) return n;
+  }
+  return 0;
+}
+
+// The JSON object {"name": ..., "arguments" | "parameters": {...}} as a call.
+std::optional<ParsedToolCall> call_from_json(const std::string& text) {
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return std::nullopt;
+  const char* key = j.contains("arguments") ? "arguments" : j.contains("parameters") ? "parameters" : nullptr;
+  if (key && !j[key].is_object()) return std::nullopt;
+  return ParsedToolCall{j["name"].get<std::string>(), key ? j[key].dump() : "{}"};
+}
+
+}  // namespace
+
+Result<ToolCallFormat> tool_call_format_from_name(const std::string& name) {
+  if (name == "none") return ToolCallFormat::none;
+  if (name == "deepseek-r1" || name == "deepseek-v3") return ToolCallFormat::deepseek_r1;
+  if (name == "deepseek-v3.1") return ToolCallFormat::deepseek_v31;
+  if (name == "hermes" || name == "qwen2.5") return ToolCallFormat::hermes;
+  if (name == "llama3-json") return ToolCallFormat::llama3_json;
+  return Status::error("unknown tool-call format '" + name + "' (formats: none, deepseek-r1, deepseek-v3.1, hermes, llama3-json)");
+}
+
+const char* tool_call_format_name(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::none: return "none";
+    case ToolCallFormat::deepseek_r1: return "deepseek-r1";
+    case ToolCallFormat::deepseek_v31: return "deepseek-v3.1";
+    case ToolCallFormat::hermes: return "hermes";
+    case ToolCallFormat::llama3_json: return "llama3-json";
+  }
+  return "?";
+}
+
+ToolCallFormat tool_call_format_of_template(const std::string& source) {
+  if (source.find(k_sep) != std::string::npos) {
+    // R1 and V3 write the type before the separator and fence the arguments; V3.1 writes the name.
+    return source.find("```json") != std::string::npos ? ToolCallFormat::deepseek_r1 : ToolCallFormat::deepseek_v31;
+  }
+  if (source.find(k_hermes_begin) != std::string::npos) return ToolCallFormat::hermes;
+  if (source.find(k_python_tag) != std::string::npos || source.find("\"parameters\": ") != std::string::npos) {
+    return ToolCallFormat::llama3_json;
+  }
+  return ToolCallFormat::none;
+}
+
+ToolCallParser::ToolCallParser(ToolCallFormat format) : format_(format) {}
+
+ToolCallParser::Output ToolCallParser::feed(std::string_view text) {
+  Output out;
+  buffer_.append(text);
+  run(out, false);
+  return out;
+}
+
+ToolCallParser::Output ToolCallParser::finish() {
+  Output out;
+  run(out, true);
+  if (state_ == State::call) complete_call(buffer_, out, false);
+  else if (state_ == State::whole_reply_json) {
+    std::string body = trim(buffer_);
+    if (body.compare(0, k_python_tag.size(), k_python_tag) == 0) body = trim(std::string_view(body).substr(k_python_tag.size()));
+    std::vector<ParsedToolCall> calls;
+    bool all = !body.empty();
+    size_t start = 0;
+    while (all && start <= body.size()) {
+      const size_t semicolon = body.find(';', start);
+      // A ';' inside a string would split wrongly: try the longest parse first.
+      std::optional<ParsedToolCall> call = call_from_json(body.substr(start));
+      if (call) {
+        calls.push_back(*call);
+        break;
+      }
+      if (semicolon == std::string::npos) all = false;
+      else if ((call = call_from_json(body.substr(start, semicolon - start)))) {
+        calls.push_back(*call);
+        start = semicolon + 1;
+      } else {
+        all = false;
+      }
+    }
+    if (all) {
+      calls_seen_ += int(calls.size());
+      out.calls = std::move(calls);
+    } else {
+      out.content += buffer_;
+    }
+  } else {
+    out.content += buffer_;
+  }
+  buffer_.clear();
+  state_ = State::content;
+  return out;
+}
+
+void ToolCallParser::complete_call(const std::string& body, Output& out, bool finished) {
+  std::optional<ParsedToolCall> call;
+  if (format_ == ToolCallFormat::hermes) {
+    call = call_from_json(trim(body));
+    if (!call && finished) {
+      out.content += k_hermes_begin + body + k_hermes_end;  // not a call after all: the text stands
+      return;
+    }
+  } else {
+    const size_t sep = body.find(k_sep);
+    if (sep != std::string::npos) {
+      std::string name, arguments;
+      if (format_ == ToolCallFormat::deepseek_r1) {
+        const size_t newline = body.find('\n', sep);
+        name = trim(std::string_view(body).substr(sep + k_sep.size(), newline == std::string::npos ? std::string::npos : newline - sep - k_sep.size()));
+        std::string rest = newline == std::string::npos ? "" : trim(std::string_view(body).substr(newline + 1));
+        if (rest.compare(0, 7, "```json") == 0) rest = rest.substr(7);
+        else if (rest.compare(0, 3, "```") == 0) rest = rest.substr(3);
+        if (rest.size() >= 3 && rest.compare(rest.size() - 3, 3, "```") == 0) rest.resize(rest.size() - 3);
+        arguments = trim(rest);
+      } else {
+        name = trim(std::string_view(body).substr(0, sep));
+        arguments = trim(std::string_view(body).substr(sep + k_sep.size()));
+      }
+      if (!name.empty()) call = ParsedToolCall{name, arguments.empty() ? "{}" : arguments};
+    }
+    if (!call && finished) {
+      out.content += k_call_begin + body + k_call_end;
+      return;
+    }
+  }
+  if (call) {
+    ++calls_seen_;
+    out.calls.push_back(std::move(*call));
+  } else {
+    out.content += (format_ == ToolCallFormat::hermes ? k_hermes_begin : k_call_begin) + body;
+  }
+}
+
+void ToolCallParser::run(Output& out, bool at_end) {
+  for (;;) {
+    switch (state_) {
+      case State::content: {
+        if (format_ == ToolCallFormat::none) {
+          out.content += buffer_;
+          buffer_.clear();
+          return;
+        }
+        if (format_ == ToolCallFormat::llama3_json) {
+          if (reply_started_) {
+            out.content += buffer_;
+            buffer_.clear();
+            return;
+          }
+          const size_t first = buffer_.find_first_not_of(" \t\r\n");
+          if (first == std::string::npos) return;  // only whitespace so far: wait
+          reply_started_ = true;
+          const bool json = buffer_[first] == '{' || buffer_.compare(first, k_python_tag.size(), k_python_tag) == 0 ||
+                            (buffer_.size() - first < k_python_tag.size() && k_python_tag.compare(0, buffer_.size() - first, buffer_, first) == 0);
+          if (json) {
+            state_ = State::whole_reply_json;
+            return;
+          }
+          continue;
+        }
+        if (after_call_) {  // whitespace between calls is not content
+          const size_t first = buffer_.find_first_not_of(" \t\r\n");
+          buffer_.erase(0, first == std::string::npos ? buffer_.size() : first);
+          if (buffer_.empty()) return;
+          after_call_ = false;
+        }
+        // The earliest marker that opens calls; before it, content.
+        const std::vector<const std::string*> triggers =
+            format_ == ToolCallFormat::hermes ? std::vector<const std::string*>{&k_hermes_begin}
+                                              : std::vector<const std::string*>{&k_calls_begin, &k_call_begin};
+        size_t at = std::string::npos;
+        const std::string* found = nullptr;
+        for (const std::string* t : triggers) {
+          const size_t p = buffer_.find(*t);
+          if (p < at) at = p, found = t;
+        }
+        if (!found) {
+          size_t hold = 0;
+          if (!at_end) {
+            for (const std::string* t : triggers) hold = std::max(hold, partial_suffix(buffer_, *t));
+          }
+          out.content += buffer_.substr(0, buffer_.size() - hold);
+          buffer_.erase(0, buffer_.size() - hold);
+          return;
+        }
+        out.content += buffer_.substr(0, at);
+        buffer_.erase(0, at + found->size());
+        state_ = found == &k_calls_begin ? State::section : State::call;
+        continue;
+      }
+      case State::section: {
+        // Between calls: whitespace, the next call, or the section's end.
+        const size_t first = buffer_.find_first_not_of(" \t\r\n");
+        if (first == std::string::npos) {
+          buffer_.clear();
+          return;
+        }
+        buffer_.erase(0, first);
+        if (buffer_.compare(0, k_call_begin.size(), k_call_begin) == 0) {
+          buffer_.erase(0, k_call_begin.size());
+          state_ = State::call;
+          continue;
+        }
+        if (buffer_.compare(0, k_calls_end.size(), k_calls_end) == 0) {
+          buffer_.erase(0, k_calls_end.size());
+          state_ = State::content;
+          continue;
+        }
+        if ((k_call_begin.compare(0, buffer_.size(), buffer_) == 0 || k_calls_end.compare(0, buffer_.size(), buffer_) == 0) &&
+            buffer_.size() < std::max(k_call_begin.size(), k_calls_end.size()) && !at_end) {
+          return;  // a marker still arriving
+        }
+        state_ = State::content;  // something else: the section is over, the text is content
+        continue;
+      }
+      case State::call: {
+        const std::string& end = format_ == ToolCallFormat::hermes ? k_hermes_end : k_call_end;
+        const size_t at = buffer_.find(end);
+        if (at == std::string::npos) return;
+        const std::string body = buffer_.substr(0, at);
+        buffer_.erase(0, at + end.size());
+        const int before = calls_seen_;
+        complete_call(body, out, true);
+        state_ = format_ == ToolCallFormat::hermes ? State::content : State::section;
+        after_call_ = format_ == ToolCallFormat::hermes && calls_seen_ > before;
+        continue;
+      }
+      case State::whole_reply_json: return;  // decided at finish()
+    }
+  }
+}
+
+}  // namespace ds

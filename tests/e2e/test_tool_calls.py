@@ -1,0 +1,101 @@
+"""Tool calling through the server with the official openai client: for each
+format the mission's models (and their neighbours) write, a scripted model
+(scripted_model.py) emits a tool call in that format under the model's real
+chat template, and the reply must carry it as OpenAI tool_calls, streamed
+and not; without tools, or with tool_choice none, the same text is content."""
+
+import json
+import os
+
+import openai
+import pytest
+
+from scripted_model import write_scripted_model
+from server_process import ServerProcess, ROOT
+
+TEMPLATES = os.path.join(ROOT, "..", "shared", "fixtures", "chat-templates")
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+ARGUMENTS = '{"city":"Paris"}'
+
+# format: (the model's chat template, the pieces the model emits, the arguments as the parser reports them)
+FORMATS = {
+    "deepseek-r1": ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+                    ["</think>", "\n\n", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "function", "<｜tool▁sep｜>",
+                     "get_weather\n```json\n", ARGUMENTS, "\n```", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"], ARGUMENTS),
+    "deepseek-v3.1": ("deepseek-ai-DeepSeek-V3.1.jinja",
+                      ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "get_weather", "<｜tool▁sep｜>", ARGUMENTS,
+                       "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"], ARGUMENTS),
+    "hermes": ("Qwen-Qwen2.5-7B-Instruct.jinja",
+               ["<tool_call>", '\n{"name": "get_weather", ', '"arguments": {"city": "Paris"}}', "\n</tool_call>"], ARGUMENTS),
+    "llama3-json": ("meta-llama-Llama-3.1-8B-Instruct.jinja", ['{"name": "get_weather", ', '"parameters": {"city": "Paris"}}'],
+                    ARGUMENTS),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FORMATS))
+def scripted(request, tmp_path_factory):
+    template, pieces, arguments = FORMATS[request.param]
+    source = open(os.path.join(TEMPLATES, template), encoding="utf-8").read()
+    path = write_scripted_model(str(tmp_path_factory.mktemp("scripted") / "model.gguf"), pieces, source)
+    server = ServerProcess("--ctx-size", "2048", "--served-model-name", "scripted", model=path)
+    assert f"tool calls: {request.param}" in server.output(), "the format is recognised from the model's own template"
+    client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+    yield request.param, client, "".join(pieces), arguments
+    server.stop()
+
+
+def ask(client, **kwargs):
+    return client.chat.completions.create(model="scripted", max_tokens=64, temperature=0,
+                                          messages=[{"role": "user", "content": "Weather in Paris?"}], **kwargs)
+
+
+def test_a_call_in_the_models_format_becomes_tool_calls(scripted):
+    name, client, _, arguments = scripted
+    reply = ask(client, tools=[WEATHER])
+    choice = reply.choices[0]
+    assert choice.finish_reason == "tool_calls", name
+    assert choice.message.content is None
+    assert len(choice.message.tool_calls) == 1
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.id.startswith("call_")
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == json.loads(arguments)
+
+
+def test_streamed_calls_arrive_as_tool_call_deltas(scripted):
+    name, client, _, arguments = scripted
+    calls, content, finish = {}, "", None
+    for chunk in ask(client, tools=[WEATHER], stream=True):
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for d in delta.tool_calls or []:
+            entry = calls.setdefault(d.index, {"name": "", "arguments": ""})
+            entry["name"] += d.function.name or ""
+            entry["arguments"] += d.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls", name
+    assert content.strip() == ""
+    assert [c["name"] for c in calls.values()] == ["get_weather"]
+    assert json.loads(calls[0]["arguments"]) == json.loads(arguments)
+
+
+def test_without_tools_or_with_tool_choice_none_the_text_is_content(scripted):
+    name, client, text, _ = scripted
+    for kwargs in ({}, {"tools": [WEATHER], "tool_choice": "none"}):
+        choice = ask(client, **kwargs).choices[0]
+        assert choice.finish_reason == "stop"
+        assert not choice.message.tool_calls
+        shown = (choice.message.content or "")
+        if name == "deepseek-r1":  # the template opened <think>: the scripted "</think>\n\n" closes it
+            shown = "</think>" + (getattr(choice.message, "reasoning_content", None) or "") + "\n\n" + shown.lstrip("\n")
+        assert shown.replace("\n", "") == text.replace("\n", ""), kwargs
+
+
+def test_required_and_named_tool_choice_are_refused_until_constrained(scripted):
+    _, client, _, _ = scripted
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        with pytest.raises(openai.BadRequestError) as error:
+            ask(client, tools=[WEATHER], tool_choice=choice)
+        assert "tool_choice" in str(error.value)
