@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "cli/bench_grammar.h"
 #include "cli/bench_throughput.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -38,13 +39,14 @@ Timing summarize(const std::vector<double>& rates) {
 int cmd_bench(int argc, char** argv) {
   auto values = model_value_options();
   values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "--concurrency", "--requests",
-                 "--prompt-len", "--gen-len", "--max-num-batched-tokens", "--prompts"});
+                 "--prompt-len", "--gen-len", "--max-num-batched-tokens", "--prompts", "--json-schema"});
   auto args = Args::parse(argc, argv, values, model_flags());
   if (!args.ok()) return fail(args.message());
   auto options = parse_model_options(args.value());
   if (!options.ok()) return fail(options.message());
   const Args& a = args.value();
   if (a.has("--concurrency")) return run_throughput_bench(a, options.value());
+  if (a.has("--json-schema")) return run_grammar_bench(a, options.value());
   auto n_prompt_arg = a.get_int(a.has("-p") ? "-p" : "--n-prompt", 512);
   auto n_gen_arg = a.get_int(a.has("-n") ? "-n" : "--n-gen", 128);
   auto repetitions_arg = a.get_int(a.has("-r") ? "-r" : "--repetitions", 3);

@@ -107,8 +107,18 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   for (size_t i = 0; i < sampled.size(); ++i) {
     Sequence* seq = sampled[i];
     Request& request = *requests_.at(seq->id);
-    const float* logits = logits_.data() + i * size_t(n_vocab);
-    const int32_t token = request.sampler.sample(logits, n_vocab, seq->tokens);
+    float* logits = logits_.data() + i * size_t(n_vocab);
+    std::optional<grammar::TokenMatcher>& grammar = request.params.grammar;
+    size_t allowed = size_t(n_vocab);
+    if (grammar) {
+      const auto mask_start = Clock::now();
+      allowed = grammar->mask(logits, n_vocab);
+      grammar_mask_seconds_ += std::chrono::duration<double>(Clock::now() - mask_start).count();
+    }
+    // Nothing the grammar takes is in the vocabulary: the reply ends here.
+    const int32_t token = allowed > 0 || end_of_generation_.empty() ? request.sampler.sample(logits, n_vocab, seq->tokens)
+                                                                    : end_of_generation_[0];
+    if (grammar) grammar->accept(token);
     seq->tokens.push_back(token);
     const int32_t n_generated = int32_t(seq->tokens.size()) - seq->n_prompt;
     FinishReason finish = FinishReason::none;
@@ -150,6 +160,7 @@ EngineStats EngineCore::stats() const {
   s.step_tokens = step_tokens_;
   s.last_step_tokens = last_step_tokens_;
   s.last_step_seconds = last_step_seconds_;
+  s.grammar_mask_seconds = grammar_mask_seconds_;
   s.expert_tokens = model_.last_expert_tokens();
   return s;
 }

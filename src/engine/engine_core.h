@@ -17,6 +17,7 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/logprobs.h"
 #include "engine/sampler.h"
+#include "grammar/token_matcher.h"
 #include "engine/scheduler.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -37,6 +38,9 @@ struct GenerationParams {
   int32_t priority = 0;
   uint64_t tenant_salt = 0;
   int32_t logprobs = -1;  // -1: none; n >= 0: the chosen token's logprob and the n most likely
+  // Constrained decoding: tokens the grammar cannot take are masked before
+  // sampling (each request its own state; a copy per choice).
+  std::optional<grammar::TokenMatcher> grammar;
 };
 
 // A snapshot of the engine for operators (the server exports it as metrics).
@@ -55,6 +59,7 @@ struct EngineStats {
   int64_t step_tokens = 0;       // tokens computed, all steps
   int32_t last_step_tokens = 0;
   double last_step_seconds = 0.0;
+  double grammar_mask_seconds = 0.0;  // all steps: time spent masking logits for constrained requests
   std::vector<int64_t> expert_tokens;  // MoE: tokens each routed expert took in the last step, all layers
 };
 
@@ -124,6 +129,7 @@ class EngineCore {
   int64_t steps_ = 0, step_tokens_ = 0;
   int32_t last_step_tokens_ = 0;
   double last_step_seconds_ = 0.0;
+  double grammar_mask_seconds_ = 0.0;
   Batch batch_;
   std::vector<float> logits_;
 };

@@ -9,6 +9,7 @@
 #include "server/completion_request.h"
 #include "server/openapi.h"
 #include "server/generation.h"
+#include "server/tool_choice_grammar.h"
 
 namespace ds {
 namespace {
@@ -266,18 +267,26 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
   CompletionRequest& r = p->request;
   if (auto error = unknown_model(r.model)) return fail(*error, "model");
   if (chat && !chat_template_) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
+  std::string gbnf = r.grammar, gbnf_field = r.grammar_field;
   if (chat && r.chat.tool_choice.mode != ToolChoice::Mode::none) {
-    if (r.chat.tool_choice.mode != ToolChoice::Mode::auto_) {
-      return fail(ApiError::invalid("tool_choice", "tool_choice 'required' and a named function need constrained decoding, which dsinfer "
-                                                   "does not do yet; use 'auto'"),
-                  "invalid");
-    }
     if (options_.tool_call_format == ToolCallFormat::none) {
       return fail(ApiError::invalid("tools", "this model's chat template writes tool calls in no format dsinfer parses; start the "
                                              "server with --tool-call-format (deepseek-r1, deepseek-v3.1, hermes, llama3-json)"),
                   "invalid");
     }
     p->tool_calls = options_.tool_call_format;
+    if (r.chat.tool_choice.mode == ToolChoice::Mode::required || r.chat.tool_choice.mode == ToolChoice::Mode::named) {
+      if (!gbnf.empty()) return fail(ApiError::invalid("tool_choice", "tool_choice required or named cannot be combined with " + gbnf_field), "invalid");
+      auto calls = tool_choice_gbnf(r.chat, options_.tool_call_format);
+      if (!calls.ok()) return fail(ApiError::invalid("tools", calls.message()), "invalid");
+      gbnf = calls.take();
+      gbnf_field = "tool_choice";
+    }
+  }
+  if (!gbnf.empty()) {
+    auto matcher = matcher_for(gbnf);
+    if (!matcher.ok()) return fail(ApiError::invalid(gbnf_field, matcher.message()), "invalid");
+    p->grammar = matcher.take();
   }
   const auto outside = [&](int32_t token) { return token >= tokenizer_.vocab().n_tokens(); };
   const auto outside_error = [&](const char* field, int32_t token) {
@@ -310,6 +319,8 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
     if (auto error = check_bytes(text.value())) return fail(*error, "context");
     p->prompt = tokenizer_.encode(text.value(), false, true);
     if (chat_template_->has_reasoning()) p->reasoning_open = opens_reasoning(text.value());
+    // A reasoning model thinks freely; its answer after </think> is what is constrained.
+    if (p->grammar && p->reasoning_open.value_or(false)) p->grammar->start_after("</think>");
     p->prompt_text = std::move(text.value());
   } else if (r.prompt_is_tokens) {
     p->prompt = r.prompt_tokens;
@@ -334,6 +345,26 @@ std::optional<ApiError> Server::unknown_model(const std::string& asked) const {
   if (asked.empty() || asked == options_.model_name) return std::nullopt;
   return ApiError{404, "the model '" + asked.substr(0, 128) + "' does not exist; this server serves '" + options_.model_name + "'",
                   "invalid_request_error", "model", "model_not_found", 0};
+}
+
+Result<grammar::TokenMatcher> Server::matcher_for(const std::string& gbnf) {
+  std::lock_guard lock(grammar_mutex_);
+  for (size_t i = 0; i < recent_grammars_.size(); ++i) {
+    if (recent_grammars_[i].first != gbnf) continue;
+    std::rotate(recent_grammars_.begin() + long(i), recent_grammars_.begin() + long(i) + 1, recent_grammars_.end());
+    return recent_grammars_.back().second;
+  }
+  auto compiled = grammar::Grammar::from_gbnf(gbnf);
+  if (!compiled.ok()) return compiled.status();
+  if (!vocab_trie_) {
+    std::vector<std::string> bytes;
+    for (int32_t t = 0; t < tokenizer_.vocab().n_tokens(); ++t) bytes.push_back(tokenizer_.token_to_piece(t, false));
+    vocab_trie_ = std::make_shared<const grammar::VocabTrie>(bytes);
+  }
+  grammar::TokenMatcher matcher(std::make_shared<const grammar::Grammar>(compiled.take()), vocab_trie_, tokenizer_.vocab().end_of_generation);
+  if (recent_grammars_.size() >= 16) recent_grammars_.erase(recent_grammars_.begin());
+  recent_grammars_.emplace_back(gbnf, matcher);
+  return matcher;
 }
 
 int64_t Server::min_tokens(const std::string& text) const { return int64_t(text.size()) / int64_t(tokenizer_.max_token_bytes()); }

@@ -26,6 +26,7 @@
 #include "server/metrics.h"
 #include "template/chat_template.h"
 #include "template/tool_call_parser.h"
+#include "grammar/token_matcher.h"
 
 namespace ds {
 
@@ -96,6 +97,13 @@ class Server : public HttpService {
   const Tokenizer& tokenizer_;
   std::optional<ChatTemplate> chat_template_;
   ChatSpecialTokens special_tokens_;
+  // Constrained output: the vocabulary trie (built at the first grammar) and
+  // a matcher per recent grammar text, copied for each request so that
+  // requests with the same grammar share its cache of masks.
+  Result<grammar::TokenMatcher> matcher_for(const std::string& gbnf);
+  std::mutex grammar_mutex_;
+  std::shared_ptr<const grammar::VocabTrie> vocab_trie_;
+  std::vector<std::pair<std::string, grammar::TokenMatcher>> recent_grammars_;  // most recent last
   Admission& admission_;
   ServerOptions options_;
   Metrics metrics_;

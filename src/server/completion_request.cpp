@@ -1,10 +1,12 @@
 #include "server/completion_request.h"
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <cstdlib>
 #include <random>
 #include <set>
+
+#include "grammar/json_schema.h"
 
 namespace ds {
 
@@ -27,14 +29,14 @@ using json = nlohmann::json;
 const std::set<std::string> k_common_fields = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
                                                "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "n",
                                                "stop", "stop_token_ids", "stream", "stream_options", "logprobs", "logit_bias",
-                                               "user"};
+                                               "user", "response_format", "grammar"};
 const std::set<std::string> k_chat_fields = {"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
                                              "chat_template_kwargs"};
 const std::set<std::string> k_completion_fields = {"prompt"};
 // Fields of OpenAI's chat and completions references that dsinfer does not
 // implement yet: refused by name rather than ignored.
 const std::set<std::string> k_unimplemented_fields = {
-    "functions", "function_call", "response_format",
+    "functions", "function_call",
     "audio", "modalities", "prediction", "reasoning_effort", "web_search_options", "service_tier", "store", "metadata",
     "echo", "suffix", "best_of", "verbosity", "prompt_cache_key", "safety_identifier"};
 
@@ -105,12 +107,61 @@ struct Reader {
 
 // The conversation, read from the body as an ordered tree so that the
 // template sees the client's key order.
-void read_chat(Reader& r, const std::string& body, ChatConversation& out) {
-  auto ordered = jinja::Value::parse_json(body);
-  if (!ordered.ok()) return r.fail("messages", ordered.message());
-  if (auto error = read_chat_conversation(ordered.value(), out)) {
+void read_chat(Reader& r, const jinja::Value& ordered, ChatConversation& out) {
+  if (auto error = read_chat_conversation(ordered, out)) {
     if (!r.error) r.error = *error;
   }
+}
+
+// response_format {"type": "text" | "json_object" | "json_schema", ...} or a
+// GBNF `grammar`, as the grammar the output must follow.
+void read_output_format(Reader& r, const jinja::Value& ordered, CompletionRequest& out) {
+  const jinja::Dict& body = ordered.as_dict();
+  const jinja::Value* format = body.find("response_format");
+  const jinja::Value* gbnf = body.find("grammar");
+  const bool has_format = format && !format->is_none(), has_grammar = gbnf && !gbnf->is_none();
+  if (has_format && has_grammar) return r.fail("grammar", "and 'response_format' cannot both be given");
+  if (has_grammar) {
+    if (!gbnf->is_string()) return r.fail("grammar", "must be a GBNF grammar (a string)");
+    out.grammar = gbnf->as_string();
+    out.grammar_field = "grammar";
+    return;
+  }
+  if (!has_format) return;
+  const jinja::Value* type = format->is_dict() ? format->as_dict().find("type") : nullptr;
+  if (!type || !type->is_string()) return r.fail("response_format", "must be {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}");
+  const std::string& t = type->as_string();
+  const std::set<std::string> allowed = t == "json_schema" ? std::set<std::string>{"type", "json_schema"} : std::set<std::string>{"type"};
+  for (const auto& [key, value] : format->as_dict().items) {
+    if (!allowed.count(key)) return r.fail("response_format", "has an unknown field '" + key + "'");
+  }
+  out.grammar_field = "response_format";
+  jinja::Value schema = jinja::Value(jinja::make_dict());  // json_object: any JSON value that is an object
+  if (t == "text") {
+    out.grammar_field.clear();
+    return;
+  } else if (t == "json_object") {
+    schema = jinja::Value::parse_json(R"({"type": "object"})").take();
+  } else if (t == "json_schema") {
+    const jinja::Value* spec = format->as_dict().find("json_schema");
+    if (!spec || !spec->is_dict()) return r.fail("response_format", "json_schema must be an object {\"name\", \"schema\", \"strict\"?}");
+    for (const auto& [key, value] : spec->as_dict().items) {
+      if (key != "name" && key != "schema" && key != "strict" && key != "description") {
+        return r.fail("response_format", "json_schema has an unknown field '" + key + "'");
+      }
+    }
+    const jinja::Value* name = spec->as_dict().find("name");
+    if (!name || !name->is_string()) return r.fail("response_format", "json_schema.name (a string) is required");
+    const jinja::Value* strict = spec->as_dict().find("strict");
+    if (strict && !strict->is_none() && !strict->is_bool()) return r.fail("response_format", "json_schema.strict must be true or false");
+    const jinja::Value* s = spec->as_dict().find("schema");
+    if (s && !s->is_none()) schema = *s;
+  } else {
+    return r.fail("response_format", "type '" + t.substr(0, 64) + "' is not one of text, json_object, json_schema");
+  }
+  auto gbnf_text = grammar::json_schema_to_gbnf(schema);
+  if (!gbnf_text.ok()) return r.fail("response_format", gbnf_text.message());
+  out.grammar = gbnf_text.take();
 }
 
 // {"token id": bias in [-100, 100], ...}, at most k_max_logit_bias entries.
@@ -203,8 +254,10 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   CompletionRequest out;
   out.endpoint = endpoint;
   out.model = r.string("model").value_or("");
+  auto ordered = jinja::Value::parse_json(body);
+  if (!ordered.ok()) return ApiError::invalid("", "the request body is not valid JSON");
   if (endpoint == Endpoint::chat) {
-    read_chat(r, body, out.chat);
+    read_chat(r, ordered.value(), out.chat);
   } else {
     read_prompt(r, out);
   }
@@ -276,6 +329,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   }
   if (const json* bias = r.field("logit_bias")) read_logit_bias(r, *bias, out.sampling);
   out.user = r.string("user").value_or("");
+  read_output_format(r, ordered.value(), out);
   if (r.error) return *r.error;
   return out;
 }
@@ -299,7 +353,9 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string
       if (r.field(chat_only)) return ApiError::invalid(chat_only, std::string("'") + chat_only + "' goes with 'messages', not with a prompt");
     }
   } else {
-    read_chat(r, body, out.chat);
+    auto ordered = jinja::Value::parse_json(body);
+    if (!ordered.ok()) return ApiError::invalid("", "the request body is not valid JSON");
+    read_chat(r, ordered.value(), out.chat);
   }
   out.add_special_tokens = r.boolean("add_special_tokens").value_or(has_prompt);
   out.chat.input.add_generation_prompt = r.boolean("add_generation_prompt").value_or(true);

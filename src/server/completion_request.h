@@ -2,7 +2,7 @@
 // The bodies of POST /v1/chat/completions and /v1/completions (and of the
 // tokenizer endpoints, /tokenize and /detokenize), parsed and checked. Every rejection names the field; absent and null fields take
 // OpenAI's defaults. Nothing is ignored: an unknown field, or one of OpenAI's
-// that dsinfer does not implement (response_format, echo, ...), is a
+// that dsinfer does not implement (echo, suffix, ...), is a
 // 400 naming it.
 
 #include <cstdint>
@@ -35,6 +35,10 @@ struct CompletionRequest {
   int32_t logprobs = -1;  // -1: none; otherwise how many alternatives per token
   int32_t n = 1;          // choices, each its own sequence (seed + i for choice i)
   std::string user;
+  // Constrained output, as GBNF: from response_format (json_object,
+  // json_schema) or llama-server's `grammar`; empty when unconstrained.
+  std::string grammar;
+  std::string grammar_field;  // which field asked for it, for errors
 };
 
 // Deeper JSON is refused before parsing (a chat request needs about five levels).

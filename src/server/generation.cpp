@@ -83,6 +83,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     shared.params.logprobs = request.logprobs;
     shared.stop = request.stop;
     shared.params.stop_tokens = request.stop_token_ids;
+    shared.params.grammar = std::move(p.grammar);
     choices.resize(size_t(request.n));
     for (Choice& c : choices) {
       if (p.reasoning_open) c.splitter.emplace(*p.reasoning_open);

@@ -17,6 +17,7 @@ struct Server::Prepared {
   std::string prompt_text;
   std::optional<bool> reasoning_open;  // set for templates with reasoning: whether the prompt opened <think>
   ToolCallFormat tool_calls = ToolCallFormat::none;  // parse the reply's tool calls in this format
+  std::optional<grammar::TokenMatcher> grammar;     // the output's constraint, if any
   int64_t max_tokens = 0;
 };
 

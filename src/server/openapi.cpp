@@ -39,7 +39,27 @@ json sampling_properties() {
                               {"properties", {{"include_usage", {{"type", "boolean"}, {"nullable", true}}}}}}},
           {"logit_bias", {{"type", "object"}, {"nullable", true}, {"maxProperties", 1024},
                           {"additionalProperties", {{"type", "number"}, {"minimum", -100}, {"maximum", 100}}}}},
-          {"user", {{"type", "string"}, {"nullable", true}}}};
+          {"user", {{"type", "string"}, {"nullable", true}}},
+          // Constrained output: JSON Schema or llama-server's GBNF (an unsupported keyword is a 400 naming it).
+          {"response_format",
+           {{"nullable", true},
+            {"oneOf", json::array({{{"type", "object"},
+                                    {"required", {"type"}},
+                                    {"additionalProperties", false},
+                                    {"properties", {{"type", {{"type", "string"}, {"enum", {"text", "json_object"}}}}}}},
+                                   {{"type", "object"},
+                                    {"required", {"type", "json_schema"}},
+                                    {"additionalProperties", false},
+                                    {"properties",
+                                     {{"type", {{"type", "string"}, {"enum", {"json_schema"}}}},
+                                      {"json_schema", {{"type", "object"},
+                                                       {"required", {"name"}},
+                                                       {"additionalProperties", false},
+                                                       {"properties", {{"name", {{"type", "string"}}},
+                                                                       {"description", {{"type", "string"}}},
+                                                                       {"schema", {{"type", "object"}}},
+                                                                       {"strict", {{"type", "boolean"}, {"nullable", true}}}}}}}}}}})}}},
+          {"grammar", {{"type", "string"}, {"nullable", true}}}};
 }
 
 json usage_schema() {

@@ -62,6 +62,18 @@ const char* tool_call_format_name(ToolCallFormat format) {
   return "?";
 }
 
+ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::deepseek_r1:
+      return {k_calls_begin, k_call_begin + "function" + k_sep, "\n```json\n", "\n```" + k_call_end, "", k_calls_end};
+    case ToolCallFormat::deepseek_v31: return {k_calls_begin, k_call_begin, k_sep, k_call_end, "", k_calls_end};
+    case ToolCallFormat::hermes: return {"", k_hermes_begin + "\n{\"name\": \"", "\", \"arguments\": ", "}\n" + k_hermes_end, "\n", ""};
+    case ToolCallFormat::llama3_json: return {"", "{\"name\": \"", "\", \"parameters\": ", "}", "; ", ""};
+    case ToolCallFormat::none: break;
+  }
+  return {};
+}
+
 ToolCallFormat tool_call_format_of_template(const std::string& source) {
   if (source.find(k_sep) != std::string::npos) {
     // R1 and V3 write the type before the separator and fence the arguments; V3.1 writes the name.

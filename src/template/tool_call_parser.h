@@ -31,6 +31,14 @@ const char* tool_call_format_name(ToolCallFormat format);
 // The format a chat template writes tool calls in (none when it writes none dsinfer knows).
 ToolCallFormat tool_call_format_of_template(const std::string& jinja_source);
 
+// How a format spells calls, for constraining a reply to them:
+// section_open (call_open NAME name_to_arguments ARGUMENTS call_close) joined by
+// between, then section_close.
+struct ToolCallSyntax {
+  std::string section_open, call_open, name_to_arguments, call_close, between, section_close;
+};
+ToolCallSyntax tool_call_syntax(ToolCallFormat format);
+
 struct ParsedToolCall {
   std::string name;
   std::string arguments;  // JSON text, as the model wrote it

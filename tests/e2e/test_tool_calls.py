@@ -93,9 +93,58 @@ def test_without_tools_or_with_tool_choice_none_the_text_is_content(scripted):
         assert shown.replace("\n", "") == text.replace("\n", ""), kwargs
 
 
-def test_required_and_named_tool_choice_are_refused_until_constrained(scripted):
-    _, client, _, _ = scripted
+def test_required_and_named_tool_choice_keep_the_models_call(scripted):
+    """The scripted call is valid under the constraint, so it comes through unchanged."""
+    _, client, _, arguments = scripted
     for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
-        with pytest.raises(openai.BadRequestError) as error:
-            ask(client, tools=[WEATHER], tool_choice=choice)
-        assert "tool_choice" in str(error.value)
+        reply = ask(client, tools=[WEATHER], tool_choice=choice).choices[0]
+        assert reply.finish_reason == "tool_calls", choice
+        assert [c.function.name for c in reply.message.tool_calls] == ["get_weather"]
+        assert json.loads(reply.message.tool_calls[0].function.arguments) == json.loads(arguments)
+
+
+SEARCH = {"type": "function", "function": {"name": "search", "parameters": {
+    "type": "object", "properties": {"query": {"type": "string", "maxLength": 12}, "limit": {"type": "integer"},
+                                     "lang": {"enum": ["en", "zh"]}},
+    "required": ["query", "lang"], "additionalProperties": False}}}
+BOUNDED_WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 10}}, "required": ["city"],
+    "additionalProperties": False}}}
+
+
+@pytest.fixture(scope="module")
+def random_model():
+    """stories260K (random for this purpose) under the Qwen2.5 template: only the constraint makes it call."""
+    server = ServerProcess("--chat-template", os.path.join(TEMPLATES, "Qwen-Qwen2.5-7B-Instruct.jinja"), "--ctx-size", "2048")
+    yield openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+    server.stop()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_constrained_calls_from_a_random_model_validate(random_model, stream):
+    import jsonschema
+    tools = [BOUNDED_WEATHER, SEARCH]
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    for seed in range(6):
+        choice = "required" if seed % 2 == 0 else {"type": "function", "function": {"name": "search"}}
+        kwargs = dict(model="stories260K", max_tokens=800, temperature=1.0, seed=seed, tools=tools, tool_choice=choice,
+                      parallel_tool_calls=False, messages=[{"role": "user", "content": "Go."}])
+        if stream:
+            calls, finish = {}, None
+            for chunk in random_model.chat.completions.create(stream=True, **kwargs):
+                for d in chunk.choices[0].delta.tool_calls or []:
+                    entry = calls.setdefault(d.index, {"name": "", "arguments": ""})
+                    entry["name"] += d.function.name or ""
+                    entry["arguments"] += d.function.arguments or ""
+                finish = chunk.choices[0].finish_reason or finish
+            made = [(c["name"], c["arguments"]) for c in calls.values()]
+        else:
+            reply = random_model.chat.completions.create(**kwargs).choices[0]
+            finish = reply.finish_reason
+            made = [(c.function.name, c.function.arguments) for c in reply.message.tool_calls or []]
+        assert finish == "tool_calls", (seed, made)
+        assert len(made) == 1
+        name, arguments = made[0]
+        if isinstance(choice, dict):
+            assert name == "search"
+        jsonschema.validate(json.loads(arguments), schemas[name])

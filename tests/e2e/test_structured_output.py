@@ -1,0 +1,118 @@
+"""Structured output with the openai client against a random-weight model:
+for 30+ JSON Schemas, response_format json_schema yields text that parses and
+validates (jsonschema, with format checking) every time, streamed and not;
+llama-server's GBNF `grammar` field constrains the same way; what cannot be
+enforced is refused naming the keyword. The schemas bound their strings and
+arrays, so that a model choosing at random still reaches the end."""
+
+import json
+import re
+
+import jsonschema
+import openai
+import pytest
+
+from server_process import ServerProcess
+
+S = {"type": "string", "maxLength": 8}
+SCHEMAS = [
+    {"type": "object", "properties": {"name": S}, "required": ["name"], "additionalProperties": False},
+    {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False},
+    {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"], "additionalProperties": False},
+    {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False},
+    {"type": "null"},
+    {"enum": ["red", "green", "blue"]},
+    {"enum": [1, "two", None, True, {"k": [3]}]},
+    {"const": {"version": 2, "tags": ["a", "b"]}},
+    {"type": "array", "items": {"type": "integer"}, "maxItems": 3},
+    {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 2, "maxItems": 4},
+    {"type": "object", "properties": {"user": {"type": "object", "properties": {"id": {"type": "integer"}, "nick": S},
+                                               "required": ["id", "nick"], "additionalProperties": False}},
+     "required": ["user"], "additionalProperties": False},
+    {"anyOf": [S, {"type": "integer"}]},
+    {"oneOf": [{"type": "boolean"}, {"type": "null"}]},
+    {"$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+                         "required": ["x", "y"], "additionalProperties": False}},
+     "type": "object", "properties": {"a": {"$ref": "#/$defs/point"}, "b": {"$ref": "#/$defs/point"}}, "required": ["a", "b"],
+     "additionalProperties": False},
+    {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+                        "required": ["v", "next"], "additionalProperties": False}}, "$ref": "#/$defs/node"},
+    {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"},
+    {"type": "string", "format": "date"},
+    {"type": "string", "format": "date-time"},
+    {"type": "string", "format": "uuid"},
+    {"type": ["string", "null"], "maxLength": 4},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": S, "c": {"type": "boolean"}}, "additionalProperties": False},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": S}, "required": ["b"], "additionalProperties": False},
+    {"type": "array", "items": {"type": "object", "properties": {"k": S}, "required": ["k"], "additionalProperties": False}, "maxItems": 2},
+    {"type": "array", "prefixItems": [S, {"type": "integer"}], "items": False, "minItems": 2},
+    {"type": "string", "minLength": 3, "maxLength": 5},
+    {"type": "integer", "enum": [1, 2, 3]},
+    {"type": "object", "properties": {"id": {"type": "integer"}, "title": S, "done": {"type": "boolean"},
+                                      "score": {"type": "number"}, "tag": {"enum": ["x", "y"]}},
+     "required": ["id", "title", "done", "score", "tag"], "additionalProperties": False},
+    {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}, "maxItems": 2},
+    {"allOf": [{"type": "object", "properties": {"q": S}, "required": ["q"], "additionalProperties": False}]},
+    {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 3}},
+     "required": ["tags"], "additionalProperties": False},
+    {"type": "object", "properties": {"when": {"type": "string", "format": "time"}, "code": {"type": "string", "pattern": "^x+$", "title": "x"}},
+     "required": ["when", "code"], "additionalProperties": False, "description": "annotations constrain nothing"},
+    {"type": "boolean"},
+]
+
+
+@pytest.fixture(scope="module")
+def client():
+    server = ServerProcess("--chat-template", "chatml", "--ctx-size", "2048")
+    yield openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+    server.stop()
+
+
+def ask(client, schema, seed, stream=False):
+    kwargs = dict(model="stories260K", max_tokens=1500, temperature=1.0, seed=seed,
+                  messages=[{"role": "user", "content": "Reply in JSON."}],
+                  response_format={"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": True}})
+    if not stream:
+        choice = client.chat.completions.create(**kwargs).choices[0]
+        return choice.message.content, choice.finish_reason
+    text, finish = "", None
+    for chunk in client.chat.completions.create(stream=True, **kwargs):
+        text += chunk.choices[0].delta.content or ""
+        finish = chunk.choices[0].finish_reason or finish
+    return text, finish
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_output_validates_against_the_schema(client, index):
+    schema = SCHEMAS[index]
+    assert len(SCHEMAS) >= 30
+    for seed, stream in ((index, False), (1000 + index, True), (2000 + index, False)):
+        text, finish = ask(client, schema, seed, stream)
+        assert finish == "stop", f"seed {seed}: {finish}: {text!r}"
+        value = json.loads(text)
+        # Draft 2020-12's own format checkers (date-time and time need rfc3339-validator, installed with the tests).
+        jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator,
+                            format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+
+
+def test_gbnf_grammar_field(client):
+    for seed in range(5):
+        reply = client.completions.create(model="stories260K", prompt="Answer:", max_tokens=50, seed=seed, temperature=1.0,
+                                          extra_body={"grammar": 'root ::= ("yes" | "no") ", " [0-9]{1,3} "."'})
+        assert re.fullmatch(r"(yes|no), [0-9]{1,3}\.", reply.choices[0].text), reply.choices[0].text
+        assert reply.choices[0].finish_reason == "stop"
+
+
+def test_what_cannot_be_enforced_is_refused(client):
+    cases = [({"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "integer", "minimum": 3}}}, "minimum"),
+             ({"type": "yaml"}, "yaml"),
+             ({"type": "json_schema", "json_schema": {"schema": {}}}, "name"),
+             ({"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "string", "format": "email"}}}, "email")]
+    for response_format, word in cases:
+        with pytest.raises(openai.BadRequestError) as error:
+            client.chat.completions.create(model="stories260K", max_tokens=5, messages=[{"role": "user", "content": "x"}],
+                                           response_format=response_format)
+        assert word in str(error.value) and "response_format" in str(error.value)
+    with pytest.raises(openai.BadRequestError) as error:
+        client.completions.create(model="stories260K", prompt="x", max_tokens=5, extra_body={"grammar": "root ::= missing"})
+    assert "missing" in str(error.value)
