@@ -73,6 +73,7 @@ void Engine::deliver(const StepOutput& output) {
   Live& live = it->second;
   StreamEvent event;
   event.finish = output.finish;
+  event.prompt_logprobs = output.prompt_logprobs;
   const bool end_of_reply = output.finish == FinishReason::stop;  // the end token is not text
   if (output.token >= 0 && !end_of_reply) {
     event.tokens.push_back(output.token);
@@ -91,7 +92,7 @@ void Engine::deliver(const StepOutput& output) {
     live_.erase(it);
     return;
   }
-  if (!event.text.empty() || !event.tokens.empty()) live.stream->push(std::move(event));
+  if (!event.text.empty() || !event.tokens.empty() || !event.prompt_logprobs.empty()) live.stream->push(std::move(event));
 }
 
 void Engine::loop() {

@@ -28,6 +28,7 @@ Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationPar
   seq.n_prompt = int32_t(prompt.size());
   seq.tokens = std::move(prompt);
   seq.max_new_tokens = params.max_tokens;
+  seq.reuse_prefix = params.prompt_logprobs < 0;
   DS_RETURN_IF_ERROR(scheduler_.add(&seq));
   const int64_t id = seq.id;
   requests_.emplace(id, std::move(request));
@@ -61,7 +62,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   for (int64_t id : cancelled_) {
     if (!requests_.count(id)) continue;
     const RequestMetrics metrics = end(id);
-    outputs.push_back({id, -1, FinishReason::cancelled, std::nullopt, metrics});
+    outputs.push_back({id, -1, FinishReason::cancelled, std::nullopt, metrics, {}});
   }
   cancelled_.clear();
 
@@ -80,20 +81,33 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   batch_.seq_of_token.clear();
   batch_.block_tables.clear();
   batch_.logit_tokens.clear();
-  std::vector<Sequence*> sampled;
+  // Each row of logits either samples a sequence's next token (scores = -1)
+  // or scores prompt token scores + 1 for prompt_logprobs.
+  struct LogitRow {
+    Sequence* seq;
+    int32_t scores;
+  };
+  std::vector<LogitRow> rows;
   for (const ScheduledChunk& chunk : plan.chunks) {
     Sequence* seq = chunk.seq;
+    const Request& request = *requests_.at(seq->id);
     const std::vector<int32_t>& table = kv_.block_table(seq->id);
     const int32_t table_index = int32_t(batch_.block_tables.size());
     batch_.block_tables.push_back({table.data(), int32_t(table.size())});
     for (int32_t i = 0; i < chunk.n_tokens; ++i) {
-      batch_.tokens.push_back(seq->tokens[size_t(seq->n_computed + i)]);
-      batch_.positions.push_back(seq->n_computed + i);
+      const int32_t position = seq->n_computed + i;
+      batch_.tokens.push_back(seq->tokens[size_t(position)]);
+      batch_.positions.push_back(position);
       batch_.seq_of_token.push_back(table_index);
+      // Positions scored before a preemption are not scored again.
+      if (request.params.prompt_logprobs >= 0 && position + 1 < seq->n_prompt && position >= int32_t(request.prompt_logprobs.size())) {
+        batch_.logit_tokens.push_back(int32_t(batch_.tokens.size()) - 1);
+        rows.push_back({seq, position});
+      }
     }
     if (seq->n_computed + chunk.n_tokens == int32_t(seq->tokens.size())) {
       batch_.logit_tokens.push_back(int32_t(batch_.tokens.size()) - 1);
-      sampled.push_back(seq);
+      rows.push_back({seq, -1});
     }
   }
   const int64_t n_vocab = model_.config().n_vocab;
@@ -104,10 +118,15 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     chunk.seq->n_computed += chunk.n_tokens;
     kv_.commit(chunk.seq->id, chunk.seq->tokens, chunk.seq->n_computed);
   }
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    Sequence* seq = sampled[i];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Sequence* seq = rows[i].seq;
     Request& request = *requests_.at(seq->id);
     float* logits = logits_.data() + i * size_t(n_vocab);
+    if (rows[i].scores >= 0) {
+      const int32_t next = seq->tokens[size_t(rows[i].scores) + 1];
+      request.prompt_logprobs.push_back(token_logprobs(logits, n_vocab, next, request.params.prompt_logprobs));
+      continue;
+    }
     std::optional<grammar::TokenMatcher>& grammar = request.params.grammar;
     size_t allowed = size_t(n_vocab);
     if (grammar) {
@@ -134,7 +153,8 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     if (request.params.logprobs >= 0) logprobs = token_logprobs(logits, n_vocab, token, request.params.logprobs);
     request.last_token = Clock::now();
     if (n_generated == 1) request.first_token = request.last_token;
-    outputs.push_back({seq->id, token, finish, std::move(logprobs), std::nullopt});
+    outputs.push_back({seq->id, token, finish, std::move(logprobs), std::nullopt, {}});
+    if (n_generated == 1) outputs.back().prompt_logprobs = std::move(request.prompt_logprobs);
     if (finish != FinishReason::none) outputs.back().metrics = end(seq->id);
   }
   ++steps_;

@@ -41,6 +41,10 @@ struct GenerationParams {
   // Constrained decoding: tokens the grammar cannot take are masked before
   // sampling (each request its own state; a copy per choice).
   std::optional<grammar::TokenMatcher> grammar;
+  // -1: none; n >= 0: each prompt token's logprob given the ones before it
+  // (with the n most likely), as completions' echo reports them. The prompt
+  // is then computed in full, not taken from the prefix cache.
+  int32_t prompt_logprobs = -1;
 };
 
 // A snapshot of the engine for operators (the server exports it as metrics).
@@ -84,6 +88,7 @@ struct StepOutput {
   FinishReason finish;
   std::optional<TokenLogprobs> logprobs;  // when the request asked for them
   std::optional<RequestMetrics> metrics;  // with the last output of a request
+  std::vector<TokenLogprobs> prompt_logprobs;  // with the first token: prompt tokens 1.. (prompt_logprobs >= 0)
 };
 
 class EngineCore {
@@ -113,6 +118,7 @@ class EngineCore {
     Sampler sampler;
     Clock::time_point added, scheduled, first_token, last_token;
     bool started = false;
+    std::vector<TokenLogprobs> prompt_logprobs;  // filled as the prompt is computed (kept across preemption)
   };
   // Removes a request and says how it went.
   RequestMetrics end(int64_t id);

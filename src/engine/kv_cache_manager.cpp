@@ -31,10 +31,11 @@ int32_t KvCacheManager::cached_prefix(std::span<const int32_t> tokens, uint64_t 
   return int32_t(cached_pages(tokens, salt_for(tenant_salt)).size()) * page_tokens_;
 }
 
-int32_t KvCacheManager::start(int64_t seq, std::span<const int32_t> tokens, uint64_t tenant_salt) {
+int32_t KvCacheManager::start(int64_t seq, std::span<const int32_t> tokens, uint64_t tenant_salt, bool reuse_prefix) {
   DS_CHECK(!has(seq), "sequence started twice");
   Table& table = tables_[seq];
   table.salt = salt_for(tenant_salt);
+  if (!reuse_prefix) return 0;
   for (const auto& [page, hash] : cached_pages(tokens, table.salt)) {
     pool_.acquire(page);
     table.pages.push_back(page);

@@ -29,9 +29,9 @@ class KvCacheManager {
   // needs a position to produce logits from. No side effects.
   int32_t cached_prefix(std::span<const int32_t> tokens, uint64_t tenant_salt) const;
 
-  // Starts a sequence: takes a reference to its cached prefix pages and
-  // returns how many tokens they hold (the sequence's first computed count).
-  int32_t start(int64_t seq, std::span<const int32_t> tokens, uint64_t tenant_salt);
+  // Starts a sequence: takes a reference to its cached prefix pages (unless
+  // !reuse_prefix) and returns how many tokens they hold (the sequence's first computed count).
+  int32_t start(int64_t seq, std::span<const int32_t> tokens, uint64_t tenant_salt, bool reuse_prefix = true);
 
   // Pages to allocate for the sequence to hold n_slots token slots.
   int32_t pages_needed(int64_t seq, int32_t n_slots) const;

@@ -77,7 +77,7 @@ StepPlan Scheduler::schedule() {
   // this step had to preempt (the freed pages go to those already running).
   while (plan.preempted.empty() && budget > 0 && !waiting_.empty() && int32_t(running_.size()) < config_.max_running) {
     Sequence* seq = waiting_.front();
-    seq->n_computed = kv_.start(seq->id, seq->tokens, seq->tenant_salt);
+    seq->n_computed = kv_.start(seq->id, seq->tokens, seq->tenant_salt, seq->reuse_prefix);
     const int32_t n = std::min<int32_t>(int32_t(seq->tokens.size()) - seq->n_computed, budget);
     if (!kv_.can_grow(seq->id, seq->n_computed + n)) {
       kv_.free(seq->id);  // give the prefix pages back; it stays first in line

@@ -39,6 +39,7 @@ struct Sequence {
   int32_t n_computed = 0;
   int32_t n_preemptions = 0;
   int32_t n_cached_prompt = -1;  // prompt tokens the prefix cache held at first admission; -1 before
+  bool reuse_prefix = true;      // false: every prompt token is computed (its logits are wanted)
 };
 
 struct ScheduledChunk {

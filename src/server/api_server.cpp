@@ -329,6 +329,7 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
         return fail(ApiError::invalid("prompt", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
       }
     }
+    if (r.echo) p->prompt_text = tokenizer_.decode(p->prompt, false);  // what echo returns
   } else {
     if (auto error = check_bytes(r.prompt_text)) return fail(*error, "context");
     p->prompt = tokenizer_.encode(r.prompt_text, true, true);

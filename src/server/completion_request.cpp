@@ -32,13 +32,13 @@ const std::set<std::string> k_common_fields = {"model", "max_tokens", "max_compl
                                                "user", "response_format", "grammar"};
 const std::set<std::string> k_chat_fields = {"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
                                              "chat_template_kwargs"};
-const std::set<std::string> k_completion_fields = {"prompt"};
+const std::set<std::string> k_completion_fields = {"prompt", "echo"};
 // Fields of OpenAI's chat and completions references that dsinfer does not
 // implement yet: refused by name rather than ignored.
 const std::set<std::string> k_unimplemented_fields = {
     "functions", "function_call",
     "audio", "modalities", "prediction", "reasoning_effort", "web_search_options", "service_tier", "store", "metadata",
-    "echo", "suffix", "best_of", "verbosity", "prompt_cache_key", "safety_identifier"};
+    "suffix", "best_of", "verbosity", "prompt_cache_key", "safety_identifier"};
 
 // The first key of `object` outside `allowed`, as an error naming it; a null
 // value counts as absent only for fields dsinfer would take.
@@ -276,7 +276,9 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   } else {
     out.sampling.seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
   }
-  auto max_tokens = r.integer("max_tokens", 1, 1 << 30);
+  // echo with max_tokens 0 scores a prompt without generating (lm-evaluation-harness's loglikelihood).
+  if (endpoint == Endpoint::completion) out.echo = r.boolean("echo").value_or(false);
+  auto max_tokens = r.integer("max_tokens", out.echo ? 0 : 1, 1 << 30);
   if (auto m = r.integer("max_completion_tokens", 1, 1 << 30)) max_tokens = m;
   if (max_tokens) out.max_tokens = int32_t(*max_tokens);
   out.n = int32_t(r.integer("n", 1, k_max_choices).value_or(1));

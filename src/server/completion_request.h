@@ -26,7 +26,8 @@ struct CompletionRequest {
   std::string prompt_text;             // completion, as text ...
   std::vector<int32_t> prompt_tokens;  // ... or as token ids
   bool prompt_is_tokens = false;
-  std::optional<int32_t> max_tokens;   // absent: up to the end of the context
+  std::optional<int32_t> max_tokens;   // absent: up to the end of the context; 0 only with echo
+  bool echo = false;                   // completions: the reply starts with the prompt (and its logprobs)
   SamplingParams sampling;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // vLLM's extension: ids that end the reply, not output

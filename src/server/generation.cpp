@@ -55,6 +55,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     std::optional<ToolCallParser> tool_parser;
     std::string content, reasoning;  // non-streamed replies accumulate here
     json tool_calls = json::array();  // every call reported, streamed or not
+    bool echoed = false;              // echo: the prompt has been put before the reply
     json logprobs = json::array();   // one entry per token
     size_t text_offset = 0;
     bool done = false;
@@ -72,13 +73,17 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   std::vector<Choice> choices;
   std::shared_ptr<Generation> self_hold;  // alive until the final event, even if the client has gone
   bool timed_out = false, gone = false, ended = false;
+  bool prompt_only = false;
 
   Generation(Server& s, std::shared_ptr<HttpExchange> e, RequestContext c, Prepared& p)
       : server(s), exchange(std::move(e)), request(std::move(p.request)), context(std::move(c)), prompt_text(std::move(p.prompt_text)) {
     n_prompt = int32_t(p.prompt.size());
     shared.prompt = std::move(p.prompt);
     shared.params.sampling = request.sampling;
-    shared.params.max_tokens = int32_t(p.max_tokens);
+    // max_tokens 0 (echo): one token is computed for the prompt's sake and not returned.
+    prompt_only = p.max_tokens == 0;
+    shared.params.max_tokens = int32_t(std::max<int64_t>(p.max_tokens, 1));
+    if (request.echo && request.logprobs >= 0) shared.params.prompt_logprobs = request.logprobs;
     shared.params.tenant_salt = tenant_salt(context.tenant);
     shared.params.logprobs = request.logprobs;
     shared.stop = request.stop;
@@ -204,8 +209,41 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     return out;
   }
 
+  // echo: the prompt's text and, with logprobs, one entry per prompt token
+  // (the first has no logprob: nothing comes before it), offsets from 0.
+  void echo_prompt(Choice& c, const StreamEvent& event) {
+    c.echoed = true;
+    json entries = json::array();
+    if (request.logprobs >= 0) {
+      for (size_t k = 0; k < shared.prompt.size(); ++k) {
+        const std::string piece = server.tokenizer_.token_to_piece(shared.prompt[k], false);
+        json top = nullptr, logprob = nullptr;
+        if (k > 0 && k - 1 < event.prompt_logprobs.size()) {
+          const TokenLogprobs& lp = event.prompt_logprobs[k - 1];
+          logprob = lp.logprob;
+          top = json::object();
+          for (const auto& [token, value] : lp.top) top[server.tokenizer_.token_to_piece(token, false)] = value;
+        }
+        entries.push_back({{"token", piece}, {"logprob", logprob}, {"top", top}, {"offset", c.text_offset}});
+        c.text_offset += piece.size();
+      }
+    }
+    c.text_offset = prompt_text.size();
+    if (request.stream) {
+      send_chunk(size_t(&c - choices.data()), json{{"content", prompt_text}}, request.logprobs >= 0 ? entries : json(nullptr), json(nullptr));
+    } else {
+      c.content = prompt_text + c.content;
+      c.logprobs.insert(c.logprobs.begin(), entries.begin(), entries.end());
+    }
+  }
+
   void on_event(size_t i, const StreamEvent& event) {
     Choice& c = choices[i];
+    if (request.echo && !c.echoed) echo_prompt(c, event);
+    if (prompt_only) {  // the token computed for max_tokens 0 is not part of the reply
+      if (event.finish != FinishReason::none) finish_choice(i, event);
+      return;
+    }
     ReasoningDelta delta;
     if (c.splitter) {
       delta = c.splitter->push(event.text);
@@ -319,6 +357,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     for (size_t i = 1; i < choices.size(); ++i) {
       if (choices[i].last.metrics) m.n_output_tokens += choices[i].last.metrics->n_output_tokens;
     }
+    if (prompt_only) m.n_output_tokens = 0;  // the token computed for max_tokens 0 was not returned
     return m;
   }
 

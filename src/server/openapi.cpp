@@ -192,6 +192,7 @@ json build() {
                              {{"type", "array"}, {"minItems", 1}, {"maxItems", 1},
                               {"items", {{"type", "array"}, {"items", {{"type", "integer"}, {"minimum", 0}}}, {"minItems", 1}}}}})}};
   completion_request["properties"]["logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}, {"nullable", true}};
+  completion_request["properties"]["echo"] = {{"type", "boolean"}, {"nullable", true}};
 
   const json finish = {{"type", "string"}, {"nullable", true}, {"enum", {"stop", "length", "tool_calls", nullptr}}};
   json chat_response = {

@@ -157,6 +157,47 @@ TEST_P(EngineCoreTest, SharedPrefixesAreReused) {
   EXPECT_EQ(stats.prefix_hits, 0);
 }
 
+// Prompt logprobs (echo) are the same whatever the chunking, whether the
+// prompt's prefix was cached (it is computed anyway), and after preemption.
+TEST_P(EngineCoreTest, PromptLogprobsDoNotDependOnChunksCacheOrPreemption) {
+  const std::vector<std::vector<int32_t>> all = prompts();
+  auto score = [&](const RunShape& s) {
+    auto memory = KvCache::create(model_->config(), KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages});
+    EXPECT_TRUE(memory.ok());
+    EngineCoreConfig config;
+    config.scheduler = SchedulerConfig{s.max_batched_tokens, 16, 512};
+    EngineCore core(*model_, *memory.value(), config, {});
+    GenerationParams params;
+    params.sampling.temperature = 0.0f;
+    params.max_tokens = 2;
+    params.prompt_logprobs = 3;
+    std::map<int64_t, size_t> index;
+    for (size_t i = 0; i < all.size(); ++i) index[core.add(all[i], params).value()] = i;
+    std::vector<std::vector<TokenLogprobs>> out(all.size());
+    while (!core.idle()) {
+      auto outputs = core.step();
+      EXPECT_TRUE(outputs.ok());
+      for (const StepOutput& o : outputs.value()) {
+        if (!o.prompt_logprobs.empty()) out[index[o.id]] = o.prompt_logprobs;
+      }
+    }
+    return out;
+  };
+  const auto whole = score(shape(16, 256, 4096, true));
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(whole[i].size(), all[i].size() - 1);
+  for (const RunShape& s : {shape(16, 256, 7, true), shape(4, 24, 32, true)}) {
+    const auto other = score(s);
+    for (size_t i = 0; i < all.size(); ++i) {
+      ASSERT_EQ(other[i].size(), whole[i].size()) << "prompt " << i;
+      for (size_t k = 0; k < whole[i].size(); ++k) {
+        // The same computation in a different batch composition: equal up to f32 summation order.
+        EXPECT_NEAR(other[i][k].logprob, whole[i][k].logprob, 1e-3) << "prompt " << i << " token " << k;
+        EXPECT_EQ(other[i][k].top[0].first, whole[i][k].top[0].first) << "prompt " << i << " token " << k;
+      }
+    }
+  }
+}
+
 // A 2,000-token prompt sharing its first 1,900 tokens with an earlier one
 // recomputes at most the partly shared page plus its 100 new tokens, and gets
 // the same first token as without the cache; another tenant gets no hit.
