@@ -39,7 +39,7 @@ int cmd_serve(int argc, char** argv) {
   auto values = model_value_options();
   values.insert({"--host", "--port", "--api-keys", "--served-model-name", "--max-num-seqs", "--max-num-batched-tokens",
                  "--max-in-flight", "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate",
-                 "--tenant-burst", "--tenant-max-in-flight", "--chat-template", "--tool-call-format", "--http-threads", "--max-body-bytes",
+                 "--tenant-burst", "--tenant-max-in-flight", "--chat-template", "--tool-call-format", "--embedding-pooling", "--http-threads", "--max-body-bytes",
                  "--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout",
                  "--max-connections", "--max-connections-per-address", "--prepare-threads"});
   auto flags = model_flags();
@@ -193,6 +193,10 @@ int cmd_serve(int argc, char** argv) {
   server_options.request_timeout = std::chrono::milliseconds(int64_t(request_timeout.value() * 1000));
   server_options.log_prompts = a.has("--log-prompts");
   server_options.tool_call_format = tool_call_format;
+  server_options.embedding_width = config.n_embd;
+  const std::string pooling = a.get("--embedding-pooling", "last");
+  if (pooling != "last" && pooling != "mean") return fail("--embedding-pooling must be last or mean");
+  server_options.embedding_pooling = pooling == "mean" ? GenerationParams::Pooling::mean : GenerationParams::Pooling::last;
   server_options.metrics_public = a.has("--metrics-public");
   server_options.prepare_threads = int(prepare_threads.value());
   server_options.max_prepare_queue = size_t(max_in_flight.value());  // no narrower than admission itself

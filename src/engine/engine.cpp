@@ -74,6 +74,7 @@ void Engine::deliver(const StepOutput& output) {
   StreamEvent event;
   event.finish = output.finish;
   event.prompt_logprobs = output.prompt_logprobs;
+  event.embedding = output.embedding;
   const bool end_of_reply = output.finish == FinishReason::stop;  // the end token is not text
   if (output.token >= 0 && !end_of_reply) {
     event.tokens.push_back(output.token);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace ds {
 
@@ -28,7 +29,8 @@ Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationPar
   seq.n_prompt = int32_t(prompt.size());
   seq.tokens = std::move(prompt);
   seq.max_new_tokens = params.max_tokens;
-  seq.reuse_prefix = params.prompt_logprobs < 0;
+  // Scoring every prompt token (logprobs, mean pooling) needs every position computed.
+  seq.reuse_prefix = params.prompt_logprobs < 0 && params.embedding != GenerationParams::Pooling::mean;
   DS_RETURN_IF_ERROR(scheduler_.add(&seq));
   const int64_t id = seq.id;
   requests_.emplace(id, std::move(request));
@@ -62,7 +64,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   for (int64_t id : cancelled_) {
     if (!requests_.count(id)) continue;
     const RequestMetrics metrics = end(id);
-    outputs.push_back({id, -1, FinishReason::cancelled, std::nullopt, metrics, {}});
+    outputs.push_back({id, -1, FinishReason::cancelled, std::nullopt, metrics, {}, {}});
   }
   cancelled_.clear();
 
@@ -81,6 +83,8 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   batch_.seq_of_token.clear();
   batch_.block_tables.clear();
   batch_.logit_tokens.clear();
+  batch_.hidden_tokens.clear();
+  std::vector<std::pair<Sequence*, int32_t>> hidden_rows;  // embedding requests: (sequence, position)
   // Each row of logits either samples a sequence's next token (scores = -1)
   // or scores prompt token scores + 1 for prompt_logprobs.
   struct LogitRow {
@@ -94,29 +98,48 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     const std::vector<int32_t>& table = kv_.block_table(seq->id);
     const int32_t table_index = int32_t(batch_.block_tables.size());
     batch_.block_tables.push_back({table.data(), int32_t(table.size())});
+    const GenerationParams::Pooling pooling = request.params.embedding;
     for (int32_t i = 0; i < chunk.n_tokens; ++i) {
       const int32_t position = seq->n_computed + i;
       batch_.tokens.push_back(seq->tokens[size_t(position)]);
       batch_.positions.push_back(position);
       batch_.seq_of_token.push_back(table_index);
+      const bool pooled = (pooling == GenerationParams::Pooling::mean && position >= request.n_pooled) ||
+                          (pooling == GenerationParams::Pooling::last && position + 1 == seq->n_prompt);
+      if (pooled) {
+        batch_.hidden_tokens.push_back(int32_t(batch_.tokens.size()) - 1);
+        hidden_rows.emplace_back(seq, position);
+      }
       // Positions scored before a preemption are not scored again.
       if (request.params.prompt_logprobs >= 0 && position + 1 < seq->n_prompt && position >= int32_t(request.prompt_logprobs.size())) {
         batch_.logit_tokens.push_back(int32_t(batch_.tokens.size()) - 1);
         rows.push_back({seq, position});
       }
     }
-    if (seq->n_computed + chunk.n_tokens == int32_t(seq->tokens.size())) {
+    if (seq->n_computed + chunk.n_tokens == int32_t(seq->tokens.size()) && pooling == GenerationParams::Pooling::none) {
       batch_.logit_tokens.push_back(int32_t(batch_.tokens.size()) - 1);
       rows.push_back({seq, -1});
     }
   }
   const int64_t n_vocab = model_.config().n_vocab;
   logits_.resize(batch_.logit_tokens.size() * size_t(n_vocab));
-  DS_RETURN_IF_ERROR(model_.forward(batch_, memory_, logits_.data()));
+  const int64_t n_embd = model_.config().n_embd;
+  hidden_.resize(batch_.hidden_tokens.size() * size_t(n_embd));
+  DS_RETURN_IF_ERROR(model_.forward(batch_, memory_, logits_.data(), nullptr, hidden_.data()));
 
+  for (size_t i = 0; i < hidden_rows.size(); ++i) {
+    Request& request = *requests_.at(hidden_rows[i].first->id);
+    request.pooled.resize(size_t(n_embd), 0.0);
+    for (int64_t d = 0; d < n_embd; ++d) request.pooled[size_t(d)] += hidden_[i * size_t(n_embd) + size_t(d)];
+    request.n_pooled = hidden_rows[i].second + 1;
+  }
   for (const ScheduledChunk& chunk : plan.chunks) {
     chunk.seq->n_computed += chunk.n_tokens;
     kv_.commit(chunk.seq->id, chunk.seq->tokens, chunk.seq->n_computed);
+    Request& request = *requests_.at(chunk.seq->id);
+    if (request.params.embedding != GenerationParams::Pooling::none && chunk.seq->n_computed == chunk.seq->n_prompt) {
+      outputs.push_back(embedding_output(chunk.seq->id));
+    }
   }
   for (size_t i = 0; i < rows.size(); ++i) {
     Sequence* seq = rows[i].seq;
@@ -153,7 +176,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     if (request.params.logprobs >= 0) logprobs = token_logprobs(logits, n_vocab, token, request.params.logprobs);
     request.last_token = Clock::now();
     if (n_generated == 1) request.first_token = request.last_token;
-    outputs.push_back({seq->id, token, finish, std::move(logprobs), std::nullopt, {}});
+    outputs.push_back({seq->id, token, finish, std::move(logprobs), std::nullopt, {}, {}});
     if (n_generated == 1) outputs.back().prompt_logprobs = std::move(request.prompt_logprobs);
     if (finish != FinishReason::none) outputs.back().metrics = end(seq->id);
   }
@@ -162,6 +185,19 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   step_tokens_ += last_step_tokens_;
   last_step_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
   return outputs;
+}
+
+// The pooled hidden state, L2-normalised, as the request's only output.
+StepOutput EngineCore::embedding_output(int64_t id) {
+  Request& request = *requests_.at(id);
+  const double count = request.params.embedding == GenerationParams::Pooling::mean ? double(request.seq.n_prompt) : 1.0;
+  double norm = 0.0;
+  for (double v : request.pooled) norm += (v / count) * (v / count);
+  norm = std::sqrt(norm);
+  StepOutput out{id, -1, FinishReason::stop, std::nullopt, std::nullopt, {}, {}};
+  for (double v : request.pooled) out.embedding.push_back(float(norm > 0 ? v / count / norm : 0.0));
+  out.metrics = end(id);
+  return out;
 }
 
 EngineStats EngineCore::stats() const {

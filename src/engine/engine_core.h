@@ -45,6 +45,10 @@ struct GenerationParams {
   // (with the n most likely), as completions' echo reports them. The prompt
   // is then computed in full, not taken from the prefix cache.
   int32_t prompt_logprobs = -1;
+  // Embedding instead of generation: the prompt's final hidden states pooled
+  // (the last token's, or the mean of all) and L2-normalised; nothing is sampled.
+  enum class Pooling { none, last, mean };
+  Pooling embedding = Pooling::none;
 };
 
 // A snapshot of the engine for operators (the server exports it as metrics).
@@ -89,6 +93,7 @@ struct StepOutput {
   std::optional<TokenLogprobs> logprobs;  // when the request asked for them
   std::optional<RequestMetrics> metrics;  // with the last output of a request
   std::vector<TokenLogprobs> prompt_logprobs;  // with the first token: prompt tokens 1.. (prompt_logprobs >= 0)
+  std::vector<float> embedding;                // an embedding request's result, with its only output
 };
 
 class EngineCore {
@@ -119,9 +124,12 @@ class EngineCore {
     Clock::time_point added, scheduled, first_token, last_token;
     bool started = false;
     std::vector<TokenLogprobs> prompt_logprobs;  // filled as the prompt is computed (kept across preemption)
+    std::vector<double> pooled;                  // embedding: the sum of the hidden states taken so far
+    int32_t n_pooled = 0;                        // ... over this many positions (mean: positions 0..n_pooled-1)
   };
   // Removes a request and says how it went.
   RequestMetrics end(int64_t id);
+  StepOutput embedding_output(int64_t id);
 
   Model& model_;
   KvCache& memory_;
@@ -137,7 +145,7 @@ class EngineCore {
   double last_step_seconds_ = 0.0;
   double grammar_mask_seconds_ = 0.0;
   Batch batch_;
-  std::vector<float> logits_;
+  std::vector<float> logits_, hidden_;
 };
 
 }  // namespace ds

@@ -21,6 +21,7 @@ struct StreamEvent {
   std::vector<int32_t> tokens;  // the tokens that produced it
   std::vector<TokenLogprobs> logprobs;  // one per token, when the request asked for them
   std::vector<TokenLogprobs> prompt_logprobs;  // with the first token, when asked: prompt tokens 1..
+  std::vector<float> embedding;                // an embedding request's result
   FinishReason finish = FinishReason::none;
   std::string error;            // set when the request failed (finish = error)
   std::optional<RequestMetrics> metrics;  // with the final event of a request that ran

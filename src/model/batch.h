@@ -18,6 +18,8 @@ struct Batch {
   std::vector<BlockTableView> block_tables;
   // Tokens whose logits are wanted, in the order the logits are returned.
   std::vector<int32_t> logit_tokens;
+  // Tokens whose final hidden states (after the output norm) are wanted, for embeddings.
+  std::vector<int32_t> hidden_tokens;
 
   int64_t n_tokens() const { return int64_t(tokens.size()); }
 };

@@ -101,10 +101,13 @@ Status Model::validate(const Batch& batch, const KvCache& cache) const {
   for (int32_t t : batch.logit_tokens) {
     if (t < 0 || t >= n) return Status::error("forward: logit row outside the batch");
   }
+  for (int32_t t : batch.hidden_tokens) {
+    if (t < 0 || t >= n) return Status::error("forward: hidden-state row outside the batch");
+  }
   return Status();
 }
 
-Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const LayerObserver& observer) {
+Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const LayerObserver& observer, float* hidden) {
   DS_RETURN_IF_ERROR(validate(batch, cache));
   const ModelConfig& c = config_;
   const int64_t n = batch.n_tokens();
@@ -125,6 +128,12 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
     if (observer) observer(layer, x_.data(), n);
   }
 
+  if (hidden) {
+    for (size_t i = 0; i < batch.hidden_tokens.size(); ++i) {
+      const float* row = x_.data() + int64_t(batch.hidden_tokens[i]) * c.n_embd;
+      rms_norm(row, weights_->output_norm.data(), c.norm_eps, 1, c.n_embd, hidden + int64_t(i) * c.n_embd);
+    }
+  }
   if (n_logits == 0) return Status();
   for (int64_t i = 0; i < n_logits; ++i) {
     std::memcpy(last_.data() + i * c.n_embd, x_.data() + int64_t(batch.logit_tokens[i]) * c.n_embd, c.n_embd * sizeof(float));

@@ -38,9 +38,11 @@ class Model {
   const GgufFile& file() const { return weights_->file(); }
   ThreadPool& pool() { return pool_; }
 
-  // Runs every token of the batch; writes logits [batch.logit_tokens.size(), n_vocab].
+  // Runs every token of the batch; writes logits [batch.logit_tokens.size(), n_vocab]
+  // and, where batch.hidden_tokens asks, final hidden states [hidden_tokens.size(), n_embd].
   // Fails (without touching the cache) when the batch is malformed.
-  Status forward(const Batch& batch, KvCache& cache, float* logits, const LayerObserver& observer = nullptr);
+  Status forward(const Batch& batch, KvCache& cache, float* logits, const LayerObserver& observer = nullptr,
+                 float* hidden = nullptr);
 
   // MoE models: how many of the last step's tokens each routed expert took,
   // summed over the MoE layers (load imbalance at a glance). Empty otherwise.

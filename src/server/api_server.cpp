@@ -46,6 +46,7 @@ constexpr Route k_routes[] = {
     {"/v1/models/{model}", "GET", true, RouteKind::plain},
     {"/v1/chat/completions", "POST", true, RouteKind::generation},
     {"/v1/completions", "POST", true, RouteKind::generation},
+    {"/v1/embeddings", "POST", true, RouteKind::generation},
     {"/tokenize", "POST", true, RouteKind::tokenizer},
     {"/detokenize", "POST", true, RouteKind::tokenizer},
 };
@@ -246,6 +247,7 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
   const bool chat = path == "/v1/chat/completions", tokenizer = path == "/tokenize" || path == "/detokenize";
   const bool queued = prepare_queue_.try_post([this, context, body, chat, tokenizer, path, exchange] {
     if (tokenizer) return tokenize(context, *body, path == "/detokenize", exchange);
+    if (path == "/v1/embeddings") return prepare_embedding(context, *body, exchange);
     prepare(context, *body, chat, exchange);
   });
   if (!queued) {

@@ -30,6 +30,8 @@
 
 namespace ds {
 
+struct EmbeddingRequest;
+
 struct ServerOptions {
   std::string model_name;
   int64_t max_context = 4096;  // prompt plus output
@@ -41,6 +43,8 @@ struct ServerOptions {
   int prepare_threads = 2;      // parse + template + tokenize, off the I/O threads
   size_t max_prepare_queue = 64;  // requests waiting for those threads; more: 503 (serve: --max-in-flight)
   ToolCallFormat tool_call_format = ToolCallFormat::none;  // how replies' tool calls are parsed (serve: --tool-call-format)
+  GenerationParams::Pooling embedding_pooling = GenerationParams::Pooling::last;  // /v1/embeddings (serve: --embedding-pooling)
+  int64_t embedding_width = 0;  // the model's hidden size: what an embedding holds
 };
 
 class Server : public HttpService {
@@ -67,6 +71,7 @@ class Server : public HttpService {
 
  private:
   struct Generation;
+  struct Embedding;
   struct Prepared;
   // Who asked what, from the head on: what the access log line needs.
   struct RequestContext {
@@ -79,6 +84,10 @@ class Server : public HttpService {
   void prepare(const RequestContext& context, const std::string& body, bool chat, std::shared_ptr<HttpExchange> exchange);
   void start(const RequestContext& context, std::shared_ptr<Prepared> prepared, std::shared_ptr<HttpExchange> exchange);
   void tokenize(const RequestContext& context, const std::string& body, bool detokenize, std::shared_ptr<HttpExchange> exchange);
+  // /v1/embeddings: parsed and tokenized on a prepare thread, then admitted and run (embedding.cpp).
+  void prepare_embedding(const RequestContext& context, const std::string& body, std::shared_ptr<HttpExchange> exchange);
+  void start_embedding(const RequestContext& context, std::shared_ptr<EmbeddingRequest> request,
+                       std::shared_ptr<std::vector<std::vector<int32_t>>> inputs, std::shared_ptr<HttpExchange> exchange);
   // The 404 for a request naming a model this server does not serve (an empty name means this one).
   std::optional<ApiError> unknown_model(const std::string& asked) const;
   // The fewest tokens `text` can encode to (its bytes / the longest token's).

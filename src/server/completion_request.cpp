@@ -366,6 +366,60 @@ std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string
   return out;
 }
 
+std::variant<EmbeddingRequest, ApiError> parse_embedding_request(const std::string& body) {
+  auto object = parse_body(body);
+  if (auto* error = std::get_if<ApiError>(&object)) return *error;
+  const json& parsed = std::get<json>(object);
+  if (auto error = unknown_field(parsed, {"model", "input", "encoding_format", "dimensions", "user"}, {}, "")) return *error;
+  Reader r{parsed, std::nullopt};
+  EmbeddingRequest out;
+  out.model = r.string("model").value_or("");
+  const std::string format = r.string("encoding_format").value_or("float");
+  if (format != "float" && format != "base64") r.fail("encoding_format", "must be float or base64");
+  out.base64 = format == "base64";
+  if (auto d = r.integer("dimensions", 1, 1 << 20)) out.dimensions = *d;
+  r.string("user");
+  const json* input = r.field("input");
+  const auto ids = [&](const json& list) -> std::optional<std::vector<int32_t>> {
+    std::vector<int32_t> tokens;
+    for (const json& t : list) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) return std::nullopt;
+      tokens.push_back(int32_t(t.get<int64_t>()));
+    }
+    return tokens;
+  };
+  if (!input) {
+    r.fail("input", "is required");
+  } else if (input->is_string()) {
+    out.texts.push_back(input->get<std::string>());
+  } else if (!input->is_array() || input->empty() || input->size() > k_max_embedding_inputs) {
+    r.fail("input", "must be a string, or a non-empty array of at most " + std::to_string(k_max_embedding_inputs) + " inputs");
+  } else if ((*input)[0].is_string()) {
+    for (const json& text : *input) {
+      if (!text.is_string()) return ApiError::invalid("input", "'input' mixes strings with other values");
+      out.texts.push_back(text.get<std::string>());
+    }
+  } else if ((*input)[0].is_array()) {
+    for (const json& list : *input) {
+      auto tokens = list.is_array() ? ids(list) : std::nullopt;
+      if (!tokens) return ApiError::invalid("input", "'input' lists must hold non-negative integer token ids");
+      out.token_lists.push_back(*tokens);
+    }
+  } else {
+    auto tokens = ids(*input);
+    if (!tokens) return ApiError::invalid("input", "'input' must be strings or token ids");
+    out.token_lists.push_back(*tokens);
+  }
+  for (const std::string& text : out.texts) {
+    if (text.empty()) r.fail("input", "must not hold empty strings");
+  }
+  for (const auto& list : out.token_lists) {
+    if (list.empty()) r.fail("input", "must not hold empty token lists");
+  }
+  if (r.error) return *r.error;
+  return out;
+}
+
 std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(const std::string& body) {
   auto object = parse_body(body);
   if (auto* error = std::get_if<ApiError>(&object)) return *error;

@@ -60,6 +60,18 @@ struct TokenizeRequest {
 };
 std::variant<TokenizeRequest, ApiError> parse_tokenize_request(const std::string& body);
 
+// POST /v1/embeddings (OpenAI's shape): input as a string, strings, token
+// ids or lists of token ids; encoding_format float or base64.
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<std::string> texts;                 // or ...
+  std::vector<std::vector<int32_t>> token_lists;  // ... token ids, one list per input
+  bool base64 = false;
+  std::optional<int64_t> dimensions;  // only the model's own width is accepted
+};
+constexpr size_t k_max_embedding_inputs = 256;
+std::variant<EmbeddingRequest, ApiError> parse_embedding_request(const std::string& body);
+
 // POST /detokenize: {"model"?, "tokens": [ids]}.
 struct DetokenizeRequest {
   std::string model;

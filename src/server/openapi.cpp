@@ -250,6 +250,36 @@ json build() {
   const json status = {{"type", "object"}, {"properties", {{"status", {{"type", "string"}}}}}};
   json message_schema = chat_request["properties"]["messages"];
   message_schema["nullable"] = true;
+  const json token_ids = {{"type", "array"}, {"minItems", 1}, {"items", {{"type", "integer"}, {"minimum", 0}}}};
+  const json embedding_request = {
+      {"type", "object"},
+      {"required", {"input"}},
+      {"additionalProperties", false},
+      {"properties", {{"model", {{"type", "string"}, {"nullable", true}}},
+                      {"input", {{"oneOf", json::array({{{"type", "string"}, {"minLength", 1}},
+                                                        {{"type", "array"}, {"minItems", 1}, {"maxItems", 256},
+                                                         {"items", {{"type", "string"}, {"minLength", 1}}}},
+                                                        token_ids,
+                                                        {{"type", "array"}, {"minItems", 1}, {"maxItems", 256}, {"items", token_ids}}})}}},
+                      {"encoding_format", {{"type", "string"}, {"enum", {"float", "base64"}}, {"nullable", true}}},
+                      {"dimensions", {{"type", "integer"}, {"minimum", 1}, {"nullable", true}}},
+                      {"user", {{"type", "string"}, {"nullable", true}}}}}};
+  const json embedding_response = {
+      {"type", "object"},
+      {"required", {"object", "data", "model", "usage"}},
+      {"properties", {{"object", {{"type", "string"}}},
+                      {"data", {{"type", "array"},
+                                {"items", {{"type", "object"},
+                                           {"required", {"object", "index", "embedding"}},
+                                           {"properties", {{"index", {{"type", "integer"}}},
+                                                           {"embedding", {{"oneOf", json::array({{{"type", "array"}, {"items", {{"type", "number"}}}},
+                                                                                                 {{"type", "string"}}})}}}}}}}}},
+                      {"model", {{"type", "string"}}},
+                      {"usage", {{"type", "object"}}}}}};
+  json embeddings_path = json_post("Embeddings of the inputs: the final hidden state pooled (--embedding-pooling) and L2-normalised",
+                                   "EmbeddingRequest", embedding_response);
+  embeddings_path["post"]["responses"]["429"] = error_response("Rate limited; see Retry-After");
+  embeddings_path["post"]["responses"]["500"] = error_response("The engine failed (never caused by the request)");
   const json tokenize_request = {
       {"type", "object"},
       {"additionalProperties", false},
@@ -282,7 +312,8 @@ json build() {
           {"components",
            {{"schemas", {{"ChatCompletionRequest", chat_request}, {"CompletionRequest", completion_request},
                          {"ChatCompletion", chat_response}, {"Completion", completion_response}, {"Error", error},
-                         {"TokenizeRequest", tokenize_request}, {"DetokenizeRequest", detokenize_request}}},
+                         {"TokenizeRequest", tokenize_request}, {"DetokenizeRequest", detokenize_request},
+                         {"EmbeddingRequest", embedding_request}}},
             {"securitySchemes", {{"bearer", {{"type", "http"}, {"scheme", "bearer"}}}}}}},
           {"paths",
            {{"/v1/chat/completions", generation_path("Chat completion", "ChatCompletionRequest", "ChatCompletion")},
@@ -290,6 +321,7 @@ json build() {
             {"/v1/models", simple_get("The served model", models)},
             {"/v1/models/{model}", model_path},
             {"/tokenize", json_post("Token ids of a prompt or of chat messages (vLLM's shape)", "TokenizeRequest", tokenize_response)},
+            {"/v1/embeddings", embeddings_path},
             {"/detokenize", json_post("The text of token ids (vLLM's shape)", "DetokenizeRequest", detokenize_response)},
             {"/version", simple_get("The server's version", {{"type", "object"}, {"required", {"version"}},
                                                             {"properties", {{"version", {{"type", "string"}}}}}})},

@@ -1,0 +1,159 @@
+// POST /v1/embeddings: each input its own engine request whose prompt is
+// computed and pooled (the last token's final hidden state, or the mean of
+// all, --embedding-pooling) instead of sampled, scheduled with the other
+// requests; the reply gathers them in input order, as floats or base64.
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "server/api_server.h"
+#include "server/completion_request.h"
+
+namespace ds {
+namespace {
+
+using json = nlohmann::json;
+
+std::string base64_floats(const std::vector<float>& values) {
+  static const char* const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string bytes(values.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());  // little-endian float32, as OpenAI's base64 holds them
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const uint32_t n = (uint32_t(uint8_t(bytes[i])) << 16) | (i + 1 < bytes.size() ? uint32_t(uint8_t(bytes[i + 1])) << 8 : 0) |
+                       (i + 2 < bytes.size() ? uint32_t(uint8_t(bytes[i + 2])) : 0);
+    out += alphabet[(n >> 18) & 63];
+    out += alphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? alphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? alphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+}  // namespace
+
+// Lives on the connection's strand, as Generation does.
+struct Server::Embedding : std::enable_shared_from_this<Embedding> {
+  Server& server;
+  std::shared_ptr<HttpExchange> exchange;
+  RequestContext context;
+  std::shared_ptr<EmbeddingRequest> request;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<std::optional<StreamEvent>> results;
+  std::shared_ptr<Embedding> self_hold;
+  size_t done = 0;
+  int32_t prompt_tokens = 0;
+  bool gone = false;
+
+  Embedding(Server& s, std::shared_ptr<HttpExchange> e, RequestContext c, std::shared_ptr<EmbeddingRequest> r)
+      : server(s), exchange(std::move(e)), context(std::move(c)), request(std::move(r)) {}
+
+  void start(std::vector<std::vector<int32_t>>& inputs) {
+    self_hold = shared_from_this();
+    std::weak_ptr<Embedding> weak = self_hold;
+    exchange->on_disconnect([weak] {
+      if (auto e = weak.lock()) {
+        e->gone = true;
+        for (const auto& s : e->streams) e->server.engine_.cancel(s->id());
+      }
+    });
+    results.resize(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      prompt_tokens += int32_t(inputs[i].size());
+      EngineRequest r;
+      r.prompt = std::move(inputs[i]);
+      r.params.max_tokens = 1;
+      r.params.embedding = server.options_.embedding_pooling;
+      r.params.tenant_salt = tenant_salt(context.tenant);
+      streams.push_back(server.engine_.submit(std::move(r)));
+      streams.back()->set_listener([weak, i, exchange = exchange] {
+        exchange->post([weak, i] {
+          if (auto e = weak.lock()) e->drain(i);
+        });
+      });
+    }
+  }
+
+  void drain(size_t i) {
+    while (!results[i]) {
+      auto event = streams[i]->next(std::chrono::milliseconds(0));
+      if (!event) return;
+      if (event->finish == FinishReason::none) continue;
+      results[i] = std::move(*event);
+      streams[i]->set_listener(nullptr);
+      if (++done == results.size()) finish();
+    }
+  }
+
+  void finish() {
+    const auto release = std::move(self_hold);
+    server.admission_.leave(context.tenant);
+    if (gone) return server.log_access(context, 499, "client_gone");
+    json data = json::array();
+    for (size_t i = 0; i < results.size(); ++i) {
+      const StreamEvent& r = *results[i];
+      if (r.finish != FinishReason::stop || r.embedding.empty()) {
+        const ApiError error = r.finish == FinishReason::cancelled
+                                   ? ApiError{503, "the server is shutting down", "server_error", "", "shutting_down", 1}
+                                   : ApiError{500, "the engine failed: " + r.error, "server_error", "", "engine_error", 0};
+        return server.answer_error(context, *exchange, error, error.code);
+      }
+      json item = {{"object", "embedding"}, {"index", i}};
+      if (request->base64) item["embedding"] = base64_floats(r.embedding);
+      else item["embedding"] = r.embedding;
+      data.push_back(std::move(item));
+    }
+    const json body = {{"object", "list"}, {"data", data}, {"model", server.options_.model_name},
+                       {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+    server.answer(context, *exchange, 200, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace), "ok");
+  }
+};
+
+// On a prepare thread: parse, check, tokenize; then admission on the strand.
+void Server::prepare_embedding(const RequestContext& context, const std::string& body, std::shared_ptr<HttpExchange> exchange) {
+  auto fail = [&](const ApiError& error, const char* reason) {
+    exchange->post([this, context, exchange, error, reason = std::string(reason)] { answer_error(context, *exchange, error, reason); });
+  };
+  auto parsed = parse_embedding_request(body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
+  auto request = std::make_shared<EmbeddingRequest>(std::move(std::get<EmbeddingRequest>(parsed)));
+  if (auto error = unknown_model(request->model)) return fail(*error, "model");
+  if (request->dimensions && *request->dimensions != options_.embedding_width) {
+    return fail(ApiError::invalid("dimensions", "this model's embeddings have " + std::to_string(options_.embedding_width) +
+                                                    " dimensions; shortening them is not supported"),
+                "invalid");
+  }
+  auto inputs = std::make_shared<std::vector<std::vector<int32_t>>>(request->token_lists);
+  for (const std::string& text : request->texts) {
+    if (min_tokens(text) > options_.max_context) {
+      return fail(ApiError{400, "an input is at least " + std::to_string(min_tokens(text)) + " tokens, over this model's context of " +
+                                    std::to_string(options_.max_context), "invalid_request_error", "input", "context_length_exceeded", 0},
+                  "context");
+    }
+    inputs->push_back(tokenizer_.encode(text, true, false));
+  }
+  for (const auto& tokens : *inputs) {
+    if (int64_t(tokens.size()) + 1 > options_.max_context) {
+      return fail(ApiError{400, "an input has " + std::to_string(tokens.size()) + " tokens, over this model's context of " +
+                                    std::to_string(options_.max_context), "invalid_request_error", "input", "context_length_exceeded", 0},
+                  "context");
+    }
+    for (const int32_t t : tokens) {
+      if (t >= tokenizer_.vocab().n_tokens()) return fail(ApiError::invalid("input", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
+    }
+  }
+  exchange->post([this, context, request, inputs, exchange] { start_embedding(context, request, inputs, exchange); });
+}
+
+void Server::start_embedding(const RequestContext& context, std::shared_ptr<EmbeddingRequest> request,
+                             std::shared_ptr<std::vector<std::vector<int32_t>>> inputs, std::shared_ptr<HttpExchange> exchange) {
+  if (exchange->disconnected()) return log_access(context, 499, "client_gone");
+  if (const Refusal full = admission_.enter(context.tenant); full != Refusal::none) {
+    return answer_error(context, *exchange, in_flight_error(full), refusal_name(full));
+  }
+  auto e = std::make_shared<Embedding>(*this, exchange, context, std::move(request));
+  e->start(*inputs);
+}
+
+}  // namespace ds
