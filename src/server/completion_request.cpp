@@ -31,7 +31,7 @@ const std::set<std::string> k_common_fields = {"model", "max_tokens", "max_compl
                                                "stop", "stop_token_ids", "stream", "stream_options", "logprobs", "logit_bias",
                                                "user", "response_format", "grammar"};
 const std::set<std::string> k_chat_fields = {"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
-                                             "chat_template_kwargs"};
+                                             "chat_template_kwargs", "add_generation_prompt"};
 const std::set<std::string> k_completion_fields = {"prompt", "echo"};
 // Fields of OpenAI's chat and completions references that dsinfer does not
 // implement yet: refused by name rather than ignored.
@@ -258,6 +258,8 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
   if (!ordered.ok()) return ApiError::invalid("", "the request body is not valid JSON");
   if (endpoint == Endpoint::chat) {
     read_chat(r, ordered.value(), out.chat);
+    // vLLM's extension: false leaves the assistant's turn unopened (the template decides what that means).
+    out.chat.input.add_generation_prompt = r.boolean("add_generation_prompt").value_or(true);
   } else {
     read_prompt(r, out);
   }

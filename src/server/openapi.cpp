@@ -180,6 +180,7 @@ json build() {
                                               {"function", {{"type", "object"}, {"required", {"name"}}, {"properties", {{"name", text}}}}}}}}})}};
   chat_request["properties"]["parallel_tool_calls"] = {{"type", "boolean"}, {"nullable", true}};
   chat_request["properties"]["chat_template_kwargs"] = {{"type", "object"}, {"nullable", true}};
+  chat_request["properties"]["add_generation_prompt"] = {{"type", "boolean"}, {"nullable", true}};
   chat_request["properties"]["logprobs"] = {{"type", "boolean"}, {"nullable", true}};
   chat_request["properties"]["top_logprobs"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 20}, {"nullable", true}};
 

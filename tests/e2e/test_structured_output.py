@@ -116,3 +116,13 @@ def test_what_cannot_be_enforced_is_refused(client):
     with pytest.raises(openai.BadRequestError) as error:
         client.completions.create(model="stories260K", prompt="x", max_tokens=5, extra_body={"grammar": "root ::= missing"})
     assert "missing" in str(error.value)
+
+
+def test_add_generation_prompt_reaches_the_template(client):
+    """vLLM's extension: false leaves the assistant turn unopened (ChatML: no '<|im_start|>assistant\\n')."""
+    usage = {}
+    for flag in (True, False):
+        reply = client.chat.completions.create(model="stories260K", max_tokens=1, messages=[{"role": "user", "content": "Hi"}],
+                                               extra_body={"add_generation_prompt": flag})
+        usage[flag] = reply.usage.prompt_tokens
+    assert usage[False] < usage[True]
