@@ -101,7 +101,7 @@ TEST(CompletionRequest, EveryRejectionNamesItsField) {
     EXPECT_NE(e.message.find(field), std::string::npos) << e.message;
   }
   for (const char* body : {R"({})", R"({"prompt": 5})", R"({"prompt": []})", R"({"prompt": ["a", "b"]})", R"({"prompt": [-1]})",
-                           R"({"prompt": "x", "logprobs": 21})", R"({"prompt": "x", "echo": true})", R"({"prompt": "x", "suffix": "y"})",
+                           R"({"prompt": "x", "logprobs": 21})", R"({"prompt": "x", "echo": "yes"})", R"({"prompt": "x", "max_tokens": 0})", R"({"prompt": "x", "suffix": "y"})",
                            R"({"prompt": "x", "best_of": 2})", R"({"prompt": "x", "top_logprobs": 2})"}) {
     const ApiError e = error_of(Endpoint::completion, body);
     EXPECT_EQ(e.status, 400) << body;
