@@ -1,12 +1,13 @@
-"""dsinfer's native chat formats render exactly what the models' own Jinja
-templates (../shared/fixtures/chat-templates) render, for plain conversations."""
+"""dsinfer's built-in chat formats (for files that carry no template) render
+exactly what the models' own Jinja templates (../shared/fixtures/chat-templates)
+render with transformers' settings, for plain conversations."""
 
 import json
 import os
 
-import jinja2
 import pytest
 
+import jinja_reference
 from conftest import FIXTURES
 
 TEMPLATES = {
@@ -26,12 +27,10 @@ CONVERSATIONS = [
 
 
 def render_jinja(name, messages, bos, add_generation_prompt):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(FIXTURES, "chat-templates")))
-    env.globals["raise_exception"] = lambda message: (_ for _ in ()).throw(Exception(message))
-    template = env.get_template(name + ".jinja")
+    source = open(os.path.join(FIXTURES, "chat-templates", name + ".jinja"), encoding="utf-8").read()
     # enable_thinking=True keeps the R1 templates' reasoning opener as the released models use it.
-    return template.render(messages=messages, bos_token=bos, add_generation_prompt=add_generation_prompt,
-                           enable_thinking=True)
+    return jinja_reference.render(source, dict(messages=messages, bos_token=bos, add_generation_prompt=add_generation_prompt,
+                                               enable_thinking=True))
 
 
 @pytest.mark.parametrize("template_name", sorted(TEMPLATES))
