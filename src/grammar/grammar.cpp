@@ -329,6 +329,9 @@ class GbnfParser {
       if (min > k_max_repetition || max > k_max_repetition || (max >= 0 && max < min)) fail("a bad {m,n} repetition");
     }
     if (seq.size() + item.size() * size_t(std::max(min, 1)) > k_max_elements) fail("the grammar is too large");
+    // Copies made for repetitions count against the whole grammar's size before they are made.
+    const size_t copies = size_t(std::max(min, 1)) + size_t(max > min ? max - min : 1);
+    if ((total_items_ += item.size() * copies) > k_max_elements) fail("the grammar is too large");
     for (int i = 0; i < min; ++i) seq.insert(seq.end(), item.begin(), item.end());
     if (max == min) return;
     Item ref;
@@ -436,6 +439,7 @@ class GbnfParser {
   const std::string& s_;
   size_t pos_ = 0;
   std::map<std::string, uint32_t> ids_;
+  size_t total_items_ = 0;
   std::vector<std::vector<Sequence>> rules_;
   std::vector<bool> defined_;
 };

@@ -13,9 +13,12 @@ namespace {
 constexpr size_t k_max_stack_depth = 512;
 constexpr size_t k_max_stacks = 256;
 constexpr size_t k_max_cached_masks = 64;  // each is a bit per token: 16 KiB at 128K tokens
-// Expansion steps per byte: an ambiguous grammar costs a bounded amount per byte.
+// Expansion steps per byte, and per mask: an ambiguous or hostile grammar
+// costs a bounded amount (a mask that runs out allows only what it found).
 constexpr int64_t k_expand_budget = 100'000;
+constexpr int64_t k_mask_budget = 20'000'000;
 thread_local int64_t expand_budget = 0;
+thread_local int64_t mask_budget = INT64_MAX;
 
 bool contains_stack(const std::vector<uint32_t>& flat, const uint32_t* stack, uint32_t n) {
   for (size_t i = 0; i < flat.size(); i += flat[i] + 1) {
@@ -33,7 +36,7 @@ size_t count_stacks(const std::vector<uint32_t>& flat) {
 // Follows rule references and ends of alternatives until every stack's top
 // is a byte set (or the stack is empty: the sentence may end here).
 void expand(const Grammar& g, std::vector<uint32_t>& stack, StackSet& out) {
-  if (--expand_budget < 0) return;
+  if (--expand_budget < 0 || --mask_budget < 0) return;
   if (stack.empty()) {
     out.can_end = true;
     return;
@@ -118,6 +121,10 @@ std::vector<uint64_t> allowed_tokens(const Grammar& g, const VocabTrie& trie, co
   std::vector<uint64_t> allowed((size_t(trie.n_vocab()) + 63) / 64, 0);
   thread_local std::vector<StackSet> at_depth;
   at_depth.resize(trie.max_depth() + 1);
+  mask_budget = k_mask_budget;
+  struct Unlimit {
+    ~Unlimit() { mask_budget = INT64_MAX; }
+  } unlimit;
   at_depth[0] = state;
   const auto& nodes = trie.nodes();
   for (size_t i = 0; i < nodes.size();) {
