@@ -126,3 +126,28 @@ def test_add_generation_prompt_reaches_the_template(client):
                                                extra_body={"add_generation_prompt": flag})
         usage[flag] = reply.usage.prompt_tokens
     assert usage[False] < usage[True]
+
+
+def test_a_reasoning_model_thinks_freely_and_answers_constrained(tmp_path):
+    """Under an R1 template with thinking on (its enable_thinking switch, through chat_template_kwargs)
+    the prompt opens <think>: the constraint starts after </think>. A scripted
+    model (scripted_model.py) reasons, closes the section and answers; the answer is the constrained part."""
+    import os
+    from scripted_model import write_scripted_model
+    from server_process import ROOT
+    template = open(os.path.join(ROOT, "..", "shared", "fixtures", "chat-templates",
+                                 "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"), encoding="utf-8").read()
+    pieces = ["Let me think", "</think>", "\n\n", '{"a": 1}']
+    server = ServerProcess("--served-model-name", "r1", model=write_scripted_model(str(tmp_path / "r1.gguf"), pieces, template))
+    try:
+        r1 = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+        schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False}
+        reply = r1.chat.completions.create(model="r1", max_tokens=32, temperature=0, messages=[{"role": "user", "content": "a?"}],
+                                           response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": schema}},
+                                           extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+        message = reply.choices[0].message
+        assert getattr(message, "reasoning_content", None) == "Let me think"
+        assert json.loads(message.content) == {"a": 1}
+        assert reply.choices[0].finish_reason == "stop"
+    finally:
+        server.stop()
