@@ -77,6 +77,8 @@ std::string Metrics::render(const EngineStats& e, int64_t in_flight) const {
   gauge("dsinfer:engine_steps", "Engine steps since start (monotonic).", double(e.steps));
   gauge("dsinfer:last_step_tokens", "Tokens computed in the last step.", e.last_step_tokens);
   gauge("dsinfer:last_step_seconds", "Duration of the last step.", e.last_step_seconds);
+  gauge("dsinfer:grammar_mask_seconds", "Time spent masking logits for constrained output since start (monotonic).",
+        e.grammar_mask_seconds);
   if (!e.expert_tokens.empty()) {
     out += "# HELP dsinfer:expert_tokens Tokens each routed expert took in the last step, summed over MoE layers.\n"
            "# TYPE dsinfer:expert_tokens gauge\n";

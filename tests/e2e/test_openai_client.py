@@ -227,12 +227,15 @@ def test_unknown_and_unimplemented_fields_are_refused_by_name(server):
     with pytest.raises(openai.BadRequestError) as e:
         c.completions.create(prompt=PROMPT, model="stories260K", max_tokens=4, extra_body={"max_tokns": 5})
     assert e.value.body["param"] == "max_tokns"
+    for field, value in (("suffix", "x"), ("best_of", 2)):
+        with pytest.raises(openai.BadRequestError) as e:
+            c.completions.create(prompt=PROMPT, model="stories260K", max_tokens=4, extra_body={field: value})
+        assert e.value.body["param"] == field and "not supported" in e.value.message
     with pytest.raises(openai.BadRequestError) as e:
-        c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}],
-                                  response_format={"type": "json_object"})
-    assert e.value.body["param"] == "response_format" and "not supported" in e.value.message
-    with pytest.raises(openai.BadRequestError) as e:
-        c.completions.create(prompt=PROMPT, model="stories260K", echo=True)
+        c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}], response_format={"type": "yaml"})
+    assert e.value.body["param"] == "response_format" and "yaml" in e.value.message
+    with pytest.raises(openai.BadRequestError) as e:  # echo is the completions endpoint's
+        c.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": "hi"}], extra_body={"echo": True})
     assert e.value.body["param"] == "echo"
 
 
