@@ -141,6 +141,24 @@ Result<std::vector<StepOutput>> EngineCore::step() {
       outputs.push_back(embedding_output(chunk.seq->id));
     }
   }
+  // Constrained rows are masked first, in parallel: each matcher is its own
+  // request's, and masks are the costly part of constrained decoding.
+  std::vector<size_t> masked_rows;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].scores < 0 && requests_.at(rows[i].seq->id)->params.grammar) masked_rows.push_back(i);
+  }
+  std::vector<size_t> allowed_of(rows.size(), size_t(n_vocab));
+  if (!masked_rows.empty()) {
+    const auto mask_start = Clock::now();
+    model_.pool().parallel_for_dynamic(int64_t(masked_rows.size()), 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t k = begin; k < end; ++k) {
+        const size_t i = masked_rows[size_t(k)];
+        std::optional<grammar::TokenMatcher>& grammar = requests_.at(rows[i].seq->id)->params.grammar;
+        allowed_of[i] = grammar->mask(logits_.data() + i * size_t(n_vocab), n_vocab);
+      }
+    });
+    grammar_mask_seconds_ += std::chrono::duration<double>(Clock::now() - mask_start).count();
+  }
   for (size_t i = 0; i < rows.size(); ++i) {
     Sequence* seq = rows[i].seq;
     Request& request = *requests_.at(seq->id);
@@ -151,14 +169,8 @@ Result<std::vector<StepOutput>> EngineCore::step() {
       continue;
     }
     std::optional<grammar::TokenMatcher>& grammar = request.params.grammar;
-    size_t allowed = size_t(n_vocab);
-    if (grammar) {
-      const auto mask_start = Clock::now();
-      allowed = grammar->mask(logits, n_vocab);
-      grammar_mask_seconds_ += std::chrono::duration<double>(Clock::now() - mask_start).count();
-    }
     // Nothing the grammar takes is in the vocabulary: the reply ends here.
-    const int32_t token = allowed > 0 || end_of_generation_.empty() ? request.sampler.sample(logits, n_vocab, seq->tokens)
+    const int32_t token = allowed_of[i] > 0 || end_of_generation_.empty() ? request.sampler.sample(logits, n_vocab, seq->tokens)
                                                                     : end_of_generation_[0];
     if (grammar) grammar->accept(token);
     seq->tokens.push_back(token);

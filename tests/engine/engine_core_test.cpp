@@ -11,7 +11,10 @@
 
 #include <map>
 #include <random>
+#include <regex>
 #include <set>
+
+#include "tokenizer/tokenizer.h"
 
 #include "support/random_model.h"
 
@@ -259,6 +262,60 @@ INSTANTIATE_TEST_SUITE_P(Models, EngineCoreTest,
                          ::testing::Values(TestModel{"stories260K", DType::f16}, TestModel{"qwen2_q8_0", DType::q8_0},
                                            TestModel{"deepseek2_q8_0", DType::f16}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace ds
+
+namespace ds {
+namespace {
+
+void step(EngineCore& core, std::map<int64_t, size_t>& index, std::vector<std::vector<int32_t>>& out) {
+  auto outputs = core.step();
+  ASSERT_TRUE(outputs.ok());
+  for (const StepOutput& o : outputs.value()) out[index.at(o.id)].push_back(o.token);
+}
+
+// Constrained requests masked together (in parallel, within one step) give
+// what each gives alone, and what they give is in the grammar.
+TEST(EngineConstrained, BatchedMasksEqualSingleRuns) {
+  auto model = Model::load(k_stories, ModelOptions{2, LoadMode::mmap});
+  ASSERT_TRUE(model.ok());
+  auto tokenizer = Tokenizer::from_gguf(model.value()->file());
+  ASSERT_TRUE(tokenizer.ok());
+  std::vector<std::string> bytes;
+  for (int32_t t = 0; t < tokenizer.value()->vocab().n_tokens(); ++t) bytes.push_back(tokenizer.value()->token_to_piece(t, false));
+  auto trie = std::make_shared<const grammar::VocabTrie>(bytes);
+  auto g = grammar::Grammar::from_gbnf(R"(root ::= ("yes" | "no" | "maybe") ", " [a-z ]{2,12} ".")");
+  ASSERT_TRUE(g.ok()) << g.message();
+  const grammar::TokenMatcher prototype(std::make_shared<const grammar::Grammar>(g.take()), trie, tokenizer.value()->vocab().end_of_generation);
+  const std::vector<std::vector<int32_t>> all = prompts();
+  auto run = [&](bool together) {
+    auto memory = KvCache::create(model.value()->config(), KvCacheOptions{DType::f16, 16, 256});
+    EngineCoreConfig config;
+    config.scheduler = SchedulerConfig{512, 16, 512};
+    EngineCore core(*model.value(), *memory.value(), config, tokenizer.value()->vocab().end_of_generation);
+    std::vector<std::vector<int32_t>> out(all.size());
+    std::map<int64_t, size_t> index;
+    for (size_t i = 0; i < all.size(); ++i) {
+      GenerationParams params;
+      params.sampling.temperature = 0.0f;
+      params.max_tokens = 40;
+      params.grammar = prototype;
+      index[core.add(all[i], params).value()] = i;
+      while (!together && !core.idle()) step(core, index, out);
+    }
+    while (!core.idle()) step(core, index, out);
+    return out;
+  };
+  const auto alone = run(false), together = run(true);
+  EXPECT_EQ(alone, together);
+  const std::regex pattern("(yes|no|maybe), [a-z ]{2,12}\\.");
+  for (const auto& tokens : together) {
+    std::vector<int32_t> text_tokens(tokens.begin(), tokens.end() - 1);  // the last is the end of sequence
+    const std::string text = tokenizer.value()->decode(text_tokens, false);
+    EXPECT_TRUE(std::regex_match(text, pattern)) << text;
+  }
+}
 
 }  // namespace
 }  // namespace ds
