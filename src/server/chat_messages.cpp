@@ -163,6 +163,7 @@ std::optional<ApiError> read_tools(const Value& tools, ChatConversation& out) {
     if (parameters && !parameters->is_dict()) return refuse("tools", where + ".function.parameters must be a JSON Schema object");
     const Value* strict = present(f->as_dict(), "strict");
     if (strict && !strict->is_bool()) return refuse("tools", where + ".function.strict must be true or false");
+    if (strict && strict->as_bool()) out.strict_tools = true;
     out.tools.push_back({name->as_string(), parameters ? jinja::to_json(*parameters, std::nullopt, std::nullopt, false)
                                                        : "{\"type\": \"object\"}"});
   }
@@ -173,14 +174,13 @@ std::optional<ApiError> read_tools(const Value& tools, ChatConversation& out) {
 std::optional<ApiError> read_tool_choice(const Value* choice, ChatConversation& out) {
   const bool offered = !out.tools.empty();
   out.tool_choice.mode = offered ? ToolChoice::Mode::auto_ : ToolChoice::Mode::none;
-  if (!choice) return std::nullopt;
-  if (choice->is_string()) {
+  if (choice && choice->is_string()) {
     const std::string& c = choice->as_string();
     if (c == "none") out.tool_choice.mode = ToolChoice::Mode::none;
     else if (c == "auto") out.tool_choice.mode = ToolChoice::Mode::auto_;
     else if (c == "required") out.tool_choice.mode = ToolChoice::Mode::required;
     else return refuse("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
-  } else {
+  } else if (choice) {
     const Value* f = choice->is_dict() ? present(choice->as_dict(), "function") : nullptr;
     const Value* name = f && f->is_dict() ? present(f->as_dict(), "name") : nullptr;
     const Value* type = choice->is_dict() ? present(choice->as_dict(), "type") : nullptr;
@@ -191,6 +191,10 @@ std::optional<ApiError> read_tool_choice(const Value* choice, ChatConversation& 
     bool found = false;
     for (const ToolSpec& t : out.tools) found = found || t.name == name->as_string();
     if (!found) return refuse("tool_choice", "'tool_choice' names '" + name->as_string() + "', which is not among the tools");
+  }
+  if (out.strict_tools && out.tool_choice.mode == ToolChoice::Mode::auto_) {
+    return refuse("tools", "'tools' marks a function strict, which is enforced only when a call is certain: with tool_choice "
+                           "'required' or a named function (with 'auto' the reply may be text, and is not constrained)");
   }
   if (!offered && out.tool_choice.mode != ToolChoice::Mode::none) {
     return refuse("tool_choice", "'tool_choice' " + std::string(out.tool_choice.mode == ToolChoice::Mode::auto_ ? "auto" : "required or named") +

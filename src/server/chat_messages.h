@@ -30,6 +30,7 @@ struct ChatConversation {
   std::vector<ToolSpec> tools;
   ToolChoice tool_choice;  // without tools: none
   bool parallel_tool_calls = true;
+  bool strict_tools = false;  // some function asks for strict arguments
 };
 
 constexpr size_t k_max_tools = 128;

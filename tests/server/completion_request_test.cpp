@@ -78,6 +78,8 @@ TEST(CompletionRequest, EveryRejectionNamesItsField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}],
            "tool_choice": {"type": "function", "function": {"name": "g"}}})", "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"messages": []}})", "chat_template_kwargs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f", "strict": true}}]})",
+       "tools"},
       {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages"},
       {R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function",
            "function": {"name": "f", "arguments": "not json"}}]}]})", "messages"},
