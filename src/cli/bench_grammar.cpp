@@ -112,7 +112,7 @@ int run_grammar_bench(const Args& a, const CommonModelOptions& options) {
   const double step_ms = 1e3 * free.seconds / double(free.tokens);
   const double first_ms = 1e3 * first.mask_seconds / double(first.tokens);
   const double all_ms = 1e3 * constrained.mask_seconds / double(constrained.tokens);
-  std::printf("| vocabulary | trie nodes | trie build ms | tokens | decode step ms | mask ms/token, first run | mask ms/token, all runs | "
+  std::printf("| n_vocab | trie nodes | trie build ms | tokens | decode step ms | mask ms/token, first run | mask ms/token, all runs | "
               "mask / step |\n|---|---|---|---|---|---|---|---|\n");
   std::printf("| %d | %zu | %.1f | %lld | %.3f | %.3f | %.3f | %.1f%% |\n", tok.vocab().n_tokens(), trie->nodes().size(),
               1e3 * trie_seconds, (long long)constrained.tokens, step_ms, first_ms, all_ms, 100.0 * all_ms / step_ms);
