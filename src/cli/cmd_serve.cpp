@@ -39,11 +39,11 @@ int cmd_serve(int argc, char** argv) {
   auto values = model_value_options();
   values.insert({"--host", "--port", "--api-keys", "--served-model-name", "--max-num-seqs", "--max-num-batched-tokens",
                  "--max-in-flight", "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate",
-                 "--tenant-burst", "--tenant-max-in-flight", "--chat-template", "--tool-call-format", "--embedding-pooling", "--http-threads", "--max-body-bytes",
+                 "--tenant-burst", "--tenant-max-in-flight", "--chat-template", "--tool-call-format", "--embedding-pooling", "--stall-timeout", "--http-threads", "--max-body-bytes",
                  "--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout",
                  "--max-connections", "--max-connections-per-address", "--prepare-threads"});
   auto flags = model_flags();
-  flags.insert({"--log-prompts", "--no-prefix-cache", "--metrics-public"});
+  flags.insert({"--log-prompts", "--no-prefix-cache", "--metrics-public", "--exit-on-stall"});
   auto args = Args::parse(argc, argv, values, flags);
   if (!args.ok()) return fail(args.message());
   const Args& a = args.value();
@@ -194,6 +194,12 @@ int cmd_serve(int argc, char** argv) {
   server_options.log_prompts = a.has("--log-prompts");
   server_options.tool_call_format = tool_call_format;
   server_options.embedding_width = config.n_embd;
+  auto stall_timeout = a.get_float("--stall-timeout", 0.0);
+  if (!stall_timeout.ok() || stall_timeout.value() < 0 || stall_timeout.value() > 86400) {
+    return fail("--stall-timeout must be 0 (10 x the longest step, at least 10 s) to 86400 seconds");
+  }
+  server_options.stall_timeout_seconds = stall_timeout.value();
+  const bool exit_on_stall = a.has("--exit-on-stall");
   const std::string pooling = a.get("--embedding-pooling", "last");
   if (pooling != "last" && pooling != "mean") return fail("--embedding-pooling must be last or mean");
   server_options.embedding_pooling = pooling == "mean" ? GenerationParams::Pooling::mean : GenerationParams::Pooling::last;
@@ -238,6 +244,27 @@ int cmd_serve(int argc, char** argv) {
       http.value()->stop();
     });
   });
+  // The watchdog: a stall is logged once (and with --exit-on-stall ends the
+  // process, exit code 4, for a supervisor to restart it); so is the recovery.
+  std::atomic<bool> watching{true};
+  std::thread watchdog([&] {
+    bool was_stalled = false;
+    while (watching) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      const std::optional<std::string> reason = server.stall_reason();
+      if (reason && !was_stalled) {
+        DS_LOG_ERROR("engine stalled: %s", reason->c_str());
+        if (exit_on_stall) {
+          DS_LOG_ERROR("--exit-on-stall: exiting with code 4");
+          std::fflush(nullptr);
+          std::_Exit(4);
+        }
+      } else if (!reason && was_stalled) {
+        DS_LOG_INFO("engine progressing again");
+      }
+      was_stalled = reason.has_value();
+    }
+  });
   server.set_ready(true);
   const double cold_start = std::chrono::duration<double>(Clock::now() - started).count();
   DS_LOG_INFO("ready in %.2f s (cold start, warm-up included): model '%s', context %lld, %d sequences, chat template: %s, "
@@ -258,6 +285,8 @@ int cmd_serve(int argc, char** argv) {
   std::fflush(stdout);
   http.value()->wait();
   if (drainer.joinable()) drainer.join();
+  watching = false;
+  watchdog.join();
   if (drain_cut) {
     DS_LOG_WARN("stopped: the drain was cut short by --drain-timeout");
     return k_exit_drain_cut;

@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <chrono>
+
 namespace ds {
 
 Engine::Engine(Model& model, KvCache& memory, const EngineCoreConfig& config, const Tokenizer& tokenizer)
@@ -96,6 +98,18 @@ void Engine::deliver(const StepOutput& output) {
   if (!event.text.empty() || !event.tokens.empty() || !event.prompt_logprobs.empty()) live.stream->push(std::move(event));
 }
 
+namespace {
+int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch() / std::chrono::nanoseconds(1); }
+}  // namespace
+
+Engine::Progress Engine::progress() const {
+  Progress p;
+  p.busy = busy_.load();
+  if (p.busy) p.seconds_without_progress = double(now_ns() - progress_ns_.load()) / 1e9;
+  p.longest_step_seconds = double(longest_step_ns_.load()) / 1e9;
+  return p;
+}
+
 void Engine::loop() {
   for (;;) {
     take_work();
@@ -103,7 +117,14 @@ void Engine::loop() {
       std::lock_guard lock(mutex_);
       if (stopping_) return;
     }
+    if (!busy_.load()) progress_ns_ = now_ns();  // work arrived after idling: the clock starts now
+    busy_ = !core_.idle();
+    const int64_t step_start = now_ns();
     auto outputs = core_.step();
+    const int64_t step_end = now_ns();
+    longest_step_ns_ = std::max(longest_step_ns_.load(), step_end - step_start);
+    progress_ns_ = step_end;
+    busy_ = !core_.idle();
     if (!outputs.ok()) {
       // A failed forward is an engine fault: every live request ends with it.
       for (auto& [id, live] : live_) {

@@ -43,6 +43,16 @@ class Engine {
   // The engine's statistics as of the last step (thread-safe).
   EngineStats stats() const;
 
+  // For the watchdog, answered without waiting on the engine thread: whether
+  // it has work, how long since it last made progress (finished a step, or
+  // took work while idle), and the longest step it has taken.
+  struct Progress {
+    bool busy = false;
+    double seconds_without_progress = 0.0;
+    double longest_step_seconds = 0.0;
+  };
+  Progress progress() const;
+
  private:
   struct Live {
     std::shared_ptr<RequestStream> stream;
@@ -64,6 +74,8 @@ class Engine {
   EngineStats stats_;
 
   std::atomic<int64_t> next_id_{1};
+  std::atomic<bool> busy_{false};
+  std::atomic<int64_t> progress_ns_{0}, longest_step_ns_{0};  // steady-clock nanoseconds
   std::unordered_map<int64_t, Live> live_;  // by core id; engine thread only
   std::unordered_map<int64_t, int64_t> core_id_of_;  // stream id -> core id; engine thread only
   std::thread thread_;

@@ -210,6 +210,10 @@ ApiError Server::in_flight_error(Refusal refusal) const {
 void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
   const RequestContext context = context_of(request);
   const std::string path = request.path();
+  const std::optional<std::string> stalled = stall_reason();
+  if (stalled && (path == "/health" || path == "/ready")) {
+    return answer(context, *exchange, 503, "application/json", dump(json{{"status", "stalled"}, {"reason", *stalled}}), "stalled");
+  }
   if (path == "/health") return answer(context, *exchange, 200, "application/json", "{\"status\":\"ok\"}", "ok");
   if (path == "/ready") {
     const bool ready = ready_ && !draining_;
@@ -219,6 +223,12 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
   }
   if (path == "/metrics") {
     std::string text = metrics_.render(engine_.stats(), admission_.in_flight());
+    const Engine::Progress progress = engine_.progress();
+    text += "# HELP dsinfer:engine_stalled 1 while the engine has work and no step has finished within the stall bound.\n"
+            "# TYPE dsinfer:engine_stalled gauge\ndsinfer:engine_stalled " + std::string(stalled ? "1" : "0") + "\n"
+            "# HELP dsinfer:engine_seconds_without_progress Seconds the busy engine has gone without finishing a step.\n"
+            "# TYPE dsinfer:engine_seconds_without_progress gauge\ndsinfer:engine_seconds_without_progress " +
+            std::to_string(progress.seconds_without_progress) + "\n";
     if (connection_stats_) {
       const HttpServerStats http = connection_stats_();
       text += "# HELP dsinfer:http_connections_open Open client connections.\n# TYPE dsinfer:http_connections_open gauge\n"
@@ -348,6 +358,16 @@ std::optional<ApiError> Server::unknown_model(const std::string& asked) const {
   if (asked.empty() || asked == options_.model_name) return std::nullopt;
   return ApiError{404, "the model '" + asked.substr(0, 128) + "' does not exist; this server serves '" + options_.model_name + "'",
                   "invalid_request_error", "model", "model_not_found", 0};
+}
+
+std::optional<std::string> Server::stall_reason() const {
+  const Engine::Progress p = engine_.progress();
+  const double bound = options_.stall_timeout_seconds > 0 ? options_.stall_timeout_seconds : std::max(10.0, 10.0 * p.longest_step_seconds);
+  if (!p.busy || p.seconds_without_progress <= bound) return std::nullopt;
+  char reason[160];
+  std::snprintf(reason, sizeof reason, "the engine has had work for %.1f s without finishing a step (bound %.1f s)",
+                p.seconds_without_progress, bound);
+  return std::string(reason);
 }
 
 Result<grammar::TokenMatcher> Server::matcher_for(const std::string& gbnf) {

@@ -45,6 +45,7 @@ struct ServerOptions {
   ToolCallFormat tool_call_format = ToolCallFormat::none;  // how replies' tool calls are parsed (serve: --tool-call-format)
   GenerationParams::Pooling embedding_pooling = GenerationParams::Pooling::last;  // /v1/embeddings (serve: --embedding-pooling)
   int64_t embedding_width = 0;  // the model's hidden size: what an embedding holds
+  double stall_timeout_seconds = 0.0;  // engine busy this long without progress: stalled (0: 10 x its longest step, at least 10 s)
 };
 
 class Server : public HttpService {
@@ -62,6 +63,9 @@ class Server : public HttpService {
   // Stop taking generation requests (503) and report not ready; those in flight go on.
   void start_draining() { draining_ = true; }
   int64_t in_flight() const { return admission_.in_flight(); }
+  // Why the engine counts as stalled (it has work and no step has finished
+  // within the bound), or nullopt. Never waits on the engine thread.
+  std::optional<std::string> stall_reason() const;
   // When the drain time is up: every generation still running ends with an
   // error event (and [DONE] when streamed) and is logged as drain_timeout.
   // Returns how many were cut.
