@@ -75,9 +75,7 @@ int run_grammar_bench(const Args& a, const CommonModelOptions& options) {
   const Tokenizer& tok = *tokenizer.value();
 
   const Clock::time_point trie_start = Clock::now();
-  std::vector<std::string> bytes;
-  for (int32_t t = 0; t < tok.vocab().n_tokens(); ++t) bytes.push_back(tok.token_to_piece(t, false));
-  auto trie = std::make_shared<const grammar::VocabTrie>(bytes);
+  auto trie = std::make_shared<const grammar::VocabTrie>(grammar::VocabTrie::of(tok));
   const double trie_seconds = seconds_since(trie_start);
   const grammar::TokenMatcher prototype(std::make_shared<const grammar::Grammar>(compiled.take()), trie, tok.vocab().end_of_generation);
 

@@ -27,29 +27,6 @@ json-array ::= "[" ws (json-value ws ("," ws json-value ws)*)? "]"
 const std::set<std::string> k_annotations = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
                                              "deprecated", "readOnly", "writeOnly"};
 
-// A GBNF literal for the exact bytes of `text`.
-std::string literal(const std::string& text) {
-  std::string out = "\"";
-  for (const unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
-}
 
 std::string json_text(const Value& v) { return jinja::to_json(v, std::nullopt, std::nullopt, false); }
 
@@ -150,7 +127,7 @@ class PatternConverter {
     const std::string ch = p_.substr(i_, n);
     i_ += n;
     if (ch == "\"") return "\"\\\\\\\"\"";
-    return literal(ch);
+    return gbnf_literal(ch);
   }
 
   // \d \w \s and escaped characters; in a class, the class body text.
@@ -174,7 +151,7 @@ class PatternConverter {
         const std::string ch(1, e);
         if (in_class) return (e == ']' || e == '\\' || e == '^' || e == '-') ? "\\" + ch : ch;
         if (e == '"') return "\"\\\\\\\"\"";
-        return literal(ch);
+        return gbnf_literal(ch);
       }
     }
     return in_class ? body : "[" + std::string(body) + "]";
@@ -287,11 +264,11 @@ class SchemaConverter {
       if (!ref->is_string()) refuse(path, "$ref must be a string");
       return resolve_ref(ref->as_string(), path + "/$ref");
     }
-    if (const Value* c = field(d, "const")) return literal(json_text(*c));
+    if (const Value* c = field(d, "const")) return gbnf_literal(json_text(*c));
     if (const Value* e = field(d, "enum")) {
       if (!e->is_list() || e->as_list().empty()) refuse(path, "'enum' must be a non-empty array");
       std::string body;
-      for (const Value& v : e->as_list()) body += (body.empty() ? "" : " | ") + literal(json_text(v));
+      for (const Value& v : e->as_list()) body += (body.empty() ? "" : " | ") + gbnf_literal(json_text(v));
       return "(" + body + ")";
     }
     for (const char* key : {"anyOf", "oneOf"}) {
@@ -428,13 +405,13 @@ class SchemaConverter {
     if (const Value* p = field(d, "properties")) {
       if (!p->is_dict()) refuse(path, "'properties' must be an object");
       for (const auto& [key, sub] : p->as_dict().items) {
-        props.emplace_back(literal(json_text(Value(key))), visit(sub, hint + "-" + key, path + "/properties/" + key));
+        props.emplace_back(gbnf_literal(json_text(Value(key))), visit(sub, hint + "-" + key, path + "/properties/" + key));
         required.push_back(required_names.count(key) > 0);
       }
     }
     for (const std::string& name : required_names) {
       bool listed = false;
-      for (const auto& [key, sub] : props) listed = listed || key == literal(json_text(Value(name)));
+      for (const auto& [key, sub] : props) listed = listed || key == gbnf_literal(json_text(Value(name)));
       if (!listed) refuse(path, "required property '" + name + "' is not among the properties");
     }
     // The rule for one additional key-value, where extras are allowed. Beside
@@ -487,6 +464,30 @@ Result<SchemaRules> json_schema_rules(const Value& schema, const std::string& pr
 }
 
 const char* json_primitives() { return k_primitives; }
+
+std::string gbnf_literal(const std::string& text) {
+  std::string out = "\"";
+  for (const unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
 
 Result<std::string> json_schema_to_gbnf(const Value& schema) {
   auto rules = json_schema_rules(schema, "schema-");

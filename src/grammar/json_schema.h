@@ -34,4 +34,7 @@ struct SchemaRules {
 Result<SchemaRules> json_schema_rules(const jinja::Value& schema, const std::string& prefix);
 const char* json_primitives();
 
+// A GBNF literal that matches exactly the bytes of `text`.
+std::string gbnf_literal(const std::string& text);
+
 }  // namespace ds::grammar

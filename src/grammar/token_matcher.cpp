@@ -104,7 +104,6 @@ void advance(const Grammar& g, const StackSet& from, uint8_t byte, StackSet& to)
 struct MaskCache {
   std::mutex mutex;
   std::unordered_map<std::string, std::vector<uint64_t>> masks;  // state -> allowed tokens, one bit each
-  int64_t computed = 0, hits = 0;
 };
 
 namespace {
@@ -161,7 +160,6 @@ size_t TokenMatcher::mask(float* logits, int64_t n_vocab) {
     const auto it = cache_->masks.find(key);
     if (it != cache_->masks.end()) {
       allowed = it->second;
-      ++cache_->hits;
     }
   }
   if (allowed.empty()) {
@@ -169,7 +167,6 @@ size_t TokenMatcher::mask(float* logits, int64_t n_vocab) {
     std::lock_guard lock(cache_->mutex);
     if (cache_->masks.size() >= k_max_cached_masks) cache_->masks.clear();
     cache_->masks.emplace(key, allowed);
-    ++cache_->computed;
   }
   for (const int32_t t : end_tokens_) {
     if (t >= 0 && t < trie_->n_vocab()) {
@@ -211,16 +208,6 @@ bool TokenMatcher::accept(int32_t token) {
     if (!state_.alive()) return false;
   }
   return true;
-}
-
-int64_t TokenMatcher::masks_computed() const {
-  std::lock_guard lock(cache_->mutex);
-  return cache_->computed;
-}
-
-int64_t TokenMatcher::masks_cached() const {
-  std::lock_guard lock(cache_->mutex);
-  return cache_->hits;
 }
 
 }  // namespace ds::grammar

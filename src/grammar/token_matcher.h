@@ -46,9 +46,6 @@ class TokenMatcher {
   bool can_end() const { return state_.can_end; }
   bool active() const { return marker_.empty(); }
 
-  // For benchmarks: masks computed and masks answered from the cache.
-  int64_t masks_computed() const;
-  int64_t masks_cached() const;
 
  private:
   std::shared_ptr<const Grammar> grammar_;

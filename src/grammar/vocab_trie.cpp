@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "tokenizer/tokenizer.h"
+
 namespace ds::grammar {
 
 VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes) : bytes_(token_bytes), n_vocab_(int32_t(token_bytes.size())) {
@@ -34,6 +36,12 @@ VocabTrie::VocabTrie(const std::vector<std::string>& token_bytes) : bytes_(token
     previous = &bytes;
   }
   for (const uint32_t n : path) nodes_[n].subtree_end = uint32_t(nodes_.size());
+}
+
+VocabTrie VocabTrie::of(const Tokenizer& tokenizer) {
+  std::vector<std::string> bytes;
+  for (int32_t t = 0; t < tokenizer.vocab().n_tokens(); ++t) bytes.push_back(tokenizer.token_to_piece(t, false));
+  return VocabTrie(bytes);
 }
 
 }  // namespace ds::grammar

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+namespace ds {
+class Tokenizer;
+}
+
 namespace ds::grammar {
 
 // Longer tokens are left out of the trie (so never allowed under a grammar).
@@ -20,6 +24,9 @@ class VocabTrie {
  public:
   // token_bytes[id]: the bytes token id stands for; empty (control tokens) never matches.
   explicit VocabTrie(const std::vector<std::string>& token_bytes);
+  // A model vocabulary's trie: each token as the bytes it decodes to (control
+  // tokens decode to nothing; end tokens are the matcher's own concern).
+  static VocabTrie of(const Tokenizer& tokenizer);
 
   struct Node {
     uint8_t byte;

@@ -379,11 +379,7 @@ Result<grammar::TokenMatcher> Server::matcher_for(const std::string& gbnf) {
   }
   auto compiled = grammar::Grammar::from_gbnf(gbnf);
   if (!compiled.ok()) return compiled.status();
-  if (!vocab_trie_) {
-    std::vector<std::string> bytes;
-    for (int32_t t = 0; t < tokenizer_.vocab().n_tokens(); ++t) bytes.push_back(tokenizer_.token_to_piece(t, false));
-    vocab_trie_ = std::make_shared<const grammar::VocabTrie>(bytes);
-  }
+  if (!vocab_trie_) vocab_trie_ = std::make_shared<const grammar::VocabTrie>(grammar::VocabTrie::of(tokenizer_));
   grammar::TokenMatcher matcher(std::make_shared<const grammar::Grammar>(compiled.take()), vocab_trie_, tokenizer_.vocab().end_of_generation);
   if (recent_grammars_.size() >= 16) recent_grammars_.erase(recent_grammars_.begin());
   recent_grammars_.emplace_back(gbnf, matcher);

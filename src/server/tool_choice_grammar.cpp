@@ -3,22 +3,6 @@
 #include "grammar/json_schema.h"
 
 namespace ds {
-namespace {
-
-std::string literal(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 Result<std::string> tool_choice_gbnf(const ChatConversation& chat, ToolCallFormat format) {
   if (format == ToolCallFormat::none) return Status::error("the chat template writes tool calls in no format dsinfer knows");
@@ -32,13 +16,13 @@ Result<std::string> tool_choice_gbnf(const ChatConversation& chat, ToolCallForma
     auto arguments = grammar::json_schema_rules(schema.value(), "tool" + std::to_string(i) + "-");
     if (!arguments.ok()) return Status::error("tools[" + std::to_string(i) + "].function.parameters: " + arguments.message());
     rules += arguments.value().rules;
-    calls += (calls.empty() ? "" : " | ") + literal(syntax.call_open + tool.name + syntax.name_to_arguments) + " " +
-             arguments.value().value + " " + literal(syntax.call_close);
+    calls += (calls.empty() ? "" : " | ") + grammar::gbnf_literal(syntax.call_open + tool.name + syntax.name_to_arguments) + " " +
+             arguments.value().value + " " + grammar::gbnf_literal(syntax.call_close);
   }
   rules += "call ::= " + calls + "\n";
-  const std::string more = chat.parallel_tool_calls ? " (" + literal(syntax.between) + " call)*" : "";
+  const std::string more = chat.parallel_tool_calls ? " (" + grammar::gbnf_literal(syntax.between) + " call)*" : "";
   // Leading whitespace: a reasoning model's answer often starts on a new line after its reasoning.
-  rules += "root ::= ws " + literal(syntax.section_open) + " call" + more + " " + literal(syntax.section_close) + "\n";
+  rules += "root ::= ws " + grammar::gbnf_literal(syntax.section_open) + " call" + more + " " + grammar::gbnf_literal(syntax.section_close) + "\n";
   return rules;
 }
 

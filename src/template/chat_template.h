@@ -63,7 +63,6 @@ class ChatTemplate {
 
   // Where it came from: "tokenizer.chat_template", "file X", "built-in deepseek-r1".
   const std::string& origin() const { return origin_; }
-  bool is_jinja() const { return jinja_ != nullptr; }
   // Whether the format has a reasoning section (<think> ... </think>), as the
   // DeepSeek-R1 family's do: the server then splits reasoning_content out.
   bool has_reasoning() const { return has_reasoning_; }

@@ -57,7 +57,6 @@ class ToolCallParser {
   // reported if its name is known (its arguments as far as they went).
   Output finish();
 
-  int calls_seen() const { return calls_seen_; }
 
  private:
   enum class State { content, section, call, whole_reply_json };

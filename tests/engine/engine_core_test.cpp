@@ -282,9 +282,7 @@ TEST(EngineConstrained, BatchedMasksEqualSingleRuns) {
   ASSERT_TRUE(model.ok());
   auto tokenizer = Tokenizer::from_gguf(model.value()->file());
   ASSERT_TRUE(tokenizer.ok());
-  std::vector<std::string> bytes;
-  for (int32_t t = 0; t < tokenizer.value()->vocab().n_tokens(); ++t) bytes.push_back(tokenizer.value()->token_to_piece(t, false));
-  auto trie = std::make_shared<const grammar::VocabTrie>(bytes);
+  auto trie = std::make_shared<const grammar::VocabTrie>(grammar::VocabTrie::of(*tokenizer.value()));
   auto g = grammar::Grammar::from_gbnf(R"(root ::= ("yes" | "no" | "maybe") ", " [a-z ]{2,12} ".")");
   ASSERT_TRUE(g.ok()) << g.message();
   const grammar::TokenMatcher prototype(std::make_shared<const grammar::Grammar>(g.take()), trie, tokenizer.value()->vocab().end_of_generation);
