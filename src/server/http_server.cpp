@@ -277,10 +277,14 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
   }
 
   // The socket is readable while we may not read: EOF means the client left.
+  // The socket is non-blocking (admit): a wake with nothing to read after all
+  // must not block this strand, and with it the responses it carries, until
+  // the client next sends or leaves.
   void check_for_eof() {
     char byte;
     beast::error_code ec;
     const size_t n = stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, ec);
+    if (ec == net::error::would_block || ec == net::error::try_again) return want_read();
     if (ec || n == 0) return client_gone();
     data_waiting_ = true;
   }
@@ -713,6 +717,7 @@ class BeastServer : public HttpServer {
       return;
     }
     socket.set_option(tcp::no_delay(true), ec);
+    socket.non_blocking(true, ec);  // the one synchronous call (check_for_eof's peek) must never wait
     auto connection = std::make_shared<Connection>(std::move(socket), std::move(address), options_, service_, caps_);
     {
       std::lock_guard lock(connections_mutex_);
