@@ -1,6 +1,7 @@
 #include "base/memory_size.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -15,6 +16,29 @@ int64_t available_memory_bytes() {
     if (key == "MemAvailable:") return kib * 1024;
   }
   return 0;
+}
+
+int64_t resident_memory_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      int64_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+std::string format_memory_size(int64_t bytes) {
+  char text[32];
+  if (bytes >= int64_t(1) << 30) {
+    std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(int64_t(1) << 30));
+  } else {
+    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(1 << 20));
+  }
+  return text;
 }
 
 Result<int64_t> parse_memory_size(const std::string& text) {

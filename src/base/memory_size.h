@@ -15,4 +15,10 @@ Result<int64_t> parse_memory_size(const std::string& text);
 // MemAvailable from /proc/meminfo; 0 when it cannot be read.
 int64_t available_memory_bytes();
 
+// This process's resident set (VmRSS); 0 when it cannot be read.
+int64_t resident_memory_bytes();
+
+// "1.5 GiB", "320.0 MiB": a size as a log line or an error message shows it.
+std::string format_memory_size(int64_t bytes);
+
 }  // namespace ds

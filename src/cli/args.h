@@ -23,6 +23,14 @@ class Args {
   Result<double> get_float(const std::string& name, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
+  // For options given other than on the command line (a swap's fields over serve's flags).
+  void set(const std::string& name, const std::string& value) { values_[name] = value; }
+  void set_flag(const std::string& name) { flags_.insert(name); }
+  void erase(const std::string& name) {
+    values_.erase(name);
+    flags_.erase(name);
+  }
+
  private:
   std::map<std::string, std::string> values_;
   std::set<std::string> flags_;

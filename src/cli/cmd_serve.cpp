@@ -1,6 +1,7 @@
-// dsinfer serve: the OpenAI-compatible server. Loads the model, sizes the KV
-// pool, starts the engine and the HTTP server (/health answers at once),
-// warms up (a real forward through the engine), then turns /ready true. On
+// dsinfer serve: the OpenAI-compatible server. Loads the first model version
+// (model_version_loader.h: weights, KV pool, engine, warm-up), starts the
+// HTTP server, then turns /ready true; with --admin-keys, the admin API swaps
+// versions while serving (admin_api.h). On
 // SIGTERM or SIGINT it drains: not ready, new requests 503, those in flight
 // finish (up to --drain-timeout), exit 0; when the drain time runs out the
 // rest end with an error event and the exit status is 3.
@@ -14,9 +15,9 @@
 #include "base/memory_size.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "engine/engine.h"
+#include "cli/model_version_loader.h"
+#include "device/device.h"
 #include "server/api_server.h"
-#include "tokenizer/tokenizer.h"
 
 namespace ds {
 namespace {
@@ -36,22 +37,34 @@ bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host =
 int cmd_serve(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point started = Clock::now();
-  auto values = model_value_options();
-  values.insert({"--host", "--port", "--api-keys", "--served-model-name", "--max-num-seqs", "--max-num-batched-tokens",
-                 "--max-in-flight", "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate",
-                 "--tenant-burst", "--tenant-max-in-flight", "--chat-template", "--tool-call-format", "--embedding-pooling", "--stall-timeout", "--http-threads", "--max-body-bytes",
+  auto values = version_value_options();
+  values.insert({"--host", "--port", "--api-keys", "--admin-keys", "--served-model-name", "--model-version", "--device", "--run-dir", "--max-in-flight",
+                 "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate", "--tenant-burst",
+                 "--tenant-max-in-flight", "--embedding-pooling", "--stall-timeout", "--http-threads", "--max-body-bytes",
                  "--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout",
                  "--max-connections", "--max-connections-per-address", "--prepare-threads"});
-  auto flags = model_flags();
-  flags.insert({"--log-prompts", "--no-prefix-cache", "--metrics-public", "--exit-on-stall"});
+  auto flags = version_flags();
+  flags.insert({"--log-prompts", "--metrics-public", "--exit-on-stall"});
   auto args = Args::parse(argc, argv, values, flags);
   if (!args.ok()) return fail(args.message());
   const Args& a = args.value();
+  // The device first: the threads started from here on inherit its cores.
+  std::optional<DeviceClaim> device;
+  if (a.has("--device")) {
+    auto spec = parse_device(a.get("--device"));
+    if (!spec.ok()) return fail(spec.message());
+    const std::string run_dir = a.has("--run-dir") ? a.get("--run-dir") : default_run_dir();
+    auto claim = DeviceClaim::claim(spec.value(), run_dir);
+    if (!claim.ok()) return fail(claim.message());
+    device.emplace(claim.take());
+    DS_LOG_INFO("device %s: %zu cores pinned and locked under %s", a.get("--device").c_str(), spec.value().cores.size(), run_dir.c_str());
+  } else if (a.has("--run-dir")) {
+    return fail("--run-dir holds device locks: give --device too");
+  }
   auto options = parse_model_options(a);
   if (!options.ok()) return fail(options.message());
 
   auto max_seqs = a.get_int("--max-num-seqs", 16);
-  auto batched = a.get_int("--max-num-batched-tokens", 512);
   auto port = a.get_int("--port", 8000);
   auto request_timeout = a.get_float("--request-timeout", 600);
   auto drain_timeout = a.get_float("--drain-timeout", 30);
@@ -60,7 +73,7 @@ int cmd_serve(int argc, char** argv) {
   auto prepare_threads = a.get_int("--prepare-threads", 2);
   auto max_connections = a.get_int("--max-connections", 0);
   auto max_per_address = a.get_int("--max-connections-per-address", 0);
-  for (const Status& s : {max_seqs.status(), batched.status(), port.status(), request_timeout.status(), drain_timeout.status(),
+  for (const Status& s : {max_seqs.status(), port.status(), request_timeout.status(), drain_timeout.status(),
                           http_threads.status(), max_body.status(), prepare_threads.status(), max_connections.status(),
                           max_per_address.status()}) {
     if (!s.ok()) return fail(s.message());
@@ -81,8 +94,6 @@ int cmd_serve(int argc, char** argv) {
       max_per_address.value() > 1 << 20) {
     return fail("--max-connections and --max-connections-per-address must be 0 (derived) .. 1048576");
   }
-  if (max_seqs.value() < 1 || max_seqs.value() > 4096) return fail("--max-num-seqs must be 1..4096");
-  if (batched.value() < 1 || batched.value() > 1 << 20) return fail("--max-num-batched-tokens must be 1..1048576");
   if (port.value() < 0 || port.value() > 65535) return fail("--port must be 0..65535");
   if (!(request_timeout.value() > 0) || !(drain_timeout.value() >= 0)) return fail("--request-timeout must be > 0 and --drain-timeout >= 0");
   if (http_threads.value() < 1 || http_threads.value() > 256) return fail("--http-threads must be 1..256");
@@ -95,64 +106,20 @@ int cmd_serve(int argc, char** argv) {
     return fail("without --api-keys the server is open to anyone who reaches it: give --api-keys FILE to listen on " + host);
   }
 
-  auto model = Model::load(options.value().path, options.value().model);
-  if (!model.ok()) return fail(model.message());
-  const ModelConfig& config = model.value()->config();
-  auto tokenizer = Tokenizer::from_gguf(model.value()->file());
-  if (!tokenizer.ok()) return fail(tokenizer.message());
-  auto chat_template = ChatTemplate::choose(&model.value()->file(), a.get("--chat-template"));
-  if (!chat_template.ok()) return fail(chat_template.message());
-  if (!chat_template.value()) DS_LOG_WARN("the model has no tokenizer.chat_template: /v1/chat/completions is off (give --chat-template FILE|NAME)");
-  const bool has_chat = chat_template.value().has_value();
-  const std::string chat_origin = has_chat ? chat_template.value()->origin() : "no";
-  ToolCallFormat tool_call_format = has_chat ? chat_template.value()->tool_call_format() : ToolCallFormat::none;
-  if (a.has("--tool-call-format") && a.get("--tool-call-format") != "auto") {
-    auto format = tool_call_format_from_name(a.get("--tool-call-format"));
-    if (!format.ok()) return fail("--tool-call-format: " + format.message());
-    tool_call_format = format.value();
-  }
-
-  int64_t n_ctx = options.value().n_ctx > 0 ? options.value().n_ctx : std::min<int64_t>(config.n_ctx_train, 4096);
-  KvCacheOptions kv = options.value().kv;
-  const int64_t context_pages = (n_ctx + kv.page_tokens - 1) / kv.page_tokens;
-  // Default pool: every sequence slot can hold a full context, within a quarter of free memory.
-  int64_t wanted_pages = context_pages * max_seqs.value();
-  if (options.value().kv_memory_bytes == 0) {
-    const int64_t page_bytes = KvCache::bytes_per_token(config, kv.dtype) * kv.page_tokens;
-    const int64_t quarter_free = available_memory_bytes() / 4 / page_bytes;
-    if (quarter_free > 0) wanted_pages = std::min(wanted_pages, std::max(quarter_free, context_pages));
-  }
-  auto n_pages = kv_pool_pages(options.value(), config, wanted_pages);
-  if (!n_pages.ok()) return fail(n_pages.message());
-  if (n_pages.value() < context_pages) {
-    DS_LOG_WARN("the KV pool holds %lld tokens, less than the context of %lld: the context is cut to fit",
-                (long long)(n_pages.value() * kv.page_tokens), (long long)n_ctx);
-    n_ctx = n_pages.value() * kv.page_tokens;
-  }
-  kv.n_pages = n_pages.value();
-  auto memory = KvCache::create(config, kv);
-  if (!memory.ok()) return fail(memory.message());
-
-  EngineCoreConfig engine_config;
-  engine_config.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(n_ctx)};
-  engine_config.prefix_cache = !a.has("--no-prefix-cache");
-  Engine engine(*model.value(), *memory.value(), engine_config, *tokenizer.value());
-
-  // Warm-up: page faults, thread start-up and a decode, before anyone is told we are ready.
-  {
-    EngineRequest warm;
-    warm.prompt.assign(16, tokenizer.value()->vocab().bos != k_no_token ? tokenizer.value()->vocab().bos : 0);
-    warm.params.sampling.temperature = 0.0f;
-    warm.params.max_tokens = 8;
-    warm.params.stop_at_end_of_generation = false;
-    auto stream = engine.submit(std::move(warm));
-    for (;;) {
-      auto event = stream->next(std::chrono::seconds(600));
-      if (!event) return fail("warm-up did not finish");
-      if (event->finish == FinishReason::error) return fail("warm-up failed: " + event->error);
-      if (event->finish != FinishReason::none) break;
-    }
-  }
+  const std::string path = options.value().path;
+  const size_t slash = path.find_last_of('/');
+  std::string stem = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".gguf") stem.resize(stem.size() - 5);
+  ModelLoadRequest first;
+  first.path = path;
+  first.label = a.get("--model-version", stem);
+  if (!valid_version_label(first.label)) return fail("--model-version '" + first.label + "': 1 to 64 letters, digits or . _ - : +");
+  const ModelLoader loader = model_version_loader(a);
+  auto plan = loader.plan(first);
+  if (!plan.ok()) return fail(plan.message());
+  auto loaded = plan.value().load();
+  if (!loaded.ok()) return fail(loaded.message());
+  ModelVersions versions(loaded.take());  // the only owner: a swap can free this version
 
   // Limits from the configuration alone, so the same flags behave the same on
   // every machine: overall, 4 requests/s per sequence slot with a burst of
@@ -182,18 +149,21 @@ int cmd_serve(int argc, char** argv) {
   auto admission = Admission::create(keys_file, limits);
   if (!admission.ok()) return fail(admission.message());
 
+  std::unique_ptr<AdminApi> admin;
+  if (a.has("--admin-keys")) {
+    auto admin_keys = KeyFile::read(a.get("--admin-keys"), "--admin-keys", "OPERATOR");
+    if (!admin_keys.ok()) return fail(admin_keys.message());
+    for (const auto& [key, name] : admin_keys.value().names()) {
+      if (admission.value()->keys().names().count(key)) return fail("--admin-keys: the key of '" + name + "' is also a tenant's key in --api-keys");
+    }
+    admin = std::make_unique<AdminApi>(versions, loader, admin_keys.take(), first,
+                                       std::chrono::milliseconds(int64_t(drain_timeout.value() * 1000)));
+  }
+
   ServerOptions server_options;
-  const std::string path = options.value().path;
-  const size_t slash = path.find_last_of('/');
-  std::string stem = path.substr(slash == std::string::npos ? 0 : slash + 1);
-  if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".gguf") stem.resize(stem.size() - 5);
   server_options.model_name = a.get("--served-model-name", stem);
-  server_options.max_context = n_ctx;
-  server_options.page_tokens = int32_t(kv.page_tokens);
   server_options.request_timeout = std::chrono::milliseconds(int64_t(request_timeout.value() * 1000));
   server_options.log_prompts = a.has("--log-prompts");
-  server_options.tool_call_format = tool_call_format;
-  server_options.embedding_width = config.n_embd;
   auto stall_timeout = a.get_float("--stall-timeout", 0.0);
   if (!stall_timeout.ok() || stall_timeout.value() < 0 || stall_timeout.value() > 86400) {
     return fail("--stall-timeout must be 0 (10 x the longest step, at least 10 s) to 86400 seconds");
@@ -206,7 +176,7 @@ int cmd_serve(int argc, char** argv) {
   server_options.metrics_public = a.has("--metrics-public");
   server_options.prepare_threads = int(prepare_threads.value());
   server_options.max_prepare_queue = size_t(max_in_flight.value());  // no narrower than admission itself
-  Server server(engine, *tokenizer.value(), std::move(chat_template.value()), *admission.value(), server_options);
+  Server server(versions, *admission.value(), server_options, admin.get());
 
   HttpServerOptions http_options;
   http_options.host = host;
@@ -245,12 +215,17 @@ int cmd_serve(int argc, char** argv) {
     });
   });
   // The watchdog: a stall is logged once (and with --exit-on-stall ends the
-  // process, exit code 4, for a supervisor to restart it); so is the recovery.
+  // process, exit code 4, for a supervisor to restart it); so is the
+  // recovery. It also frees the retired model versions whose last request has ended.
   std::atomic<bool> watching{true};
   std::thread watchdog([&] {
     bool was_stalled = false;
     while (watching) {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      for (const std::string& label : versions.release_unheld()) {
+        DS_LOG_INFO("version '%s' released after its last request (resident now %s)", label.c_str(),
+                    format_memory_size(resident_memory_bytes()).c_str());
+      }
       const std::optional<std::string> reason = server.stall_reason();
       if (reason && !was_stalled) {
         DS_LOG_ERROR("engine stalled: %s", reason->c_str());
@@ -267,21 +242,26 @@ int cmd_serve(int argc, char** argv) {
   });
   server.set_ready(true);
   const double cold_start = std::chrono::duration<double>(Clock::now() - started).count();
-  DS_LOG_INFO("ready in %.2f s (cold start, warm-up included): model '%s', context %lld, %d sequences, chat template: %s, "
-              "tool calls: %s",
-              cold_start, server_options.model_name.c_str(), (long long)n_ctx, int(max_seqs.value()), chat_origin.c_str(),
-              tool_call_format_name(tool_call_format));
-  DS_LOG_INFO("limits: %.2f requests/s (burst %.0f) and %lld in flight overall; %.2f/s (burst %.0f) and %lld in flight per tenant; %s",
-              limits.global_rate, limits.global_burst, (long long)limits.max_in_flight, limits.tenant_rate, limits.tenant_burst,
-              (long long)limits.tenant_max_in_flight, admission.value()->open_access() ? "open access (loopback only)" : "API keys required");
-  DS_LOG_INFO("connections: at most %d open, %d per client address; deadlines: head %.1f s, body %.1f s, keep-alive %.1f s, send %.1f s",
-              http.value()->max_connections(), http.value()->max_connections_per_address(), deadlines[0].count() / 1e3,
-              deadlines[1].count() / 1e3, deadlines[2].count() / 1e3, deadlines[3].count() / 1e3);
-  std::printf("dsinfer serve: listening on http://%s:%u\n", host.c_str(), unsigned(http.value()->port()));
-  std::printf("try: curl http://%s:%u/v1/%s -H 'Content-Type: application/json' -d '%s'\n", host.c_str(),
-              unsigned(http.value()->port()), has_chat ? "chat/completions" : "completions",
-              has_chat ? "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}"
-                          : "{\"prompt\": \"Once upon a time\", \"max_tokens\": 32}");
+  {  // held only here: a swap may retire it at once
+    const std::shared_ptr<ModelVersion> first_version = versions.current();
+    const ModelVersion& version = *first_version;
+    DS_LOG_INFO("ready in %.2f s (cold start, warm-up included): model '%s' version '%s', context %lld, chat template: %s, "
+                "tool calls: %s; admin API %s",
+                cold_start, server_options.model_name.c_str(), version.label.c_str(), (long long)version.max_context,
+                version.chat_template ? version.chat_template->origin().c_str() : "no", tool_call_format_name(version.tool_call_format),
+                admin ? "on (--admin-keys)" : "off");
+    DS_LOG_INFO("limits: %.2f requests/s (burst %.0f) and %lld in flight overall; %.2f/s (burst %.0f) and %lld in flight per tenant; %s",
+                limits.global_rate, limits.global_burst, (long long)limits.max_in_flight, limits.tenant_rate, limits.tenant_burst,
+                (long long)limits.tenant_max_in_flight, admission.value()->open_access() ? "open access (loopback only)" : "API keys required");
+    DS_LOG_INFO("connections: at most %d open, %d per client address; deadlines: head %.1f s, body %.1f s, keep-alive %.1f s, send %.1f s",
+                http.value()->max_connections(), http.value()->max_connections_per_address(), deadlines[0].count() / 1e3,
+                deadlines[1].count() / 1e3, deadlines[2].count() / 1e3, deadlines[3].count() / 1e3);
+    std::printf("dsinfer serve: listening on http://%s:%u\n", host.c_str(), unsigned(http.value()->port()));
+    std::printf("try: curl http://%s:%u/v1/%s -H 'Content-Type: application/json' -d '%s'\n", host.c_str(),
+                unsigned(http.value()->port()), version.chat_template ? "chat/completions" : "completions",
+                version.chat_template ? "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}"
+                            : "{\"prompt\": \"Once upon a time\", \"max_tokens\": 32}");
+  }
   std::fflush(stdout);
   http.value()->wait();
   if (drainer.joinable()) drainer.join();

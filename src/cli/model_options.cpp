@@ -1,9 +1,9 @@
 #include "cli/model_options.h"
 
 #include <cstdio>
-#include <thread>
 
 #include "base/memory_size.h"
+#include "device/device.h"
 
 namespace ds {
 namespace {
@@ -30,8 +30,8 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   CommonModelOptions o;
   o.path = first_value(args, {"-m", "--model"});
   if (o.path.empty()) return Status::error("missing -m MODEL.gguf");
-  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  auto threads = args.get_int(args.has("-t") ? "-t" : "--threads", int64_t(hardware));
+  // Default: every CPU this process may run on (its --device, taskset or cpuset).
+  auto threads = args.get_int(args.has("-t") ? "-t" : "--threads", int64_t(usable_cpu_count()));
   if (!threads.ok()) return threads.status();
   if (threads.value() < 1 || threads.value() > 1024) return Status::error("--threads must be between 1 and 1024");
   o.model.n_threads = int(threads.value());

@@ -29,6 +29,7 @@ std::string access_log_json(const AccessRecord& r, std::chrono::system_clock::ti
   nlohmann::ordered_json line = {{"ts", iso8601(now)},   {"request_id", r.request_id}, {"client", r.client},
                                  {"tenant", r.tenant},   {"method", r.method},         {"path", r.path},
                                  {"status", r.status},   {"reason", r.reason}};
+  if (!r.version.empty()) line["version"] = r.version;
   if (!r.completion_id.empty()) line["id"] = r.completion_id;
   if (r.prompt_tokens) line["prompt_tokens"] = *r.prompt_tokens;
   if (r.cached_tokens) line["cached_tokens"] = *r.cached_tokens;

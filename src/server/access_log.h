@@ -17,6 +17,7 @@ struct AccessRecord {
   std::string method, path;
   int status = 0;
   std::string reason;  // a finish reason for generations, else why it was refused ("ok" for plain answers)
+  std::string version;        // the model version that served it (empty: none did)
   std::string completion_id;  // chatcmpl-N / cmpl-N, for generations
   std::optional<int64_t> prompt_tokens, cached_tokens, output_tokens;
   std::optional<double> ttft_ms;

@@ -1,36 +1,9 @@
 #include "server/admission.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 namespace ds {
-namespace {
-
-using KeyMap = std::map<std::string, std::string>;
-
-Result<KeyMap> read_keys(const std::string& keys_file) {
-  std::ifstream in(keys_file);
-  if (!in) return Status::error("--api-keys: cannot read '" + keys_file + "'");
-  KeyMap keys;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    line = line.substr(0, line.find('#'));
-    std::istringstream fields(line);
-    std::string key, tenant, extra;
-    if (!(fields >> key)) continue;
-    if (!(fields >> tenant) || (fields >> extra)) {
-      return Status::error("--api-keys: " + keys_file + ":" + std::to_string(n) + ": expected 'KEY TENANT'");
-    }
-    keys[key] = tenant;
-  }
-  if (keys.empty()) return Status::error("--api-keys: '" + keys_file + "' holds no key");
-  return keys;
-}
-
-}  // namespace
-
 const char* refusal_name(Refusal refusal) {
   switch (refusal) {
     case Refusal::none: return "none";
@@ -60,28 +33,24 @@ Result<std::unique_ptr<Admission>> Admission::create(const std::string& keys_fil
   a->limits_ = limits;
   a->global_.emplace(limits.global_rate, limits.global_burst, TokenBucket::Clock::now());
   if (keys_file.empty()) return a;
-  auto keys = read_keys(keys_file);
+  auto keys = KeyFile::read(keys_file, "--api-keys", "TENANT");
   if (!keys.ok()) return keys.status();
-  a->tenant_of_key_ = std::move(keys.value());
+  a->keys_ = keys.take();
   return a;
 }
 
 Result<int> Admission::count_tenants(const std::string& keys_file) {
   if (keys_file.empty()) return 1;
-  auto keys = read_keys(keys_file);
+  auto keys = KeyFile::read(keys_file, "--api-keys", "TENANT");
   if (!keys.ok()) return keys.status();
   std::set<std::string> tenants;
-  for (const auto& [key, tenant] : keys.value()) tenants.insert(tenant);
+  for (const auto& [key, tenant] : keys.value().names()) tenants.insert(tenant);
   return int(tenants.size());
 }
 
 std::optional<std::string> Admission::tenant(const std::string& authorization) const {
   if (open_access()) return std::string("default");
-  const std::string prefix = "Bearer ";
-  if (authorization.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  auto it = tenant_of_key_.find(authorization.substr(prefix.size()));
-  if (it == tenant_of_key_.end()) return std::nullopt;
-  return it->second;
+  return keys_.name_of(authorization);
 }
 
 AdmissionDecision Admission::take_rate(const std::string& tenant) {

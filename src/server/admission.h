@@ -18,6 +18,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "server/api_keys.h"
 
 namespace ds {
 
@@ -56,7 +57,8 @@ class Admission {
   static Result<std::unique_ptr<Admission>> create(const std::string& keys_file, const AdmissionLimits& limits);
   // The number of distinct tenants a keys file names (1 for open access).
   static Result<int> count_tenants(const std::string& keys_file);
-  bool open_access() const { return tenant_of_key_.empty(); }
+  bool open_access() const { return keys_.empty(); }
+  const KeyFile& keys() const { return keys_; }
   const AdmissionLimits& limits() const { return limits_; }
 
   // The tenant of an Authorization header value ("Bearer KEY"), or nullopt
@@ -73,7 +75,7 @@ class Admission {
 
  private:
   Admission() = default;
-  std::map<std::string, std::string> tenant_of_key_;
+  KeyFile keys_;
   AdmissionLimits limits_;
   mutable std::mutex mutex_;
   std::map<std::string, TokenBucket> tenant_buckets_;

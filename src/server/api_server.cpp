@@ -27,12 +27,13 @@ enum class RouteKind {
   plain,       // answered on the I/O thread from what is at hand
   generation,  // rate-limited and admitted; prepared off the I/O threads
   tokenizer,   // /tokenize and /detokenize: off the I/O threads, not rate-limited
+  admin,       // the admin API: its own keys; swaps run on the admin thread
 };
 
 struct Route {
   const char* path;  // "/v1/models/{model}" matches any one segment there
-  const char* method;
-  bool needs_key;    // with --api-keys (/metrics unless --metrics-public)
+  const char* methods;  // "GET", or "GET, POST"
+  bool needs_key;    // with --api-keys (/metrics unless --metrics-public); admin routes always need an admin key
   RouteKind kind;
 };
 
@@ -49,7 +50,18 @@ constexpr Route k_routes[] = {
     {"/v1/embeddings", "POST", true, RouteKind::generation},
     {"/tokenize", "POST", true, RouteKind::tokenizer},
     {"/detokenize", "POST", true, RouteKind::tokenizer},
+    {"/admin/models", "GET, POST", true, RouteKind::admin},
 };
+
+bool takes(const Route& route, const std::string& method) {
+  const std::string methods = route.methods;
+  for (size_t at = 0; at < methods.size();) {
+    const size_t end = std::min(methods.find(", ", at), methods.size());
+    if (methods.compare(at, end - at, method) == 0) return true;
+    at = end + 2;
+  }
+  return false;
+}
 
 constexpr const char* k_model_prefix = "/v1/models/";
 
@@ -75,17 +87,12 @@ HttpHeaders error_headers(const ApiError& error) {
   return headers;
 }
 
-std::string token_text(const Vocab& vocab, int32_t id) { return id == k_no_token ? "" : vocab.tokens[size_t(id)]; }
-
 }  // namespace
 
-Server::Server(Engine& engine, const Tokenizer& tokenizer, std::optional<ChatTemplate> chat_template, Admission& admission,
-               const ServerOptions& options)
-    : engine_(engine),
-      tokenizer_(tokenizer),
-      chat_template_(std::move(chat_template)),
-      special_tokens_{token_text(tokenizer.vocab(), tokenizer.vocab().bos), token_text(tokenizer.vocab(), tokenizer.vocab().eos)},
+Server::Server(ModelVersions& versions, Admission& admission, const ServerOptions& options, AdminApi* admin)
+    : versions_(versions),
       admission_(admission),
+      admin_(admin),
       options_(options),
       prepare_queue_(options.prepare_threads, options.max_prepare_queue) {}
 
@@ -99,7 +106,11 @@ Server::RequestContext Server::context_of(const HttpRequest& head) const {
   const Route* route = find_route(head.path());
   context.path = route ? route->path : "other";  // a label with few values, for metrics too
   context.arrived = Clock::now();
-  if (auto tenant = admission_.tenant(head.header("authorization"))) context.tenant = *tenant;
+  if (route && route->kind == RouteKind::admin) {
+    if (auto who = admin_ ? admin_->operator_of(head.header("authorization")) : std::nullopt) context.tenant = "admin:" + *who;
+  } else if (auto tenant = admission_.tenant(head.header("authorization"))) {
+    context.tenant = *tenant;
+  }
   return context;
 }
 
@@ -112,6 +123,7 @@ AccessRecord Server::access_record(const RequestContext& context, int status, co
   record.path = context.path;
   record.status = status;
   record.reason = reason;
+  record.version = context.version;
   record.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - context.arrived).count();
   return record;
 }
@@ -127,7 +139,9 @@ void Server::count_request(const std::string& path, int status) {
 void Server::answer(const RequestContext& context, HttpExchange& exchange, int status, const std::string& content_type,
                     const std::string& body, const std::string& reason, const HttpHeaders& headers) {
   count_request(context.path, status);
-  exchange.respond(status, content_type, body, headers);
+  HttpHeaders all = headers;
+  if (!context.version.empty()) all.emplace_back("X-Model-Version", context.version);
+  exchange.respond(status, content_type, body, all);
   log_access(context, status, reason);
 }
 
@@ -141,7 +155,7 @@ std::optional<HttpRefusal> Server::refuse_head(const RequestContext& context, co
   count_request(context.path, error.status);
   log_access(context, error.status, reason);
   HttpHeaders headers = error_headers(error);
-  if (error.status == 405) headers.emplace_back("Allow", find_route(context.path)->method);
+  if (error.status == 405) headers.emplace_back("Allow", find_route(context.path)->methods);
   return HttpRefusal{error.status, error.json(), std::move(headers), reason};
 }
 
@@ -160,9 +174,20 @@ std::optional<HttpRefusal> Server::check_head(const HttpRequest& head) {
   const RequestContext context = context_of(head);
   const Route* route = find_route(head.path());
   if (!route) return refuse_head(context, ApiError{404, "no such path: " + head.path(), "invalid_request_error", "", "not_found", 0}, "not_found");
-  if (head.method != route->method) {
-    return refuse_head(context, ApiError{405, std::string(route->path) + " takes " + route->method, "invalid_request_error", "",
+  if (!takes(*route, head.method)) {
+    return refuse_head(context, ApiError{405, std::string(route->path) + " takes " + route->methods, "invalid_request_error", "",
                                          "method_not_allowed", 0}, "method_not_allowed");
+  }
+  if (route->kind == RouteKind::admin) {
+    if (!admin_) {
+      return refuse_head(context, ApiError{403, "the admin API is off: start the server with --admin-keys FILE", "permission_error", "",
+                                           "admin_disabled", 0}, "auth");
+    }
+    if (context.tenant == "-") {
+      return refuse_head(context, ApiError{401, "missing or unknown admin key (send 'Authorization: Bearer ADMIN_KEY'; tenants' keys "
+                                                "are not admin keys)", "authentication_error", "", "invalid_api_key", 0}, "auth");
+    }
+    return std::nullopt;
   }
   const bool key_ok = route == find_route("/metrics") ? may_read_metrics(head) : context.tenant != "-";
   if (route->needs_key && !key_ok) {
@@ -173,6 +198,14 @@ std::optional<HttpRefusal> Server::check_head(const HttpRequest& head) {
   if (draining_ || !ready_) {
     return refuse_head(context, ApiError{503, draining_ ? "the server is shutting down" : "the model is still loading", "server_error", "",
                                          "unavailable", 1}, "draining");
+  }
+  if (!versions_.current()) {
+    return refuse_head(context, ApiError{503, "the model is being swapped (drain_first); retry shortly", "server_error", "", "unavailable",
+                                         admin_ ? admin_->retry_after_seconds() : 1}, "swapping");
+  }
+  // Not ready while stalled: nothing new is taken that could not run.
+  if (const auto stalled = stall_reason()) {
+    return refuse_head(context, ApiError{503, "the engine is stalled: " + *stalled, "server_error", "", "unavailable", 1}, "stalled");
   }
   const AdmissionLimits& limits = admission_.limits();
   const AdmissionDecision rate = admission_.take_rate(context.tenant);
@@ -208,27 +241,34 @@ ApiError Server::in_flight_error(Refusal refusal) const {
 }
 
 void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
-  const RequestContext context = context_of(request);
+  RequestContext context = context_of(request);
   const std::string path = request.path();
+  if (context.path == std::string("/admin/models")) return handle_admin(context, request, exchange);
   const std::optional<std::string> stalled = stall_reason();
+  const Version version = versions_.current();
   if (stalled && (path == "/health" || path == "/ready")) {
     return answer(context, *exchange, 503, "application/json", dump(json{{"status", "stalled"}, {"reason", *stalled}}), "stalled");
   }
   if (path == "/health") return answer(context, *exchange, 200, "application/json", "{\"status\":\"ok\"}", "ok");
   if (path == "/ready") {
-    const bool ready = ready_ && !draining_;
-    return answer(context, *exchange, ready ? 200 : 503, "application/json",
-                  ready ? "{\"status\":\"ready\"}" : draining_ ? "{\"status\":\"draining\"}" : "{\"status\":\"starting\"}",
-                  ready ? "ok" : draining_ ? "draining" : "starting");
+    const char* state = draining_ ? "draining" : !ready_ ? "starting" : !version ? "swapping" : "ready";
+    const bool ready = std::strcmp(state, "ready") == 0;
+    return answer(context, *exchange, ready ? 200 : 503, "application/json", dump(json{{"status", state}}), ready ? "ok" : state);
   }
   if (path == "/metrics") {
-    std::string text = metrics_.render(engine_.stats(), admission_.in_flight());
-    const Engine::Progress progress = engine_.progress();
+    std::string text = metrics_.render(version ? version->engine->stats() : EngineStats{}, admission_.in_flight());
+    const Engine::Progress progress = version ? version->engine->progress() : Engine::Progress{};
     text += "# HELP dsinfer:engine_stalled 1 while the engine has work and no step has finished within the stall bound.\n"
             "# TYPE dsinfer:engine_stalled gauge\ndsinfer:engine_stalled " + std::string(stalled ? "1" : "0") + "\n"
             "# HELP dsinfer:engine_seconds_without_progress Seconds the busy engine has gone without finishing a step.\n"
             "# TYPE dsinfer:engine_seconds_without_progress gauge\ndsinfer:engine_seconds_without_progress " +
             std::to_string(progress.seconds_without_progress) + "\n";
+    text += "# HELP dsinfer:model_version_requests_in_flight Requests running on each loaded model version.\n"
+            "# TYPE dsinfer:model_version_requests_in_flight gauge\n";
+    for (const Version& v : versions_.live()) {
+      text += "dsinfer:model_version_requests_in_flight{version=\"" + v->label + "\",state=\"" +
+              (v == version ? "serving" : "retiring") + "\"} " + std::to_string(v->in_flight.load()) + "\n";
+    }
     if (connection_stats_) {
       const HttpServerStats http = connection_stats_();
       text += "# HELP dsinfer:http_connections_open Open client connections.\n# TYPE dsinfer:http_connections_open gauge\n"
@@ -244,8 +284,13 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
   }
   if (path == "/openapi.json") return answer(context, *exchange, 200, "application/json", openapi_spec(), "ok");
   if (path == "/version") return answer(context, *exchange, 200, "application/json", dump(json{{"version", k_dsinfer_version}}), "ok");
+  if (!version) {
+    return answer_error(context, *exchange, ApiError{503, "the model is being swapped (drain_first); retry shortly", "server_error", "",
+                                                     "unavailable", admin_ ? admin_->retry_after_seconds() : 1}, "swapping");
+  }
+  context.version = version->label;
   const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "dsinfer"},
-                      {"max_model_len", options_.max_context}};
+                      {"max_model_len", version->max_context}, {"version", version->label}};
   if (path == "/v1/models") {
     return answer(context, *exchange, 200, "application/json", dump(json{{"object", "list"}, {"data", json::array({model})}}), "ok");
   }
@@ -255,10 +300,10 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
   }
   auto body = std::make_shared<std::string>(std::move(request.body));
   const bool chat = path == "/v1/chat/completions", tokenizer = path == "/tokenize" || path == "/detokenize";
-  const bool queued = prepare_queue_.try_post([this, context, body, chat, tokenizer, path, exchange] {
-    if (tokenizer) return tokenize(context, *body, path == "/detokenize", exchange);
-    if (path == "/v1/embeddings") return prepare_embedding(context, *body, exchange);
-    prepare(context, *body, chat, exchange);
+  const bool queued = prepare_queue_.try_post([this, context, version, body, chat, tokenizer, path, exchange] {
+    if (tokenizer) return tokenize(context, *version, *body, path == "/detokenize", exchange);
+    if (path == "/v1/embeddings") return prepare_embedding(context, version, *body, exchange);
+    prepare(context, version, *body, chat, exchange);
   });
   if (!queued) {
     answer_error(context, *exchange, ApiError{503, "the server has too many requests waiting to be tokenized", "server_error", "", "overloaded", 1},
@@ -266,8 +311,21 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
   }
 }
 
+void Server::handle_admin(const RequestContext& context, const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
+  if (request.method == "GET") {
+    const AdminAnswer listed = admin_->list();
+    return answer(context, *exchange, listed.status, "application/json", listed.body, "ok");
+  }
+  admin_->swap(request.body, context.tenant, [this, context, exchange](AdminAnswer done) {
+    exchange->post([this, context, exchange, done] {
+      answer(context, *exchange, done.status, "application/json", done.body, done.status == 200 ? "ok" : "swap_failed");
+    });
+  });
+}
+
 // On a prepare thread: the body to tokens, or the error that stops it.
-void Server::prepare(const RequestContext& context, const std::string& body, bool chat, std::shared_ptr<HttpExchange> exchange) {
+void Server::prepare(const RequestContext& context, Version version, const std::string& body, bool chat, std::shared_ptr<HttpExchange> exchange) {
+  const ModelVersion& v = *version;
   auto fail = [&](const ApiError& error, const char* reason) {
     exchange->post([this, context, exchange, error, reason = std::string(reason)] { answer_error(context, *exchange, error, reason); });
   };
@@ -275,35 +333,36 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
   auto parsed = parse_completion_request(chat ? Endpoint::chat : Endpoint::completion, body);
   if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
   auto p = std::make_shared<Prepared>();
+  p->version = version;
   p->request = std::move(std::get<CompletionRequest>(parsed));
   CompletionRequest& r = p->request;
   if (auto error = unknown_model(r.model)) return fail(*error, "model");
-  if (chat && !chat_template_) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
+  if (chat && !v.chat_template) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
   std::string gbnf = r.grammar, gbnf_field = r.grammar_field;
   if (chat && r.chat.tool_choice.mode != ToolChoice::Mode::none) {
-    if (options_.tool_call_format == ToolCallFormat::none) {
+    if (v.tool_call_format == ToolCallFormat::none) {
       return fail(ApiError::invalid("tools", "this model's chat template writes tool calls in no format dsinfer parses; start the "
                                              "server with --tool-call-format (deepseek-r1, deepseek-v3.1, hermes, llama3-json)"),
                   "invalid");
     }
-    p->tool_calls = options_.tool_call_format;
+    p->tool_calls = v.tool_call_format;
     if (r.chat.tool_choice.mode == ToolChoice::Mode::required || r.chat.tool_choice.mode == ToolChoice::Mode::named) {
       if (!gbnf.empty()) return fail(ApiError::invalid("tool_choice", "tool_choice required or named cannot be combined with " + gbnf_field), "invalid");
-      auto calls = tool_choice_gbnf(r.chat, options_.tool_call_format);
+      auto calls = tool_choice_gbnf(r.chat, v.tool_call_format);
       if (!calls.ok()) return fail(ApiError::invalid("tools", calls.message()), "invalid");
       gbnf = calls.take();
       gbnf_field = "tool_choice";
     }
   }
   if (!gbnf.empty()) {
-    auto matcher = matcher_for(gbnf);
+    auto matcher = version->matcher_for(gbnf);
     if (!matcher.ok()) return fail(ApiError::invalid(gbnf_field, matcher.message()), "invalid");
     p->grammar = matcher.take();
   }
-  const auto outside = [&](int32_t token) { return token >= tokenizer_.vocab().n_tokens(); };
+  const auto outside = [&](int32_t token) { return token >= v.tokenizer->vocab().n_tokens(); };
   const auto outside_error = [&](const char* field, int32_t token) {
     return ApiError::invalid(field, "token id " + std::to_string(token) + " is outside the vocabulary of " +
-                                        std::to_string(tokenizer_.vocab().n_tokens()));
+                                        std::to_string(v.tokenizer->vocab().n_tokens()));
   };
   for (const auto& [token, bias] : r.sampling.logit_bias) {
     if (outside(token)) return fail(outside_error("logit_bias", token), "invalid");
@@ -314,43 +373,43 @@ void Server::prepare(const RequestContext& context, const std::string& body, boo
   const std::string param = r.max_tokens ? "max_tokens" : (chat ? "messages" : "prompt");
   const auto too_long = [&](int64_t n_prompt, const std::string& how) {
     const int64_t asked = r.max_tokens ? *r.max_tokens : 1;
-    return ApiError{400, "this model's context is " + std::to_string(options_.max_context) + " tokens; the prompt has " + how + " " +
+    return ApiError{400, "this model's context is " + std::to_string(v.max_context) + " tokens; the prompt has " + how + " " +
                              std::to_string(n_prompt) + " and max_tokens asks for " + std::to_string(asked),
                     "invalid_request_error", param, "context_length_exceeded", 0};
   };
   // A text of B bytes is at least B / max_token_bytes tokens: one that
   // cannot fit is refused before the tokenizer spends time and memory on it.
   const auto check_bytes = [&](const std::string& text) -> std::optional<ApiError> {
-    const int64_t at_least = min_tokens(text);
-    if (at_least + std::max<int64_t>(r.max_tokens.value_or(1), 1) > options_.max_context) return too_long(at_least, "at least");
+    const int64_t at_least = v.min_tokens(text);
+    if (at_least + std::max<int64_t>(r.max_tokens.value_or(1), 1) > v.max_context) return too_long(at_least, "at least");
     return std::nullopt;
   };
   if (chat) {
-    auto text = chat_template_->render(r.chat.input, special_tokens_);
+    auto text = v.chat_template->render(r.chat.input, v.special_tokens);
     if (!text.ok()) return fail(ApiError::invalid("messages", text.message()), "invalid");
     if (auto error = check_bytes(text.value())) return fail(*error, "context");
-    p->prompt = tokenizer_.encode(text.value(), false, true);
-    if (chat_template_->has_reasoning()) p->reasoning_open = opens_reasoning(text.value());
+    p->prompt = v.tokenizer->encode(text.value(), false, true);
+    if (v.chat_template->has_reasoning()) p->reasoning_open = opens_reasoning(text.value());
     // A reasoning model thinks freely; its answer after </think> is what is constrained.
     if (p->grammar && p->reasoning_open.value_or(false)) p->grammar->start_after("</think>");
     p->prompt_text = std::move(text.value());
   } else if (r.prompt_is_tokens) {
     p->prompt = r.prompt_tokens;
     for (int32_t t : p->prompt) {
-      if (t >= int32_t(tokenizer_.vocab().tokens.size())) {
+      if (t >= int32_t(v.tokenizer->vocab().tokens.size())) {
         return fail(ApiError::invalid("prompt", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
       }
     }
-    if (r.echo) p->prompt_text = tokenizer_.decode(p->prompt, false);  // what echo returns
+    if (r.echo) p->prompt_text = v.tokenizer->decode(p->prompt, false);  // what echo returns
   } else {
     if (auto error = check_bytes(r.prompt_text)) return fail(*error, "context");
-    p->prompt = tokenizer_.encode(r.prompt_text, true, true);
+    p->prompt = v.tokenizer->encode(r.prompt_text, true, true);
     p->prompt_text = r.prompt_text;
   }
   if (p->prompt.empty()) return fail(ApiError::invalid(chat ? "messages" : "prompt", "the prompt is empty"), "invalid");
   const int64_t n_prompt = int64_t(p->prompt.size());
-  p->max_tokens = r.max_tokens ? *r.max_tokens : options_.max_context - n_prompt;
-  if (n_prompt + std::max<int64_t>(p->max_tokens, 1) > options_.max_context) return fail(too_long(n_prompt, ""), "context");
+  p->max_tokens = r.max_tokens ? *r.max_tokens : v.max_context - n_prompt;
+  if (n_prompt + std::max<int64_t>(p->max_tokens, 1) > v.max_context) return fail(too_long(n_prompt, ""), "context");
   exchange->post([this, context, p, exchange] { start(context, p, exchange); });
 }
 
@@ -361,42 +420,28 @@ std::optional<ApiError> Server::unknown_model(const std::string& asked) const {
 }
 
 std::optional<std::string> Server::stall_reason() const {
-  const Engine::Progress p = engine_.progress();
-  const double bound = options_.stall_timeout_seconds > 0 ? options_.stall_timeout_seconds : std::max(10.0, 10.0 * p.longest_step_seconds);
-  if (!p.busy || p.seconds_without_progress <= bound) return std::nullopt;
-  char reason[160];
-  std::snprintf(reason, sizeof reason, "the engine has had work for %.1f s without finishing a step (bound %.1f s)",
-                p.seconds_without_progress, bound);
-  return std::string(reason);
-}
-
-Result<grammar::TokenMatcher> Server::matcher_for(const std::string& gbnf) {
-  std::lock_guard lock(grammar_mutex_);
-  for (size_t i = 0; i < recent_grammars_.size(); ++i) {
-    if (recent_grammars_[i].first != gbnf) continue;
-    std::rotate(recent_grammars_.begin() + long(i), recent_grammars_.begin() + long(i) + 1, recent_grammars_.end());
-    return recent_grammars_.back().second;
+  for (const Version& v : versions_.live()) {
+    const Engine::Progress p = v->engine->progress();
+    const double bound = options_.stall_timeout_seconds > 0 ? options_.stall_timeout_seconds : std::max(10.0, 10.0 * p.longest_step_seconds);
+    if (!p.busy || p.seconds_without_progress <= bound) continue;
+    char reason[200];
+    std::snprintf(reason, sizeof reason, "the engine of version '%s' has had work for %.1f s without finishing a step (bound %.1f s)",
+                  v->label.substr(0, 64).c_str(), p.seconds_without_progress, bound);
+    return std::string(reason);
   }
-  auto compiled = grammar::Grammar::from_gbnf(gbnf);
-  if (!compiled.ok()) return compiled.status();
-  if (!vocab_trie_) vocab_trie_ = std::make_shared<const grammar::VocabTrie>(grammar::VocabTrie::of(tokenizer_));
-  grammar::TokenMatcher matcher(std::make_shared<const grammar::Grammar>(compiled.take()), vocab_trie_, tokenizer_.vocab().end_of_generation);
-  if (recent_grammars_.size() >= 16) recent_grammars_.erase(recent_grammars_.begin());
-  recent_grammars_.emplace_back(gbnf, matcher);
-  return matcher;
+  return std::nullopt;
 }
-
-int64_t Server::min_tokens(const std::string& text) const { return int64_t(text.size()) / int64_t(tokenizer_.max_token_bytes()); }
 
 // On a prepare thread: /tokenize and /detokenize, in vLLM's shapes.
-void Server::tokenize(const RequestContext& context, const std::string& body, bool detokenize, std::shared_ptr<HttpExchange> exchange) {
+void Server::tokenize(const RequestContext& context, const ModelVersion& v, const std::string& body, bool detokenize,
+                      std::shared_ptr<HttpExchange> exchange) {
   auto fail = [&](const ApiError& error, const char* reason) {
     exchange->post([this, context, exchange, error, reason = std::string(reason)] { answer_error(context, *exchange, error, reason); });
   };
   auto succeed = [&](const json& reply) {
     exchange->post([this, context, exchange, text = dump(reply)] { answer(context, *exchange, 200, "application/json", text, "ok"); });
   };
-  const Vocab& vocab = tokenizer_.vocab();
+  const Vocab& vocab = v.tokenizer->vocab();
   if (detokenize) {
     auto parsed = parse_detokenize_request(body);
     if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
@@ -405,7 +450,7 @@ void Server::tokenize(const RequestContext& context, const std::string& body, bo
     for (int32_t t : r.tokens) {
       if (t >= vocab.n_tokens()) return fail(ApiError::invalid("tokens", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
     }
-    return succeed(json{{"prompt", tokenizer_.decode(r.tokens, true)}});
+    return succeed(json{{"prompt", v.tokenizer->decode(r.tokens, true)}});
   }
   auto parsed = parse_tokenize_request(body);
   if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
@@ -415,19 +460,19 @@ void Server::tokenize(const RequestContext& context, const std::string& body, bo
   if (r.prompt) {
     text = *r.prompt;
   } else {
-    if (!chat_template_) return fail(ApiError::invalid("messages", "this model has no chat template; tokenize a prompt"), "invalid");
-    auto rendered = chat_template_->render(r.chat.input, special_tokens_);
+    if (!v.chat_template) return fail(ApiError::invalid("messages", "this model has no chat template; tokenize a prompt"), "invalid");
+    auto rendered = v.chat_template->render(r.chat.input, v.special_tokens);
     if (!rendered.ok()) return fail(ApiError::invalid("messages", rendered.message()), "invalid");
     text = std::move(rendered.value());
   }
-  if (min_tokens(text) > options_.max_context) {
-    return fail(ApiError{400, "the text is at least " + std::to_string(min_tokens(text)) + " tokens, over this model's context of " +
-                                  std::to_string(options_.max_context), "invalid_request_error", r.prompt ? "prompt" : "messages",
+  if (v.min_tokens(text) > v.max_context) {
+    return fail(ApiError{400, "the text is at least " + std::to_string(v.min_tokens(text)) + " tokens, over this model's context of " +
+                                  std::to_string(v.max_context), "invalid_request_error", r.prompt ? "prompt" : "messages",
                          "context_length_exceeded", 0},
                 "context");
   }
-  const std::vector<int32_t> tokens = tokenizer_.encode(text, r.add_special_tokens, true);
-  json reply = {{"count", tokens.size()}, {"max_model_len", options_.max_context}, {"tokens", tokens}};
+  const std::vector<int32_t> tokens = v.tokenizer->encode(text, r.add_special_tokens, true);
+  json reply = {{"count", tokens.size()}, {"max_model_len", v.max_context}, {"tokens", tokens}};
   if (r.return_token_strs) {
     json strs = json::array();
     for (int32_t t : tokens) strs.push_back(vocab.tokens[size_t(t)]);
@@ -439,7 +484,7 @@ void Server::tokenize(const RequestContext& context, const std::string& body, bo
 int64_t Server::cut_drain_short() {
   drain_cut_ = true;
   std::lock_guard lock(live_mutex_);
-  for (int64_t id : live_) engine_.cancel(id);
+  for (const auto& [engine, id] : live_) engine->cancel(id);
   return int64_t(live_.size());
 }
 

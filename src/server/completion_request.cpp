@@ -28,7 +28,7 @@ using json = nlohmann::json;
 // repetition_penalty).
 const std::set<std::string> k_common_fields = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
                                                "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "n",
-                                               "stop", "stop_token_ids", "stream", "stream_options", "logprobs", "logit_bias",
+                                               "stop", "stop_token_ids", "ignore_eos", "stream", "stream_options", "logprobs", "logit_bias",
                                                "user", "response_format", "grammar"};
 const std::set<std::string> k_chat_fields = {"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
                                              "chat_template_kwargs", "add_generation_prompt"};
@@ -312,6 +312,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(Endpoint endp
       }
     }
   }
+  out.ignore_eos = r.boolean("ignore_eos").value_or(false);
   out.stream = r.boolean("stream").value_or(false);
   if (const json* options = r.field("stream_options")) {
     if (!options->is_object()) {

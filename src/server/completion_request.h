@@ -31,6 +31,7 @@ struct CompletionRequest {
   SamplingParams sampling;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // vLLM's extension: ids that end the reply, not output
+  bool ignore_eos = false;  // vLLM's extension: the end-of-generation tokens do not end the reply (benchmarks)
   bool stream = false;
   bool include_usage = false;
   int32_t logprobs = -1;  // -1: none; otherwise how many alternatives per token

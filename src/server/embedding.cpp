@@ -36,6 +36,7 @@ std::string base64_floats(const std::vector<float>& values) {
 // Lives on the connection's strand, as Generation does.
 struct Server::Embedding : std::enable_shared_from_this<Embedding> {
   Server& server;
+  std::shared_ptr<ModelVersion> version;  // held to the last byte, as a generation holds its own
   std::shared_ptr<HttpExchange> exchange;
   RequestContext context;
   std::shared_ptr<EmbeddingRequest> request;
@@ -46,8 +47,9 @@ struct Server::Embedding : std::enable_shared_from_this<Embedding> {
   int32_t prompt_tokens = 0;
   bool gone = false;
 
-  Embedding(Server& s, std::shared_ptr<HttpExchange> e, RequestContext c, std::shared_ptr<EmbeddingRequest> r)
-      : server(s), exchange(std::move(e)), context(std::move(c)), request(std::move(r)) {}
+  Embedding(Server& s, std::shared_ptr<ModelVersion> v, std::shared_ptr<HttpExchange> e, RequestContext c,
+            std::shared_ptr<EmbeddingRequest> r)
+      : server(s), version(std::move(v)), exchange(std::move(e)), context(std::move(c)), request(std::move(r)) {}
 
   void start(std::vector<std::vector<int32_t>>& inputs) {
     self_hold = shared_from_this();
@@ -55,7 +57,7 @@ struct Server::Embedding : std::enable_shared_from_this<Embedding> {
     exchange->on_disconnect([weak] {
       if (auto e = weak.lock()) {
         e->gone = true;
-        for (const auto& s : e->streams) e->server.engine_.cancel(s->id());
+        for (const auto& s : e->streams) e->version->engine->cancel(s->id());
       }
     });
     results.resize(inputs.size());
@@ -66,7 +68,7 @@ struct Server::Embedding : std::enable_shared_from_this<Embedding> {
       r.params.max_tokens = 1;
       r.params.embedding = server.options_.embedding_pooling;
       r.params.tenant_salt = tenant_salt(context.tenant);
-      streams.push_back(server.engine_.submit(std::move(r)));
+      streams.push_back(version->engine->submit(std::move(r)));
       streams.back()->set_listener([weak, i, exchange = exchange] {
         exchange->post([weak, i] {
           if (auto e = weak.lock()) e->drain(i);
@@ -89,6 +91,7 @@ struct Server::Embedding : std::enable_shared_from_this<Embedding> {
   void finish() {
     const auto release = std::move(self_hold);
     server.admission_.leave(context.tenant);
+    --version->in_flight;
     if (gone) return server.log_access(context, 499, "client_gone");
     json data = json::array();
     for (size_t i = 0; i < results.size(); ++i) {
@@ -104,14 +107,15 @@ struct Server::Embedding : std::enable_shared_from_this<Embedding> {
       else item["embedding"] = r.embedding;
       data.push_back(std::move(item));
     }
-    const json body = {{"object", "list"}, {"data", data}, {"model", server.options_.model_name},
+    const json body = {{"object", "list"}, {"data", data}, {"model", server.options_.model_name}, {"system_fingerprint", version->label},
                        {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
     server.answer(context, *exchange, 200, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace), "ok");
   }
 };
 
 // On a prepare thread: parse, check, tokenize; then admission on the strand.
-void Server::prepare_embedding(const RequestContext& context, const std::string& body, std::shared_ptr<HttpExchange> exchange) {
+void Server::prepare_embedding(const RequestContext& context, Version version, const std::string& body, std::shared_ptr<HttpExchange> exchange) {
+  const ModelVersion& v = *version;
   auto fail = [&](const ApiError& error, const char* reason) {
     exchange->post([this, context, exchange, error, reason = std::string(reason)] { answer_error(context, *exchange, error, reason); });
   };
@@ -119,40 +123,41 @@ void Server::prepare_embedding(const RequestContext& context, const std::string&
   if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
   auto request = std::make_shared<EmbeddingRequest>(std::move(std::get<EmbeddingRequest>(parsed)));
   if (auto error = unknown_model(request->model)) return fail(*error, "model");
-  if (request->dimensions && *request->dimensions != options_.embedding_width) {
-    return fail(ApiError::invalid("dimensions", "this model's embeddings have " + std::to_string(options_.embedding_width) +
+  if (request->dimensions && *request->dimensions != v.model->config().n_embd) {
+    return fail(ApiError::invalid("dimensions", "this model's embeddings have " + std::to_string(v.model->config().n_embd) +
                                                     " dimensions; shortening them is not supported"),
                 "invalid");
   }
   auto inputs = std::make_shared<std::vector<std::vector<int32_t>>>(request->token_lists);
   for (const std::string& text : request->texts) {
-    if (min_tokens(text) > options_.max_context) {
-      return fail(ApiError{400, "an input is at least " + std::to_string(min_tokens(text)) + " tokens, over this model's context of " +
-                                    std::to_string(options_.max_context), "invalid_request_error", "input", "context_length_exceeded", 0},
+    if (v.min_tokens(text) > v.max_context) {
+      return fail(ApiError{400, "an input is at least " + std::to_string(v.min_tokens(text)) + " tokens, over this model's context of " +
+                                    std::to_string(v.max_context), "invalid_request_error", "input", "context_length_exceeded", 0},
                   "context");
     }
-    inputs->push_back(tokenizer_.encode(text, true, false));
+    inputs->push_back(v.tokenizer->encode(text, true, false));
   }
   for (const auto& tokens : *inputs) {
-    if (int64_t(tokens.size()) + 1 > options_.max_context) {
+    if (int64_t(tokens.size()) + 1 > v.max_context) {
       return fail(ApiError{400, "an input has " + std::to_string(tokens.size()) + " tokens, over this model's context of " +
-                                    std::to_string(options_.max_context), "invalid_request_error", "input", "context_length_exceeded", 0},
+                                    std::to_string(v.max_context), "invalid_request_error", "input", "context_length_exceeded", 0},
                   "context");
     }
     for (const int32_t t : tokens) {
-      if (t >= tokenizer_.vocab().n_tokens()) return fail(ApiError::invalid("input", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
+      if (t >= v.tokenizer->vocab().n_tokens()) return fail(ApiError::invalid("input", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
     }
   }
-  exchange->post([this, context, request, inputs, exchange] { start_embedding(context, request, inputs, exchange); });
+  exchange->post([this, context, version, request, inputs, exchange] { start_embedding(context, version, request, inputs, exchange); });
 }
 
-void Server::start_embedding(const RequestContext& context, std::shared_ptr<EmbeddingRequest> request,
+void Server::start_embedding(const RequestContext& context, Version version, std::shared_ptr<EmbeddingRequest> request,
                              std::shared_ptr<std::vector<std::vector<int32_t>>> inputs, std::shared_ptr<HttpExchange> exchange) {
   if (exchange->disconnected()) return log_access(context, 499, "client_gone");
   if (const Refusal full = admission_.enter(context.tenant); full != Refusal::none) {
     return answer_error(context, *exchange, in_flight_error(full), refusal_name(full));
   }
-  auto e = std::make_shared<Embedding>(*this, exchange, context, std::move(request));
+  ++version->in_flight;
+  auto e = std::make_shared<Embedding>(*this, std::move(version), exchange, context, std::move(request));
   e->start(*inputs);
 }
 

@@ -63,6 +63,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   };
 
   Server& server;
+  std::shared_ptr<ModelVersion> version;  // held to the last byte: a swap retires it only when every request on it has ended
   std::shared_ptr<HttpExchange> exchange;
   CompletionRequest request;
   RequestContext context;
@@ -76,7 +77,8 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   bool prompt_only = false;
 
   Generation(Server& s, std::shared_ptr<HttpExchange> e, RequestContext c, Prepared& p)
-      : server(s), exchange(std::move(e)), request(std::move(p.request)), context(std::move(c)), prompt_text(std::move(p.prompt_text)) {
+      : server(s), version(p.version), exchange(std::move(e)), request(std::move(p.request)), context(std::move(c)),
+        prompt_text(std::move(p.prompt_text)) {
     n_prompt = int32_t(p.prompt.size());
     shared.prompt = std::move(p.prompt);
     shared.params.sampling = request.sampling;
@@ -88,6 +90,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     shared.params.logprobs = request.logprobs;
     shared.stop = request.stop;
     shared.params.stop_tokens = request.stop_token_ids;
+    shared.params.stop_at_end_of_generation = !request.ignore_eos;
     shared.params.grammar = std::move(p.grammar);
     choices.resize(size_t(request.n));
     for (Choice& c : choices) {
@@ -129,7 +132,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       }
     });
     if (request.stream) {
-      exchange->begin_stream(200, "text/event-stream");
+      exchange->begin_stream(200, "text/event-stream", {{"X-Model-Version", version->label}});
       if (chat()) {
         for (size_t i = 0; i < choices.size(); ++i) send_chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr, json(nullptr));
       }
@@ -145,12 +148,12 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     EngineRequest r = shared;
     r.params.sampling.seed = shared.params.sampling.seed + i;
     Choice& c = choices[i];
-    c.stream = server.engine_.submit(std::move(r));
+    c.stream = version->engine->submit(std::move(r));
     {
       std::lock_guard lock(server.live_mutex_);
-      server.live_.insert(c.stream->id());
+      server.live_.emplace(version->engine.get(), c.stream->id());
     }
-    if (server.drain_cut_) server.engine_.cancel(c.stream->id());
+    if (server.drain_cut_) version->engine->cancel(c.stream->id());
     std::weak_ptr<Generation> weak = self_hold;
     c.stream->set_listener([weak, i, exchange = exchange] {
       exchange->post([weak, i] {
@@ -162,7 +165,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   // The choices not yet submitted end with choice 0; the running ones within an engine step.
   void cancel_all() {
     for (Choice& c : choices) {
-      if (c.stream && !c.done) server.engine_.cancel(c.stream->id());
+      if (c.stream && !c.done) version->engine->cancel(c.stream->id());
     }
   }
 
@@ -178,18 +181,18 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   json token_logprobs_json(Choice& c, const StreamEvent& event) {
     json entries = json::array();
     for (size_t i = 0; i < event.logprobs.size() && i < event.tokens.size(); ++i) {
-      const std::string piece = server.tokenizer_.token_to_piece(event.tokens[i], false);
+      const std::string piece = version->tokenizer->token_to_piece(event.tokens[i], false);
       const TokenLogprobs& lp = event.logprobs[i];
       if (chat()) {
         json top = json::array();
         for (const auto& [token, logprob] : lp.top) {
-          const std::string p = server.tokenizer_.token_to_piece(token, false);
+          const std::string p = version->tokenizer->token_to_piece(token, false);
           top.push_back({{"token", p}, {"logprob", logprob}, {"bytes", bytes_of(p)}});
         }
         entries.push_back({{"token", piece}, {"logprob", lp.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
       } else {
         json top = json::object();
-        for (const auto& [token, logprob] : lp.top) top[server.tokenizer_.token_to_piece(token, false)] = logprob;
+        for (const auto& [token, logprob] : lp.top) top[version->tokenizer->token_to_piece(token, false)] = logprob;
         entries.push_back({{"token", piece}, {"logprob", lp.logprob}, {"top", top}, {"offset", c.text_offset}});
         c.text_offset += piece.size();
       }
@@ -216,13 +219,13 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     json entries = json::array();
     if (request.logprobs >= 0) {
       for (size_t k = 0; k < shared.prompt.size(); ++k) {
-        const std::string piece = server.tokenizer_.token_to_piece(shared.prompt[k], false);
+        const std::string piece = version->tokenizer->token_to_piece(shared.prompt[k], false);
         json top = nullptr, logprob = nullptr;
         if (k > 0 && k - 1 < event.prompt_logprobs.size()) {
           const TokenLogprobs& lp = event.prompt_logprobs[k - 1];
           logprob = lp.logprob;
           top = json::object();
-          for (const auto& [token, value] : lp.top) top[server.tokenizer_.token_to_piece(token, false)] = value;
+          for (const auto& [token, value] : lp.top) top[version->tokenizer->token_to_piece(token, false)] = value;
         }
         entries.push_back({{"token", piece}, {"logprob", logprob}, {"top", top}, {"offset", c.text_offset}});
         c.text_offset += piece.size();
@@ -309,7 +312,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       choice["text"] = delta.value("content", "");
     }
     const json chunk = {{"id", id}, {"object", chunk_object()}, {"created", created},
-                        {"model", server.options_.model_name}, {"choices", json::array({choice})}};
+                        {"model", server.options_.model_name}, {"system_fingerprint", version->label}, {"choices", json::array({choice})}};
     exchange->write_chunk("data: " + dump(chunk) + "\n\n");
   }
 
@@ -320,7 +323,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     c.stream->set_listener(nullptr);
     {
       std::lock_guard lock(server.live_mutex_);
-      server.live_.erase(c.stream->id());
+      server.live_.erase({version->engine.get(), c.stream->id()});
     }
     if (failed(event.finish)) cancel_all();  // one choice failing ends the request
     if (request.stream && !failed(event.finish) && !gone && !timed_out) send_chunk(i, json::object(), nullptr, finish_reason_of(c));
@@ -398,7 +401,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
         exchange->end_stream();
         server.count_request(context.path, 200);
       } else {
-        HttpHeaders headers;
+        HttpHeaders headers{{"X-Model-Version", version->label}};
         if (error->first.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error->first.retry_after_seconds));
         exchange->respond(status, "application/json", error->first.json(), headers);
         server.count_request(context.path, status);
@@ -406,7 +409,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     } else if (request.stream) {
       if (request.include_usage) {
         const json chunk = {{"id", id}, {"object", chunk_object()}, {"created", created},
-                            {"model", server.options_.model_name}, {"choices", json::array()}, {"usage", usage(m)}};
+                            {"model", server.options_.model_name}, {"system_fingerprint", version->label}, {"choices", json::array()}, {"usage", usage(m)}};
         exchange->write_chunk("data: " + dump(chunk) + "\n\n");
       }
       exchange->write_chunk("data: [DONE]\n\n");
@@ -430,8 +433,8 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
         out.push_back(choice);
       }
       const json body = {{"id", id}, {"object", chat() ? "chat.completion" : "text_completion"}, {"created", created},
-                         {"model", server.options_.model_name}, {"choices", out}, {"usage", usage(m)}};
-      exchange->respond(200, "application/json", dump(body));
+                         {"model", server.options_.model_name}, {"system_fingerprint", version->label}, {"choices", out}, {"usage", usage(m)}};
+      exchange->respond(200, "application/json", dump(body), {{"X-Model-Version", version->label}});
       server.count_request(context.path, 200);
     }
     record(m, status, reason);
@@ -439,6 +442,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
 
   void record(const RequestMetrics& m, int status, const std::string& reason) {
     server.admission_.leave(context.tenant);
+    --version->in_flight;
     Metrics& metrics = server.metrics_;
     const double total = std::chrono::duration<double>(Clock::now() - context.arrived).count();
     metrics.add("dsinfer:request_success_total", "finished_reason=\"" + reason + "\"");
@@ -463,8 +467,8 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
 void Server::start(const RequestContext& context, std::shared_ptr<Prepared> p, std::shared_ptr<HttpExchange> exchange) {
   if (exchange->disconnected()) return log_access(context, 499, "client_gone");
   const int64_t n_prompt = int64_t(p->prompt.size());
-  const EngineStats stats = engine_.stats();
-  const int64_t prompt_pages = (n_prompt + options_.page_tokens - 1) / options_.page_tokens;
+  const EngineStats stats = p->version->engine->stats();
+  const int64_t prompt_pages = (n_prompt + p->version->page_tokens - 1) / p->version->page_tokens;
   const int64_t reserve = int64_t(std::ceil(options_.kv_reserve * stats.pages_total));
   if (stats.pages_total > 0 && prompt_pages + reserve > stats.pages_total) {
     return answer_error(context, *exchange,
@@ -482,6 +486,7 @@ void Server::start(const RequestContext& context, std::shared_ptr<Prepared> p, s
   if (const Refusal full = admission_.enter(context.tenant); full != Refusal::none) {
     return answer_error(context, *exchange, in_flight_error(full), refusal_name(full));
   }
+  ++p->version->in_flight;
   const bool chat = p->request.endpoint == Endpoint::chat;
   auto g = std::make_shared<Generation>(*this, exchange, context, *p);
   g->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);

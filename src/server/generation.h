@@ -12,6 +12,7 @@
 namespace ds {
 
 struct Server::Prepared {
+  std::shared_ptr<ModelVersion> version;  // the one that tokenized it, and will run it
   CompletionRequest request;
   std::vector<int32_t> prompt;
   std::string prompt_text;

@@ -32,6 +32,7 @@ json sampling_properties() {
           {"stop", {{"nullable", true},
                     {"oneOf", json::array({{{"type", "string"}}, {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 16}}})}}},
           {"stop_token_ids", {{"type", "array"}, {"nullable", true}, {"maxItems", 64}, {"items", {{"type", "integer"}, {"minimum", 0}}}}},
+          {"ignore_eos", {{"type", "boolean"}, {"nullable", true}}},
           {"seed", {{"type", "integer"}, {"nullable", true}}},
           {"n", {{"type", "integer"}, {"minimum", 1}, {"maximum", 16}, {"nullable", true}}},
           {"stream", {{"type", "boolean"}, {"nullable", true}}},

@@ -1,0 +1,245 @@
+#include "cli/model_version_loader.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "base/log.h"
+#include "base/memory_size.h"
+#include "cli/model_options.h"
+#include "gguf/gguf_file.h"
+
+namespace ds {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The short names the command line has beside the long ones a request's fields map to.
+const std::pair<const char*, const char*> k_aliases[] = {{"--threads", "-t"}, {"--ctx-size", "-c"}};
+
+Result<Args> args_for(const Args& serve_args, const ModelLoadRequest& request) {
+  Args args = serve_args;
+  const std::set<std::string> values = version_value_options(), flags = version_flags();
+  for (const auto& [key, value] : request.options) {
+    std::string flag = "--" + key;
+    for (char& c : flag) c = c == '_' ? '-' : c;
+    if (flag == "--model" || key.find('-') != std::string::npos || (!values.count(flag) && !flags.count(flag))) {
+      return Status::error("'" + key + "' is not an option a model version takes (threads, ctx_size, kv_page_tokens, kv_cache_dtype, "
+                           "kv_cache_memory, no_mmap, no_repack, chat_template, tool_call_format, max_num_seqs, "
+                           "max_num_batched_tokens, no_prefix_cache)");
+    }
+    for (const auto& [name, alias] : k_aliases) {
+      if (flag == name) args.erase(alias);
+    }
+    if (values.count(flag)) {
+      args.set(flag, value);
+    } else if (value == "true") {
+      args.set_flag(flag);
+    } else if (value == "false") {
+      args.erase(flag);
+    } else {
+      return Status::error("'" + key + "' must be true or false");
+    }
+  }
+  args.erase("-m");
+  args.set("--model", request.path);
+  return args;
+}
+
+// Everything a version is made from, settled before anything is allocated.
+struct Settings {
+  CommonModelOptions options;
+  EngineCoreConfig engine;
+  int64_t n_ctx = 0;
+  std::string chat_template_choice, tool_call_format = "auto";
+  int64_t file_bytes = 0, kv_pool_bytes = 0;
+};
+
+Result<Settings> settle(const Args& args) {
+  Settings s;
+  auto options = parse_model_options(args);
+  if (!options.ok()) return options.status();
+  s.options = options.take();
+  auto max_seqs = args.get_int("--max-num-seqs", 16);
+  auto batched = args.get_int("--max-num-batched-tokens", 512);
+  if (!max_seqs.ok()) return max_seqs.status();
+  if (!batched.ok()) return batched.status();
+  if (max_seqs.value() < 1 || max_seqs.value() > 4096) return Status::error("--max-num-seqs must be 1..4096");
+  if (batched.value() < 1 || batched.value() > 1 << 20) return Status::error("--max-num-batched-tokens must be 1..1048576");
+  s.chat_template_choice = args.get("--chat-template");
+  s.tool_call_format = args.get("--tool-call-format", "auto");
+  if (s.tool_call_format != "auto") {
+    auto format = tool_call_format_from_name(s.tool_call_format);
+    if (!format.ok()) return Status::error("--tool-call-format: " + format.message());
+  }
+  // The header alone: a bad file fails here, before any memory is taken.
+  auto file = GgufFile::open(s.options.path);
+  if (!file.ok()) return file.status();
+  auto config = ModelConfig::from_gguf(*file.value());
+  if (!config.ok()) return config.status();
+  s.file_bytes = int64_t(file.value()->file_bytes());
+  s.n_ctx = s.options.n_ctx > 0 ? s.options.n_ctx : std::min<int64_t>(config.value().n_ctx_train, 4096);
+  KvCacheOptions& kv = s.options.kv;
+  const int64_t context_pages = (s.n_ctx + kv.page_tokens - 1) / kv.page_tokens;
+  // Default pool: every sequence slot can hold a full context, within a quarter of free memory.
+  int64_t wanted_pages = context_pages * max_seqs.value();
+  const int64_t page_bytes = KvCache::bytes_per_token(config.value(), kv.dtype) * kv.page_tokens;
+  if (s.options.kv_memory_bytes == 0) {
+    const int64_t quarter_free = available_memory_bytes() / 4 / page_bytes;
+    if (quarter_free > 0) wanted_pages = std::min(wanted_pages, std::max(quarter_free, context_pages));
+  }
+  auto n_pages = kv_pool_pages(s.options, config.value(), wanted_pages);
+  if (!n_pages.ok()) return n_pages.status();
+  if (n_pages.value() < context_pages) {
+    DS_LOG_WARN("the KV pool holds %lld tokens, less than the context of %lld: the context is cut to fit",
+                (long long)(n_pages.value() * kv.page_tokens), (long long)s.n_ctx);
+    s.n_ctx = n_pages.value() * kv.page_tokens;
+  }
+  kv.n_pages = n_pages.value();
+  s.kv_pool_bytes = n_pages.value() * page_bytes;
+  s.engine.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(s.n_ctx)};
+  s.engine.prefix_cache = !args.has("--no-prefix-cache");
+  return s;
+}
+
+std::string token_text(const Vocab& vocab, int32_t id) { return id == k_no_token ? "" : vocab.tokens[size_t(id)]; }
+
+// Runs one request to its end; its text, or why it failed. Every
+// log-probability it reports (prompt and output) must be finite.
+Result<std::string> run_to_end(Engine& engine, EngineRequest request) {
+  auto stream = engine.submit(std::move(request));
+  std::string text;
+  for (;;) {
+    auto event = stream->next(std::chrono::seconds(600));
+    if (!event) return Status::error("did not finish within 600 s");
+    for (const auto* list : {&event->logprobs, &event->prompt_logprobs}) {
+      for (const TokenLogprobs& lp : *list) {
+        if (!std::isfinite(lp.logprob)) return Status::error("the model's log-probabilities are not finite (NaN or infinite logits)");
+      }
+    }
+    text += event->text;
+    if (event->finish == FinishReason::error) return Status::error(event->error);
+    if (event->finish != FinishReason::none) return text;
+  }
+}
+
+// A forward through every layer (page faults taken, threads started) and a
+// few decode steps, before the version is offered to anyone; then the
+// operator's check, when given.
+Status warm_up_and_check(ModelVersion& v, const ModelLoadRequest& request, std::vector<std::pair<std::string, double>>& phases) {
+  Clock::time_point t = Clock::now();
+  const auto phase = [&](const char* name) {
+    phases.emplace_back(name, std::chrono::duration<double>(Clock::now() - t).count());
+    t = Clock::now();
+  };
+  const Vocab& vocab = v.tokenizer->vocab();
+  EngineRequest warm;
+  warm.prompt.assign(16, vocab.bos != k_no_token ? vocab.bos : 0);
+  warm.params.sampling.temperature = 0.0f;
+  warm.params.max_tokens = 8;
+  warm.params.stop_at_end_of_generation = false;
+  warm.params.logprobs = 0;
+  warm.params.prompt_logprobs = 0;
+  auto warmed = run_to_end(*v.engine, std::move(warm));
+  if (!warmed.ok()) return Status::error("warm-up failed: " + warmed.message());
+  phase("warm_up");
+  if (request.check_prompt.empty()) return Status();
+  EngineRequest check;
+  check.prompt = v.tokenizer->encode(request.check_prompt, true, true);
+  check.params.sampling.temperature = 0.0f;
+  check.params.logprobs = 0;
+  const int64_t expected_tokens = int64_t(v.tokenizer->encode(request.expected_output, false, true).size());
+  check.params.max_tokens = int32_t(std::min<int64_t>(expected_tokens + 16, v.max_context - int64_t(check.prompt.size())));
+  if (check.params.max_tokens < 1) return Status::error("check.prompt does not fit in the context of " + std::to_string(v.max_context));
+  auto reply = run_to_end(*v.engine, std::move(check));
+  if (!reply.ok()) return Status::error("check failed: " + reply.message());
+  if (reply.value().compare(0, request.expected_output.size(), request.expected_output) != 0) {
+    return Status::error("check failed: the greedy reply to check.prompt is '" + reply.value().substr(0, 200) +
+                         "', which does not start with check.expected_output '" + request.expected_output.substr(0, 200) + "'");
+  }
+  phase("check");
+  return Status();
+}
+
+Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadRequest& request) {
+  const Clock::time_point started = Clock::now();
+  Clock::time_point t = started;
+  auto v = std::make_shared<ModelVersion>();
+  const auto phase = [&](const char* name) {
+    v->load_phases.emplace_back(name, std::chrono::duration<double>(Clock::now() - t).count());
+    t = Clock::now();
+  };
+  v->label = request.label;
+  v->path = s.options.path;
+  auto model = Model::load(s.options.path, s.options.model);
+  if (!model.ok()) return model.status();
+  v->model = model.take();
+  phase("weights");
+  auto tokenizer = Tokenizer::from_gguf(v->model->file());
+  if (!tokenizer.ok()) return tokenizer.status();
+  v->tokenizer = tokenizer.take();
+  auto chat_template = ChatTemplate::choose(&v->model->file(), s.chat_template_choice);
+  if (!chat_template.ok()) return chat_template.status();
+  v->chat_template = std::move(chat_template.value());
+  if (!v->chat_template) DS_LOG_WARN("the model has no tokenizer.chat_template: /v1/chat/completions is off (give --chat-template FILE|NAME)");
+  v->tool_call_format = v->chat_template ? v->chat_template->tool_call_format() : ToolCallFormat::none;
+  if (s.tool_call_format != "auto") v->tool_call_format = tool_call_format_from_name(s.tool_call_format).value();
+  const Vocab& vocab = v->tokenizer->vocab();
+  v->special_tokens = {token_text(vocab, vocab.bos), token_text(vocab, vocab.eos)};
+  phase("tokenizer");
+  auto memory = KvCache::create(v->model->config(), s.options.kv);
+  if (!memory.ok()) return memory.status();
+  v->memory = memory.take();
+  v->max_context = s.n_ctx;
+  v->page_tokens = int32_t(s.options.kv.page_tokens);
+  v->weight_file_bytes = s.file_bytes;
+  v->kv_pool_bytes = s.kv_pool_bytes;
+  v->engine = std::make_unique<Engine>(*v->model, *v->memory, s.engine, *v->tokenizer);
+  phase("kv_pool_and_engine");
+  if (Status checked = warm_up_and_check(*v, request, v->load_phases); !checked.ok()) return checked;
+  v->load_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  v->loaded_at = std::chrono::system_clock::now();
+  std::string phases;
+  for (const auto& [name, seconds] : v->load_phases) phases += " " + name + " " + std::to_string(int(seconds * 1000 + 0.5)) + " ms,";
+  phases.pop_back();
+  DS_LOG_INFO("version '%s' loaded in %.2f s:%s (weights file %s, KV pool %s, resident now %s)", v->label.c_str(), v->load_seconds,
+              phases.c_str(), format_memory_size(s.file_bytes).c_str(), format_memory_size(s.kv_pool_bytes).c_str(),
+              format_memory_size(resident_memory_bytes()).c_str());
+  return v;
+}
+
+}  // namespace
+
+std::set<std::string> version_value_options() {
+  std::set<std::string> values = model_value_options();
+  values.insert({"--chat-template", "--tool-call-format", "--max-num-seqs", "--max-num-batched-tokens"});
+  return values;
+}
+
+std::set<std::string> version_flags() {
+  std::set<std::string> flags = model_flags();
+  flags.insert("--no-prefix-cache");
+  return flags;
+}
+
+ModelLoader model_version_loader(const Args& serve_args) {
+  ModelLoader loader;
+  loader.validate = [serve_args](const ModelLoadRequest& request) {
+    auto args = args_for(serve_args, request);
+    if (!args.ok()) return args.status();
+    return parse_model_options(args.value()).status();
+  };
+  loader.plan = [serve_args](const ModelLoadRequest& request) -> Result<ModelLoader::Plan> {
+    auto args = args_for(serve_args, request);
+    if (!args.ok()) return args.status();
+    auto settings = settle(args.value());
+    if (!settings.ok()) return settings.status();
+    ModelLoader::Plan plan;
+    plan.weights_bytes = settings.value().file_bytes;
+    plan.kv_pool_bytes = settings.value().kv_pool_bytes;
+    plan.load = [s = settings.take(), request] { return load(s, request); };
+    return plan;
+  };
+  return loader;
+}
+
+}  // namespace ds
