@@ -122,8 +122,9 @@ Result<std::string> run_to_end(Engine& engine, EngineRequest request) {
   }
 }
 
-// A forward through every layer (page faults taken, threads started) and a
-// few decode steps, before the version is offered to anyone; then the
+// One forward of a two-token prompt through every layer (page faults taken,
+// threads started, the first token sampled) before the version is offered
+// to anyone — no more: it is on the path of every start and swap; then the
 // operator's check, when given.
 Status warm_up_and_check(ModelVersion& v, const ModelLoadRequest& request, std::vector<std::pair<std::string, double>>& phases) {
   Clock::time_point t = Clock::now();
@@ -133,9 +134,9 @@ Status warm_up_and_check(ModelVersion& v, const ModelLoadRequest& request, std::
   };
   const Vocab& vocab = v.tokenizer->vocab();
   EngineRequest warm;
-  warm.prompt.assign(16, vocab.bos != k_no_token ? vocab.bos : 0);
+  warm.prompt.assign(2, vocab.bos != k_no_token ? vocab.bos : 0);
   warm.params.sampling.temperature = 0.0f;
-  warm.params.max_tokens = 8;
+  warm.params.max_tokens = 1;
   warm.params.stop_at_end_of_generation = false;
   warm.params.logprobs = 0;
   warm.params.prompt_logprobs = 0;

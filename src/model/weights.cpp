@@ -2,11 +2,15 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <unordered_map>
 
 #include "base/log.h"
+#include "device/device.h"
 #include "kernels/interleaved_rows.h"
 #include "tensor/quantize.h"
 
@@ -122,16 +126,29 @@ class Loader {
     if (mem == MAP_FAILED) return Status::error("model: cannot allocate " + std::to_string(copy_bytes) + " bytes for weights");
     madvise(mem, copy_bytes, MADV_HUGEPAGE);
     auto* base = static_cast<uint8_t*>(mem);
-    for (const auto& [key, offset] : copies) {
-      const GgufTensorInfo& t = *key.first;
-      if (key.second) {
-        interleave_rows(t.type, t.n_elements() / t.ne[0], t.ne[0], file_.tensor_data(t), base + offset);
-      } else {
-        std::memcpy(base + offset, file_.tensor_data(t), t.n_bytes);
+    // Tensors are copied in parallel, largest first, each by one thread: the
+    // copy is bound by memory bandwidth and by the kernel zeroing the new pages,
+    // and one thread alone reaches neither limit.
+    std::vector<std::pair<std::pair<const GgufTensorInfo*, bool>, size_t>> jobs(copies.begin(), copies.end());
+    std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.first.first->n_bytes > b.first.first->n_bytes; });
+    std::atomic<size_t> next{0};
+    const auto copy_some = [&] {
+      for (size_t j; (j = next++) < jobs.size();) {
+        const auto& [key, offset] = jobs[j];
+        const GgufTensorInfo& t = *key.first;
+        if (key.second) {
+          interleave_rows(t.type, t.n_elements() / t.ne[0], t.ne[0], file_.tensor_data(t), base + offset);
+        } else {
+          std::memcpy(base + offset, file_.tensor_data(t), t.n_bytes);
+        }
+        // At once, so that the process never holds a whole second copy.
+        if (!stays_mapped.at(key.first)) file_.release_tensor_pages(t);
       }
-      // At once, so that the process never holds a whole second copy.
-      if (!stays_mapped[key.first]) file_.release_tensor_pages(t);
-    }
+    };
+    std::vector<std::thread> helpers;
+    for (int i = 1; i < std::min<int>(usable_cpu_count(), int(jobs.size())); ++i) helpers.emplace_back(copy_some);
+    copy_some();
+    for (std::thread& helper : helpers) helper.join();
     for (auto& m : matrices_) {
       auto it = copies.find(std::make_pair(m.info, m.interleave));
       if (it == copies.end()) continue;

@@ -57,11 +57,21 @@ def test_a_stalled_step_is_reported_and_health_keeps_answering(slow_model):
     try:
         assert get(server.base + "/health")[0] == 200
         thread = complete_in_background(server)
-        seen = []
+        seen, refused = [], None
         while thread.is_alive():
             seen.append(get(server.base + "/health"))
+            if seen[-1][0] == 503 and refused is None:
+                # Not ready while stalled: a new request is refused rather than queued behind the stall.
+                request = urllib.request.Request(server.base + "/v1/completions", method="POST",
+                                                 data=json.dumps({"prompt": "hi", "max_tokens": 1}).encode())
+                try:
+                    urllib.request.urlopen(request, timeout=10)
+                    refused = (200, "")
+                except urllib.error.HTTPError as e:
+                    refused = (e.code, json.loads(e.read())["error"]["message"], e.headers.get("Retry-After"))
             time.sleep(0.05)
         thread.join()
+        assert refused and refused[0] == 503 and "stalled" in refused[1] and refused[2], refused
         stalled = [body for status, body, _ in seen if status == 503]
         assert stalled, "the multi-second step was never reported"
         assert all(b["status"] == "stalled" and "without finishing a step" in b["reason"] for b in stalled)
