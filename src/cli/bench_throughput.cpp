@@ -128,6 +128,10 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
     while (!core.idle()) (void)core.step();
   }
 
+  // As serve does, every step is bracketed for the profiler, which records only with --trace.
+  if (a.has("--trace")) {
+    if (Status s = core.trace().start(a.get("--trace"), -1); !s.ok()) return fail("--trace: " + s.message());
+  }
   std::vector<double> ttft, tpot, e2e;
   size_t submitted = 0, finished = 0;
   int64_t output_tokens = 0, steps = 0, step_tokens = 0, peak_pages = 0, busy_steps = 0;
@@ -145,10 +149,12 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
       if (!id.ok()) return fail("request " + std::to_string(submitted) + " was rejected: " + id.message());
       ++submitted;
     }
+    core.trace().begin_step();
     auto outputs = core.step();
     if (!outputs.ok()) return fail(outputs.message());
     ++steps;
     const EngineStats stats = core.stats();
+    core.trace().end_step(stats.last_step_tokens, stats.n_running);
     step_tokens += stats.last_step_tokens;
     if (stats.last_step_tokens > 0 && stats.last_step_tokens == int64_t(outputs.value().size())) {
       ++decode_steps;

@@ -39,12 +39,16 @@ Timing summarize(const std::vector<double>& rates) {
 int cmd_bench(int argc, char** argv) {
   auto values = model_value_options();
   values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "--concurrency", "--requests",
-                 "--prompt-len", "--gen-len", "--max-num-batched-tokens", "--prompts", "--json-schema"});
+                 "--prompt-len", "--gen-len", "--max-num-batched-tokens", "--prompts", "--json-schema", "--trace"});
   auto args = Args::parse(argc, argv, values, model_flags());
   if (!args.ok()) return fail(args.message());
   auto options = parse_model_options(args.value());
   if (!options.ok()) return fail(options.message());
   const Args& a = args.value();
+  if (a.has("--trace") && !a.has("--concurrency")) {
+    std::fprintf(stderr, "dsinfer bench: --trace records the batching engine's steps: give --concurrency too\n");
+    return 1;
+  }
   if (a.has("--concurrency")) return run_throughput_bench(a, options.value());
   if (a.has("--json-schema")) return run_grammar_bench(a, options.value());
   auto n_prompt_arg = a.get_int(a.has("-p") ? "-p" : "--n-prompt", 512);

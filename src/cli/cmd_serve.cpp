@@ -38,7 +38,7 @@ int cmd_serve(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point started = Clock::now();
   auto values = version_value_options();
-  values.insert({"--host", "--port", "--api-keys", "--admin-keys", "--served-model-name", "--model-version", "--device", "--run-dir", "--max-in-flight",
+  values.insert({"--host", "--port", "--api-keys", "--admin-keys", "--served-model-name", "--model-version", "--device", "--run-dir", "--trace", "--max-in-flight",
                  "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate", "--tenant-burst",
                  "--tenant-max-in-flight", "--embedding-pooling", "--stall-timeout", "--http-threads", "--max-body-bytes",
                  "--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout",
@@ -120,6 +120,10 @@ int cmd_serve(int argc, char** argv) {
   auto loaded = plan.value().load();
   if (!loaded.ok()) return fail(loaded.message());
   ModelVersions versions(loaded.take());  // the only owner: a swap can free this version
+  if (a.has("--trace")) {
+    // Every step of this first version; a swapped-in one is traced through POST /admin/trace.
+    if (Status s = versions.current()->engine->trace().start(a.get("--trace"), -1); !s.ok()) return fail("--trace: " + s.message());
+  }
 
   // Limits from the configuration alone, so the same flags behave the same on
   // every machine: overall, 4 requests/s per sequence slot with a burst of

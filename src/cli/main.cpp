@@ -15,7 +15,7 @@ void print_usage() {
                "  tokenize  text to token ids:  dsinfer tokenize -m MODEL.gguf [--no-bos] [--pieces] TEXT\n"
                "  info      model summary:  dsinfer info -m MODEL.gguf\n"
                "  bench     speed:  dsinfer bench -m MODEL.gguf [-p 512] [-n 128] [-r 3] [-t THREADS]\n"
-               "            throughput:  dsinfer bench -m MODEL.gguf --concurrency C [--requests N] [--prompt-len P] [--gen-len G]\n"
+               "            throughput:  dsinfer bench -m MODEL.gguf --concurrency C [--requests N] [--prompt-len P] [--gen-len G] [--trace FILE]\n"
                "  serve     OpenAI-compatible server:  dsinfer serve -m MODEL.gguf [--host 127.0.0.1] [--port 8000] [--api-keys FILE]\n"
                "  template  render a chat:  dsinfer template (-m MODEL.gguf | --chat-template FILE|NAME) --messages FILE.json\n");
 }

@@ -120,6 +120,8 @@ void Engine::loop() {
     if (!busy_.load()) progress_ns_ = now_ns();  // work arrived after idling: the clock starts now
     busy_ = !core_.idle();
     const int64_t step_start = now_ns();
+    StepTrace& trace = core_.trace();
+    trace.begin_step();
     auto outputs = core_.step();
     const int64_t step_end = now_ns();
     longest_step_ns_ = std::max(longest_step_ns_.load(), step_end - step_start);
@@ -133,10 +135,17 @@ void Engine::loop() {
       }
       live_.clear();
       core_id_of_.clear();
+      trace.end_step(0, 0);
       continue;
     }
-    for (const StepOutput& output : outputs.value()) deliver(output);
+    {
+      TraceScope scope(&trace, "deliver");  // detokenize, stop strings, the streams
+      for (const StepOutput& output : outputs.value()) deliver(output);
+    }
+    std::optional<TraceScope> stats_scope(std::in_place, &trace, "stats");
     const EngineStats stats = core_.stats();
+    stats_scope.reset();
+    trace.end_step(stats.last_step_tokens, stats.n_running);
     std::lock_guard lock(mutex_);
     stats_ = stats;
   }

@@ -53,6 +53,10 @@ class Engine {
   };
   Progress progress() const;
 
+  // The profiler of this engine's steps (step_trace.h): start() it to record
+  // a Chrome trace; its per-op totals are thread-safe to read.
+  StepTrace& trace() { return core_.trace(); }
+
  private:
   struct Live {
     std::shared_ptr<RequestStream> stream;

@@ -61,6 +61,7 @@ RequestMetrics EngineCore::end(int64_t id) {
 
 Result<std::vector<StepOutput>> EngineCore::step() {
   std::vector<StepOutput> outputs;
+  std::optional<TraceScope> stage(std::in_place, &trace_, "schedule");
   for (int64_t id : cancelled_) {
     if (!requests_.count(id)) continue;
     const RequestMetrics metrics = end(id);
@@ -78,6 +79,8 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   }
 
   // The batch: each chunk's tokens at their positions, through its block table.
+  stage.emplace(&trace_, "batch");
+  batch_.trace = trace_.on() ? &trace_ : nullptr;
   batch_.tokens.clear();
   batch_.positions.clear();
   batch_.seq_of_token.clear();
@@ -125,7 +128,9 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   logits_.resize(batch_.logit_tokens.size() * size_t(n_vocab));
   const int64_t n_embd = model_.config().n_embd;
   hidden_.resize(batch_.hidden_tokens.size() * size_t(n_embd));
+  stage.reset();
   DS_RETURN_IF_ERROR(model_.forward(batch_, memory_, logits_.data(), nullptr, hidden_.data()));
+  stage.emplace(&trace_, "commit");
 
   for (size_t i = 0; i < hidden_rows.size(); ++i) {
     Request& request = *requests_.at(hidden_rows[i].first->id);
@@ -148,6 +153,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     if (rows[i].scores < 0 && requests_.at(rows[i].seq->id)->params.grammar) masked_rows.push_back(i);
   }
   std::vector<size_t> allowed_of(rows.size(), size_t(n_vocab));
+  stage.emplace(&trace_, "grammar_mask");
   if (!masked_rows.empty()) {
     const auto mask_start = Clock::now();
     model_.pool().parallel_for_dynamic(int64_t(masked_rows.size()), 1, [&](int64_t begin, int64_t end, int) {
@@ -159,6 +165,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     });
     grammar_mask_seconds_ += std::chrono::duration<double>(Clock::now() - mask_start).count();
   }
+  stage.emplace(&trace_, "sample");
   for (size_t i = 0; i < rows.size(); ++i) {
     Sequence* seq = rows[i].seq;
     Request& request = *requests_.at(seq->id);
@@ -192,6 +199,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     if (n_generated == 1) outputs.back().prompt_logprobs = std::move(request.prompt_logprobs);
     if (finish != FinishReason::none) outputs.back().metrics = end(seq->id);
   }
+  stage.reset();
   ++steps_;
   last_step_tokens_ = plan.n_tokens();
   step_tokens_ += last_step_tokens_;

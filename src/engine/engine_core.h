@@ -112,6 +112,9 @@ class EngineCore {
 
   bool idle() const { return requests_.empty(); }
   EngineStats stats() const;
+  // The profiler of this core's steps (its stages, the forward's layers and
+  // ops); the caller brackets each step with begin_step/end_step.
+  StepTrace& trace() { return trace_; }
   const BlockPool& pool() const { return pool_; }
   const Scheduler& scheduler() const { return scheduler_; }
 
@@ -145,6 +148,7 @@ class EngineCore {
   double last_step_seconds_ = 0.0;
   double grammar_mask_seconds_ = 0.0;
   Batch batch_;
+  StepTrace trace_;
   std::vector<float> logits_, hidden_;
 };
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/step_trace.h"
 #include "kernels/paged_attention.h"
 
 namespace ds {
@@ -20,6 +21,8 @@ struct Batch {
   std::vector<int32_t> logit_tokens;
   // Tokens whose final hidden states (after the output norm) are wanted, for embeddings.
   std::vector<int32_t> hidden_tokens;
+  // The engine's profiler, when it records this step: the forward's layers and ops become its spans.
+  StepTrace* trace = nullptr;
 
   int64_t n_tokens() const { return int64_t(tokens.size()); }
 };

@@ -108,43 +108,62 @@ Status Model::validate(const Batch& batch, const KvCache& cache) const {
 }
 
 Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const LayerObserver& observer, float* hidden) {
-  DS_RETURN_IF_ERROR(validate(batch, cache));
+  trace_ = batch.trace;
+  TraceScope forward_scope(trace_, "forward");
   const ModelConfig& c = config_;
   const int64_t n = batch.n_tokens();
   const int64_t n_logits = int64_t(batch.logit_tokens.size());
-  ensure_workspace(n, n_logits);
+  {
+    TraceScope scope(trace_, "validate_and_workspace");
+    DS_RETURN_IF_ERROR(validate(batch, cache));
+    ensure_workspace(n, n_logits);
+  }
 
   const int64_t embd_row_bytes = weights_->token_embd.row_stride_bytes();
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      dequantize_row(weights_->token_embd.type, weights_->token_embd.data + batch.tokens[t] * embd_row_bytes,
-                     x_.data() + t * c.n_embd, c.n_embd);
-    }
-  });
+  {
+    TraceScope scope(trace_, "embed", dtype_name(weights_->token_embd.type));
+    pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        dequantize_row(weights_->token_embd.type, weights_->token_embd.data + batch.tokens[t] * embd_row_bytes,
+                       x_.data() + t * c.n_embd, c.n_embd);
+      }
+    });
+  }
 
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    TraceScope scope(trace_, "layer", c.moe.is_moe_layer(layer) ? "moe" : "dense");
     attention_block(layer, batch, cache);
     ffn_block(layer, n);
     if (observer) observer(layer, x_.data(), n);
   }
 
   if (hidden) {
+    TraceScope scope(trace_, "hidden_states");
     for (size_t i = 0; i < batch.hidden_tokens.size(); ++i) {
       const float* row = x_.data() + int64_t(batch.hidden_tokens[i]) * c.n_embd;
       rms_norm(row, weights_->output_norm.data(), c.norm_eps, 1, c.n_embd, hidden + int64_t(i) * c.n_embd);
     }
   }
   if (n_logits == 0) return Status();
-  for (int64_t i = 0; i < n_logits; ++i) {
-    std::memcpy(last_.data() + i * c.n_embd, x_.data() + int64_t(batch.logit_tokens[i]) * c.n_embd, c.n_embd * sizeof(float));
+  {
+    TraceScope scope(trace_, "rms_norm");
+    for (int64_t i = 0; i < n_logits; ++i) {
+      std::memcpy(last_.data() + i * c.n_embd, x_.data() + int64_t(batch.logit_tokens[i]) * c.n_embd, c.n_embd * sizeof(float));
+    }
+    rms_norm(last_.data(), weights_->output_norm.data(), c.norm_eps, n_logits, c.n_embd, last_.data());
   }
-  rms_norm(last_.data(), weights_->output_norm.data(), c.norm_eps, n_logits, c.n_embd, last_.data());
-  matmul(pool_, weights_->output, last_.data(), n_logits, logits, matmul_scratch_);
+  traced_matmul(weights_->output, last_.data(), n_logits, logits);
   return Status();
+}
+
+void Model::traced_matmul(const WeightMatrix& w, const float* in, int64_t n, float* out) {
+  TraceScope scope(trace_, "matmul", dtype_name(w.type));
+  matmul(pool_, w, in, n, out, matmul_scratch_);
 }
 
 void Model::rms_norm_rows(const float* in, const std::vector<float>& weight, int64_t n, int64_t dim, int64_t stride,
                           float* out) {
+  TraceScope scope(trace_, "rms_norm");
   pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) rms_norm(in + t * stride, weight.data(), config_.norm_eps, 1, dim, out + t * stride);
   });
@@ -156,28 +175,42 @@ void Model::attention_block(int64_t layer, const Batch& batch, KvCache& cache) {
   const LayerWeights& w = weights_->layers[size_t(layer)];
   const int64_t n = batch.n_tokens();
   rms_norm_rows(x_.data(), w.attn_norm, n, c.n_embd, c.n_embd, h_.data());
-  matmul(pool_, w.wq, h_.data(), n, q_.data(), matmul_scratch_);
-  matmul(pool_, w.wk, h_.data(), n, k_.data(), matmul_scratch_);
-  matmul(pool_, w.wv, h_.data(), n, v_.data(), matmul_scratch_);
-  if (!w.bq.empty()) add_bias(q_.data(), w.bq.data(), n, c.q_dim());
-  if (!w.bk.empty()) add_bias(k_.data(), w.bk.data(), n, c.kv_dim());
-  if (!w.bv.empty()) add_bias(v_.data(), w.bv.data(), n, c.kv_dim());
+  traced_matmul(w.wq, h_.data(), n, q_.data());
+  traced_matmul(w.wk, h_.data(), n, k_.data());
+  traced_matmul(w.wv, h_.data(), n, v_.data());
+  if (!w.bq.empty() || !w.bk.empty() || !w.bv.empty()) {
+    TraceScope scope(trace_, "bias");
+    if (!w.bq.empty()) add_bias(q_.data(), w.bq.data(), n, c.q_dim());
+    if (!w.bk.empty()) add_bias(k_.data(), w.bk.data(), n, c.kv_dim());
+    if (!w.bv.empty()) add_bias(v_.data(), w.bv.data(), n, c.kv_dim());
+  }
 
   int64_t n_ctx = 0;
   for (int32_t p : batch.positions) n_ctx = std::max<int64_t>(n_ctx, p + 1);
   const KvLayerView kv = cache.layer(layer);
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-    const int32_t* positions = batch.positions.data() + begin;
-    rope(c.rope, q_.data() + begin * c.q_dim(), end - begin, c.n_head, c.head_dim, positions, n_ctx);
-    rope(c.rope, k_.data() + begin * c.kv_dim(), end - begin, c.n_head_kv, c.head_dim, positions, n_ctx);
-    kv_write(kv, k_.data() + begin * c.kv_dim(), v_.data() + begin * c.kv_dim(), end - begin, positions,
-             batch.seq_of_token.data() + begin, batch.block_tables.data());
-  });
-  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
-  paged_attention(pool_, kv, shape, q_.data(), n, batch.positions.data(), batch.seq_of_token.data(),
-                  batch.block_tables.data(), attn_.data(), attention_scratch_);
-  matmul(pool_, w.wo, attn_.data(), n, proj_.data(), matmul_scratch_);
-  add_inplace(x_.data(), proj_.data(), n * c.n_embd);
+  {
+    TraceScope scope(trace_, "rope_kv_write");
+    pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+      const int32_t* positions = batch.positions.data() + begin;
+      rope(c.rope, q_.data() + begin * c.q_dim(), end - begin, c.n_head, c.head_dim, positions, n_ctx);
+      rope(c.rope, k_.data() + begin * c.kv_dim(), end - begin, c.n_head_kv, c.head_dim, positions, n_ctx);
+      kv_write(kv, k_.data() + begin * c.kv_dim(), v_.data() + begin * c.kv_dim(), end - begin, positions,
+               batch.seq_of_token.data() + begin, batch.block_tables.data());
+    });
+  }
+  {
+    TraceScope scope(trace_, "attention");
+    const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
+    paged_attention(pool_, kv, shape, q_.data(), n, batch.positions.data(), batch.seq_of_token.data(),
+                    batch.block_tables.data(), attn_.data(), attention_scratch_);
+  }
+  traced_matmul(w.wo, attn_.data(), n, proj_.data());
+  residual_add(proj_.data(), n);
+}
+
+void Model::residual_add(const float* block_out, int64_t n) {
+  TraceScope scope(trace_, "add");
+  add_inplace(x_.data(), block_out, n * config_.n_embd);
 }
 
 void Model::ffn_block(int64_t layer, int64_t n) {
@@ -185,18 +218,28 @@ void Model::ffn_block(int64_t layer, int64_t n) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_->layers[size_t(layer)];
   rms_norm_rows(x_.data(), w.ffn_norm, n, c.n_embd, c.n_embd, h_.data());
-  gated_ffn(pool_, ffn_, w.w_gate, w.w_up, w.w_down, h_.data(), n, proj_.data());
-  add_inplace(x_.data(), proj_.data(), n * c.n_embd);
+  gated_ffn(pool_, ffn_, w.w_gate, w.w_up, w.w_down, h_.data(), n, proj_.data(), trace_);
+  residual_add(proj_.data(), n);
 }
 
 void Model::gated_ffn(ThreadPool& pool, FfnWorkspace& ws, const WeightMatrix& w_gate, const WeightMatrix& w_up,
-                      const WeightMatrix& w_down, const float* in, int64_t n, float* out) {
+                      const WeightMatrix& w_down, const float* in, int64_t n, float* out, StepTrace* trace) {
   const int64_t ff = w_gate.n_rows;
-  matmul(pool, w_gate, in, n, ws.gate.data(), ws.scratch);
-  matmul(pool, w_up, in, n, ws.up.data(), ws.scratch);
-  pool.parallel_for(n, [&](int64_t begin, int64_t end) {
-    silu_mul(ws.gate.data() + begin * ff, ws.up.data() + begin * ff, (end - begin) * ff);
-  });
+  {
+    TraceScope scope(trace, "matmul", dtype_name(w_gate.type));
+    matmul(pool, w_gate, in, n, ws.gate.data(), ws.scratch);
+  }
+  {
+    TraceScope scope(trace, "matmul", dtype_name(w_up.type));
+    matmul(pool, w_up, in, n, ws.up.data(), ws.scratch);
+  }
+  {
+    TraceScope scope(trace, "silu_mul");
+    pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+      silu_mul(ws.gate.data() + begin * ff, ws.up.data() + begin * ff, (end - begin) * ff);
+    });
+  }
+  TraceScope scope(trace, "matmul", dtype_name(w_down.type));
   matmul(pool, w_down, ws.gate.data(), n, out, ws.scratch);
 }
 

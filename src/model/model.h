@@ -64,14 +64,19 @@ class Model {
     std::vector<float> gate, up;
     MatmulScratch scratch;
   };
-  // out = down(silu(gate(in)) * up(in)) for n rows, on `pool`.
+  // out = down(silu(gate(in)) * up(in)) for n rows, on `pool`; its ops traced when `trace` records.
   static void gated_ffn(ThreadPool& pool, FfnWorkspace& ws, const WeightMatrix& w_gate, const WeightMatrix& w_up,
-                        const WeightMatrix& w_down, const float* in, int64_t n, float* out);
+                        const WeightMatrix& w_down, const float* in, int64_t n, float* out, StepTrace* trace);
+  // out = in x w^T for n rows on the model's pool, traced as "matmul TYPE".
+  void traced_matmul(const WeightMatrix& w, const float* in, int64_t n, float* out);
+  // The residual stream += a block's output [n, n_embd], traced as "add".
+  void residual_add(const float* block_out, int64_t n);
   void rms_norm_rows(const float* in, const std::vector<float>& weight, int64_t n, int64_t dim, int64_t stride, float* out);
 
   ModelConfig config_;
   std::unique_ptr<ModelWeights> weights_;
   ThreadPool pool_;
+  StepTrace* trace_ = nullptr;  // the forward's batch.trace, for the forward's length
 
   // Workspace, rows of the step's tokens.
   std::vector<float> x_;       // [n, n_embd] residual stream

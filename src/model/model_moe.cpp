@@ -98,7 +98,7 @@ void Model::routed_experts(int64_t layer, int64_t n) {
       std::copy_n(h_.data() + pairs[size_t(i)] / k * c.n_embd, c.n_embd, worker.in.data() + i * c.n_embd);
     }
     gated_ffn(pool, worker.ffn, w.expert_gate[size_t(e)], w.expert_up[size_t(e)], w.expert_down[size_t(e)],
-              worker.in.data(), m, worker.out.data());
+              worker.in.data(), m, worker.out.data(), nullptr);  // traced as a whole: experts run on several threads
     for (int64_t i = 0; i < m; ++i) {
       const float weight = routed_weight_[size_t(pairs[size_t(i)])];
       float* slot = slot_out_.data() + pairs[size_t(i)] * c.n_embd;
@@ -124,27 +124,35 @@ void Model::moe_ffn_block(int64_t layer, int64_t n) {
   const int64_t k = moe.n_expert_used;
   rms_norm_rows(x_.data(), w.ffn_norm, n, c.n_embd, c.n_embd, h_.data());
 
-  matmul(pool_, w.router, h_.data(), n, router_logits_.data(), matmul_scratch_);
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      route(moe, router_logits_.data() + t * moe.n_expert, w.router_bias, routed_expert_.data() + t * k, routed_weight_.data() + t * k);
-    }
-  });
-
-  routed_experts(layer, n);
-  // proj = sum of the slots in slot order, plus the shared experts.
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      float* sum = proj_.data() + t * c.n_embd;
-      std::copy_n(slot_out_.data() + t * k * c.n_embd, c.n_embd, sum);
-      for (int64_t s = 1; s < k; ++s) add_inplace(sum, slot_out_.data() + (t * k + s) * c.n_embd, c.n_embd);
-    }
-  });
+  traced_matmul(w.router, h_.data(), n, router_logits_.data());
+  {
+    TraceScope scope(trace_, "moe_route");
+    pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        route(moe, router_logits_.data() + t * moe.n_expert, w.router_bias, routed_expert_.data() + t * k, routed_weight_.data() + t * k);
+      }
+    });
+  }
+  {
+    TraceScope scope(trace_, "moe_experts", dtype_name(w.expert_gate[0].type));
+    routed_experts(layer, n);
+  }
+  {
+    TraceScope scope(trace_, "moe_sum");  // proj = sum of the slots in slot order
+    pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        float* sum = proj_.data() + t * c.n_embd;
+        std::copy_n(slot_out_.data() + t * k * c.n_embd, c.n_embd, sum);
+        for (int64_t s = 1; s < k; ++s) add_inplace(sum, slot_out_.data() + (t * k + s) * c.n_embd, c.n_embd);
+      }
+    });
+  }
   if (moe.n_expert_shared > 0) {
-    gated_ffn(pool_, ffn_, w.w_gate, w.w_up, w.w_down, h_.data(), n, shared_out_.data());
+    gated_ffn(pool_, ffn_, w.w_gate, w.w_up, w.w_down, h_.data(), n, shared_out_.data(), trace_);
+    TraceScope scope(trace_, "add");
     add_inplace(proj_.data(), shared_out_.data(), n * c.n_embd);
   }
-  add_inplace(x_.data(), proj_.data(), n * c.n_embd);
+  residual_add(proj_.data(), n);
 }
 
 }  // namespace ds

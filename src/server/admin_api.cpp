@@ -71,6 +71,31 @@ AdminAnswer AdminApi::list() const {
   return {200, dump(reply)};
 }
 
+AdminAnswer AdminApi::trace(const std::string& body) {
+  const auto current = versions_.current();
+  const std::string serving = label_of(current);
+  const json parsed = json::parse(body, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) return error_answer(400, "invalid_request", "the body must be a JSON object", serving);
+  for (const auto& [key, value] : parsed.items()) {
+    if (key != "path" && key != "steps") return error_answer(400, "invalid_request", "unknown field '" + key + "' (path, steps)", serving);
+  }
+  if (!parsed.contains("path") || !parsed["path"].is_string() || parsed["path"].get<std::string>().empty()) {
+    return error_answer(400, "invalid_request", "'path' (the trace file to write) is required", serving);
+  }
+  if (!parsed.contains("steps") || !parsed["steps"].is_number_integer() || parsed["steps"].get<int64_t>() < 1 ||
+      parsed["steps"].get<int64_t>() > 1000000) {
+    return error_answer(400, "invalid_request", "'steps' must be an integer 1..1000000", serving);
+  }
+  if (!current) return error_answer(503, "unavailable", "no version is serving (a drain-first swap is running)", serving);
+  const std::string path = parsed["path"];
+  const int64_t steps = parsed["steps"];
+  if (Status s = current->engine->trace().start(path, steps); !s.ok()) {
+    return error_answer(s.message().find("already") != std::string::npos ? 409 : 400, "trace_refused", s.message(), serving);
+  }
+  DS_LOG_INFO("admin: tracing the next %lld steps of version '%s' into %s", (long long)steps, serving.c_str(), path.c_str());
+  return {200, dump(json{{"path", path}, {"steps", steps}, {"version", serving}})};
+}
+
 void AdminApi::swap(const std::string& body, const std::string& who, std::function<void(AdminAnswer)> done) {
   const std::string serving = label_of(versions_.current());
   const auto invalid = [&](const std::string& message) { done(error_answer(400, "invalid_request", message, serving)); };

@@ -2,6 +2,8 @@
 // The admin API, under its own keys (--admin-keys FILE: "KEY OPERATOR" lines,
 // never a tenant's key):
 //
+//   POST /admin/trace    {"path": "FILE.json", "steps": N}: the serving engine's next N steps as a
+//                        Chrome trace (step_trace.h); 409 while one is recorded
 //   GET  /admin/models   the versions loaded: state, requests in flight, memory
 //   POST /admin/models   {"path": "B.gguf", "version": "B", "mode": "both_loaded" | "drain_first",
 //                         "check": {"prompt": "...", "expected_output": "..."},
@@ -76,6 +78,7 @@ class AdminApi {
   // The operator an Authorization header's key belongs to, or nullopt.
   std::optional<std::string> operator_of(const std::string& authorization) const { return keys_.name_of(authorization); }
   AdminAnswer list() const;
+  AdminAnswer trace(const std::string& body);
   // Parses the body; a bad one, or a swap while another runs, is answered at
   // once; else the swap runs on the admin thread, which calls `done`.
   void swap(const std::string& body, const std::string& who, std::function<void(AdminAnswer)> done);

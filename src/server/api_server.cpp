@@ -51,6 +51,7 @@ constexpr Route k_routes[] = {
     {"/tokenize", "POST", true, RouteKind::tokenizer},
     {"/detokenize", "POST", true, RouteKind::tokenizer},
     {"/admin/models", "GET, POST", true, RouteKind::admin},
+    {"/admin/trace", "POST", true, RouteKind::admin},
 };
 
 bool takes(const Route& route, const std::string& method) {
@@ -243,7 +244,7 @@ ApiError Server::in_flight_error(Refusal refusal) const {
 void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
   RequestContext context = context_of(request);
   const std::string path = request.path();
-  if (context.path == std::string("/admin/models")) return handle_admin(context, request, exchange);
+  if (context.path.rfind("/admin/", 0) == 0) return handle_admin(context, request, exchange);
   const std::optional<std::string> stalled = stall_reason();
   const Version version = versions_.current();
   if (stalled && (path == "/health" || path == "/ready")) {
@@ -263,6 +264,15 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
             "# HELP dsinfer:engine_seconds_without_progress Seconds the busy engine has gone without finishing a step.\n"
             "# TYPE dsinfer:engine_seconds_without_progress gauge\ndsinfer:engine_seconds_without_progress " +
             std::to_string(progress.seconds_without_progress) + "\n";
+    if (version) {
+      text += "# HELP dsinfer:op_seconds_total Seconds by engine op over the traced steps (--trace, POST /admin/trace).\n"
+              "# TYPE dsinfer:op_seconds_total counter\n";
+      for (const auto& [op, seconds] : version->engine->trace().op_seconds()) {
+        text += "dsinfer:op_seconds_total{op=\"" + op + "\"} " + std::to_string(seconds) + "\n";
+      }
+      text += "# HELP dsinfer:traced_steps_total Engine steps recorded by the profiler.\n# TYPE dsinfer:traced_steps_total counter\n"
+              "dsinfer:traced_steps_total " + std::to_string(version->engine->trace().traced_steps()) + "\n";
+    }
     text += "# HELP dsinfer:model_version_requests_in_flight Requests running on each loaded model version.\n"
             "# TYPE dsinfer:model_version_requests_in_flight gauge\n";
     for (const Version& v : versions_.live()) {
@@ -312,6 +322,10 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
 }
 
 void Server::handle_admin(const RequestContext& context, const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
+  if (context.path == std::string("/admin/trace")) {
+    const AdminAnswer traced = admin_->trace(request.body);
+    return answer(context, *exchange, traced.status, "application/json", traced.body, traced.status == 200 ? "ok" : "trace_refused");
+  }
   if (request.method == "GET") {
     const AdminAnswer listed = admin_->list();
     return answer(context, *exchange, listed.status, "application/json", listed.body, "ok");
