@@ -11,5 +11,6 @@ int cmd_info(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_router(int argc, char** argv);
 
 }  // namespace ds

@@ -135,6 +135,7 @@ void AdminApi::swap(const std::string& body, const std::string& who, std::functi
     std::lock_guard lock(state_mutex_);
     return done(error_answer(409, "swap_in_progress", "a swap to '" + swap_label_ + "' is running; one at a time", serving));
   }
+  set_state("loading", request.label);
   const bool queued = worker_.try_post([this, request, drain_first, who, done] {
     const AdminAnswer answer = run_swap(request, drain_first, who);
     {
@@ -188,7 +189,6 @@ AdminAnswer AdminApi::swap_beside(const ModelLoadRequest& request, Clock::time_p
                         serving, json{{"needed_bytes", needed}, {"free_bytes", free_beside}, {"memory_available_bytes", available},
                                       {"held_bytes", held}});
   }
-  set_state("loading", request.label);
   auto loaded = plan.value().load();
   if (!loaded.ok()) return error_answer(422, "load_failed", loaded.message() + "; '" + serving + "' goes on serving", serving);
   std::shared_ptr<ModelVersion> next = loaded.take();

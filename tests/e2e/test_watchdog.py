@@ -75,7 +75,9 @@ def test_a_stalled_step_is_reported_and_health_keeps_answering(slow_model):
         stalled = [body for status, body, _ in seen if status == 503]
         assert stalled, "the multi-second step was never reported"
         assert all(b["status"] == "stalled" and "without finishing a step" in b["reason"] for b in stalled)
-        assert max(latency for _, _, latency in seen) < 1.0, "health waited on the engine"
+        slowest = max(latency for _, _, latency in seen)
+        assert slowest < 1.0, "health waited on the engine"  # a bound against waiting on the step, not a speed check
+        print(f"\n/health: {len(seen)} probes through a {len(stalled) * 0.05:.1f}+ s stall, slowest {slowest * 1e3:.1f} ms")
         assert get(server.base + "/health")[0] == 200 and get(server.base + "/ready")[0] == 200
         deadline = time.time() + 5  # the watchdog looks every 250 ms; this only bounds the wait
         while "engine progressing again" not in server.output() and time.time() < deadline:

@@ -1,0 +1,242 @@
+#include "router/instance_pool.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "base/log.h"
+
+namespace ds {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A loopback port free now (the child binds it next).
+Result<uint16_t> free_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Status::error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  close(fd);
+  if (!ok) return Status::error(std::string("no free loopback port: ") + std::strerror(errno));
+  return uint16_t(ntohs(address.sin_port));
+}
+
+std::string exit_description(int status) {
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+const char* instance_state_name(Instance::State state) {
+  switch (state) {
+    case Instance::State::starting: return "starting";
+    case Instance::State::healthy: return "healthy";
+    case Instance::State::ejected: return "ejected";
+  }
+  return "?";
+}
+
+Endpoint Instance::endpoint() const {
+  std::lock_guard lock(mutex_);
+  return endpoint_;
+}
+
+Instance::State Instance::state() const {
+  std::lock_guard lock(mutex_);
+  return state_;
+}
+
+InstancePool::InstancePool(std::vector<InstanceSpec> specs, Options options) : options_(std::move(options)) {
+  for (InstanceSpec& spec : specs) instances_.push_back(std::make_shared<Instance>(std::move(spec)));
+}
+
+InstancePool::~InstancePool() {
+  stopping_ = true;
+  if (prober_.joinable()) prober_.join();
+  std::vector<pid_t> children;
+  for (auto& instance : instances_) {
+    std::lock_guard lock(instance->mutex_);
+    if (instance->pid_ > 0) {
+      kill(instance->pid_, SIGTERM);  // each drains its requests
+      children.push_back(instance->pid_);
+    }
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  for (pid_t pid : children) {
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+Status InstancePool::spawn(Instance& instance) {
+  const InstanceSpec& spec = instance.spec();
+  uint16_t port = instance.endpoint_.port;
+  if (port == 0) {
+    auto free = free_loopback_port();
+    if (!free.ok()) return free.status();
+    port = free.value();
+  }
+  std::vector<std::string> args = {options_.dsinfer, "serve", "-m", spec.model, "--host", "127.0.0.1", "--port", std::to_string(port),
+                                   "--model-version", spec.version};
+  if (!spec.device.empty()) args.insert(args.end(), {"--device", spec.device});
+  args.insert(args.end(), spec.args.begin(), spec.args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return Status::error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "dsinfer router: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  instance.pid_ = pid;
+  instance.endpoint_ = {"127.0.0.1", port};
+  instance.state_ = Instance::State::starting;
+  DS_LOG_INFO("router: instance '%s' started as PID %d on 127.0.0.1:%u (%s, version %s)", spec.id.c_str(), int(pid), unsigned(port),
+              spec.model.c_str(), spec.version.c_str());
+  return Status();
+}
+
+Status InstancePool::start() {
+  for (auto& instance : instances_) {
+    std::lock_guard lock(instance->mutex_);
+    if (instance->spec().child()) {
+      DS_RETURN_IF_ERROR(spawn(*instance));
+    } else {
+      instance->endpoint_ = parse_endpoint_url(instance->spec().url).value();
+    }
+  }
+  prober_ = std::thread([this] { probe_loop(); });
+  return Status();
+}
+
+void InstancePool::probe_loop() {
+  while (!stopping_) {
+    const auto started = Clock::now();
+    for (auto& instance : instances_) {
+      if (stopping_) return;
+      probe(*instance);
+    }
+    std::this_thread::sleep_until(started + options_.probe_interval);
+  }
+}
+
+void InstancePool::probe(Instance& instance) {
+  {
+    std::lock_guard lock(instance.mutex_);
+    if (instance.pid_ > 0) {
+      int status = 0;
+      if (waitpid(instance.pid_, &status, WNOHANG) == instance.pid_) {
+        const std::string why = "the process " + exit_description(status);
+        DS_LOG_WARN("router: instance '%s' (PID %d) %s: starting it again", instance.spec().id.c_str(), int(instance.pid_), why.c_str());
+        instance.pid_ = -1;
+        if (instance.state_ == Instance::State::healthy) ++instance.ejections_;
+        instance.last_error_ = why;
+        ++instance.restarts_;
+        if (Status s = spawn(instance); !s.ok()) {
+          instance.state_ = Instance::State::ejected;
+          instance.last_error_ = why + "; restart failed: " + s.message();
+        }
+        return;
+      }
+    }
+    if (instance.state_ == Instance::State::ejected && Clock::now() < instance.next_probe_) return;
+  }
+  const Endpoint endpoint = instance.endpoint();
+  auto health = UpstreamClient::get(endpoint, "/health", options_.probe_timeout);
+  auto ready = health.ok() && health.value().first == 200 ? UpstreamClient::get(endpoint, "/ready", options_.probe_timeout) : health;
+  const bool ok = ready.ok() && ready.value().first == 200;
+  if (ok) {
+    std::lock_guard lock(instance.mutex_);
+    if (instance.state_ != Instance::State::healthy) {
+      DS_LOG_INFO("router: instance '%s' is %s", instance.spec().id.c_str(),
+                  instance.state_ == Instance::State::starting ? "ready" : "ready again: readmitted");
+    }
+    instance.state_ = Instance::State::healthy;
+    instance.backoff_ = std::chrono::milliseconds(0);
+    return;
+  }
+  const std::string why = !ready.ok() ? ready.message() : "/health or /ready answered " + std::to_string(ready.value().first) + " " +
+                                                           ready.value().second.substr(0, 200);
+  std::lock_guard lock(instance.mutex_);
+  if (instance.state_ == Instance::State::starting) return;  // not up yet
+  eject_locked(instance, why);
+}
+
+void InstancePool::eject_locked(Instance& instance, const std::string& why) {
+  if (instance.state_ == Instance::State::healthy) {
+    DS_LOG_WARN("router: instance '%s' ejected: %s", instance.spec().id.c_str(), why.c_str());
+    ++instance.ejections_;
+    instance.ejected_at_ = Clock::now();
+  }
+  // Each failed half-open probe doubles the wait before the next.
+  instance.state_ = Instance::State::ejected;
+  instance.backoff_ = std::min(options_.max_backoff, std::max(options_.probe_interval, instance.backoff_ * 2));
+  instance.next_probe_ = Clock::now() + instance.backoff_;
+  instance.last_error_ = why;
+}
+
+void InstancePool::report_unreachable(Instance& instance, const std::string& error) {
+  std::lock_guard lock(instance.mutex_);
+  if (instance.state_ == Instance::State::healthy) eject_locked(instance, "a request could not reach it: " + error);
+}
+
+std::shared_ptr<Instance> InstancePool::pick(const std::set<std::string>& tried) const {
+  std::shared_ptr<Instance> best;
+  for (const auto& instance : instances_) {
+    if (tried.count(instance->spec().id) || instance->draining || instance->state() != Instance::State::healthy) continue;
+    if (!best || instance->outstanding < best->outstanding) best = instance;
+  }
+  return best;
+}
+
+bool InstancePool::any_healthy() const {
+  for (const auto& instance : instances_) {
+    if (instance->state() == Instance::State::healthy && !instance->draining) return true;
+  }
+  return false;
+}
+
+bool InstancePool::set_draining(const std::string& id, bool draining) {
+  for (const auto& instance : instances_) {
+    if (instance->spec().id != id) continue;
+    instance->draining = draining;
+    DS_LOG_INFO("router: instance '%s' %s", id.c_str(), draining ? "drains: no new requests" : "resumes taking requests");
+    return true;
+  }
+  return false;
+}
+
+std::string InstancePool::status_json() const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& instance : instances_) {
+    std::lock_guard lock(instance->mutex_);
+    list.push_back({{"id", instance->spec().id}, {"version", instance->spec().version}, {"state", instance_state_name(instance->state_)},
+                    {"url", "http://" + instance->endpoint_.text()}, {"pid", instance->pid_ > 0 ? nlohmann::json(instance->pid_) : nlohmann::json(nullptr)},
+                    {"child", instance->spec().child()}, {"draining", instance->draining.load()}, {"outstanding", instance->outstanding.load()}, {"restarts", instance->restarts_},
+                    {"ejections", instance->ejections_}, {"last_error", instance->last_error_}});
+  }
+  return nlohmann::json{{"instances", list}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace ds

@@ -1,0 +1,92 @@
+#pragma once
+// The instances behind the router and what it knows of each. A prober thread
+// asks every instance's /health and /ready every probe interval: an instance
+// answers both 200 to be healthy; one that fails a probe, or that a forwarded
+// request could not reach, is ejected at once. An ejected instance is probed
+// again after a back-off that doubles (half-open) and readmitted when it
+// answers ready; a child process that exits is started again.
+//
+//   starting ──(ready)──► healthy ──(probe or request fails)──► ejected ──(back-off, ready)──► healthy
+//                                                                  └─(child exited)─► restarted ─► starting
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "router/router_config.h"
+#include "router/upstream_client.h"
+
+namespace ds {
+
+class Instance {
+ public:
+  enum class State { starting, healthy, ejected };
+
+  explicit Instance(InstanceSpec spec) : spec_(std::move(spec)) {}
+  const InstanceSpec& spec() const { return spec_; }
+  Endpoint endpoint() const;
+  State state() const;
+  std::atomic<int64_t> outstanding{0};  // requests the router has sent and not seen end
+  std::atomic<bool> draining{false};    // an operator's drain: sent nothing new, whatever its health
+
+ private:
+  friend class InstancePool;
+  InstanceSpec spec_;
+  mutable std::mutex mutex_;  // guards the fields below
+  Endpoint endpoint_;
+  State state_ = State::starting;
+  pid_t pid_ = -1;  // a child's process
+  int restarts_ = 0;
+  int64_t ejections_ = 0;
+  std::string last_error_;
+  std::chrono::steady_clock::time_point next_probe_{}, ejected_at_{};
+  std::chrono::milliseconds backoff_{0};
+};
+
+const char* instance_state_name(Instance::State state);
+
+class InstancePool {
+ public:
+  struct Options {
+    std::string dsinfer;  // the binary children run
+    std::chrono::milliseconds probe_interval{200};
+    std::chrono::milliseconds probe_timeout{500};
+    std::chrono::milliseconds max_backoff{5000};
+  };
+
+  InstancePool(std::vector<InstanceSpec> specs, Options options);
+  ~InstancePool();  // stops probing; ends the children (SIGTERM, then SIGKILL after 30 s)
+  // Starts the children and the prober.
+  Status start();
+
+  // The healthy instance with the fewest requests outstanding, not in
+  // `tried`; null when there is none.
+  std::shared_ptr<Instance> pick(const std::set<std::string>& tried) const;
+  // A forwarded request could not reach it: ejected until a probe readmits it.
+  void report_unreachable(Instance& instance, const std::string& error);
+  bool any_healthy() const;
+  // POST /admin/instances/{id}/drain and /resume; false for an unknown id.
+  bool set_draining(const std::string& id, bool draining);
+  // {"instances": [{id, version, state, url, pid, outstanding, restarts, ejections, last_error}]}
+  std::string status_json() const;
+
+ private:
+  void probe_loop();
+  void probe(Instance& instance);
+  void eject_locked(Instance& instance, const std::string& why);  // instance.mutex_ held
+  Status spawn(Instance& instance);
+
+  std::vector<std::shared_ptr<Instance>> instances_;
+  Options options_;
+  std::atomic<bool> stopping_{false};
+  std::thread prober_;
+};
+
+}  // namespace ds

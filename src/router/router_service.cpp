@@ -1,0 +1,308 @@
+#include "router/router_service.h"
+
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "server/access_log.h"
+#include "server/api_error.h"
+
+namespace ds {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+constexpr size_t k_max_buffered_body = 64 << 20;  // a non-streamed answer gathered before it is passed on
+constexpr std::chrono::milliseconds k_connect_timeout{1000};
+
+// "/admin/instances/ID/drain" -> (ID, "drain"); also "resume".
+std::optional<std::pair<std::string, std::string>> admin_action(const std::string& path) {
+  const std::string prefix = "/admin/instances/";
+  if (path.rfind(prefix, 0) != 0) return std::nullopt;
+  const std::string rest = path.substr(prefix.size());
+  const size_t slash = rest.find('/');
+  if (slash == std::string::npos || slash == 0) return std::nullopt;
+  const std::string action = rest.substr(slash + 1);
+  if (action != "drain" && action != "resume") return std::nullopt;
+  return std::pair{rest.substr(0, slash), action};
+}
+
+bool proxied(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The response headers an instance sets that mean something to the client.
+HttpHeaders passed_headers(const HttpHeaders& upstream) {
+  HttpHeaders out;
+  for (const auto& [name, value] : upstream) {
+    const std::string n = lower(name);
+    if (n == "x-model-version" || n == "retry-after" || n == "www-authenticate") out.emplace_back(name, value);
+  }
+  return out;
+}
+
+std::string header_value(const HttpHeaders& headers, const std::string& lower_name) {
+  for (const auto& [name, value] : headers) {
+    if (lower(name) == lower_name) return value;
+  }
+  return "";
+}
+
+}  // namespace
+
+// One client request on its way through the instances.
+struct RouterService::Forward : std::enable_shared_from_this<Forward> {
+  RouterService& service;
+  HttpRequest request;
+  std::shared_ptr<HttpExchange> exchange;
+  std::string tenant;
+  Clock::time_point arrived = Clock::now();
+  std::set<std::string> tried;
+  std::shared_ptr<Instance> instance;
+  std::shared_ptr<UpstreamCall> call;
+  std::shared_ptr<Forward> self_hold;  // alive until finished; the handlers hold it weakly
+  // On the exchange's strand:
+  int attempt = 0;  // which instance's call the handlers' events belong to (a retry's predecessor may still post some)
+  bool streaming = false, ended = false, gone = false;
+  int status = 0;
+  HttpHeaders headers;
+  std::string content_type, body, last_error;
+
+  Forward(RouterService& s, HttpRequest r, std::shared_ptr<HttpExchange> e, std::string t)
+      : service(s), request(std::move(r)), exchange(std::move(e)), tenant(std::move(t)) {}
+
+  void log(int code, const std::string& reason) {
+    AccessRecord record;
+    record.request_id = request.request_id;
+    record.client = request.remote_address;
+    record.tenant = tenant;
+    record.method = request.method;
+    record.path = request.path().substr(0, 64);
+    record.status = code;
+    record.reason = reason;
+    record.version = instance ? instance->spec().version : "";
+    record.completion_id = instance ? "instance:" + instance->spec().id : "";
+    record.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
+    write_access_log(record);
+  }
+
+  void finish(int code, const std::string& reason) {
+    if (ended) return;
+    ended = true;
+    const auto release = std::move(self_hold);  // this object may go when finish returns
+    if (instance) --instance->outstanding;
+    if (tenant != "-") service.admission_.leave(tenant);
+    log(code, reason);
+  }
+};
+
+RouterService::RouterService(InstancePool& pool, UpstreamClient& client, Admission& admission, std::optional<KeyFile> admin_keys)
+    : pool_(pool), client_(client), admission_(admission), admin_keys_(std::move(admin_keys)) {}
+
+void RouterService::refused(const HttpRequest& head, int status, const std::string& reason) {
+  AccessRecord record;
+  record.request_id = head.request_id;
+  record.client = head.remote_address;
+  record.method = head.method.empty() ? "-" : head.method;
+  record.path = "other";
+  record.status = status;
+  record.reason = reason;
+  write_access_log(record);
+}
+
+std::optional<HttpRefusal> RouterService::check_head(const HttpRequest& head) {
+  const std::string path = head.path();
+  const auto refuse = [&](const ApiError& error, const std::string& reason) {
+    AccessRecord record;
+    record.request_id = head.request_id;
+    record.client = head.remote_address;
+    record.method = head.method;
+    record.path = path.substr(0, 64);
+    record.status = error.status;
+    record.reason = reason;
+    write_access_log(record);
+    HttpHeaders headers;
+    if (error.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error.retry_after_seconds));
+    return HttpRefusal{error.status, error.json(), headers, reason};
+  };
+  const bool admin = path == "/admin/instances" || admin_action(path).has_value();
+  if (path == "/health" || path == "/ready" || admin) {
+    const char* method = admin && path != "/admin/instances" ? "POST" : "GET";
+    if (head.method != method) {
+      return refuse(ApiError{405, path.substr(0, 128) + " takes " + method, "invalid_request_error", "", "method_not_allowed", 0}, "method_not_allowed");
+    }
+    if (!admin) return std::nullopt;
+    if (!admin_keys_) return refuse(ApiError{403, "the admin API is off: give the router 'admin_keys'", "permission_error", "", "admin_disabled", 0}, "auth");
+    if (!admin_keys_->name_of(head.header("authorization"))) {
+      return refuse(ApiError{401, "missing or unknown admin key", "authentication_error", "", "invalid_api_key", 0}, "auth");
+    }
+    return std::nullopt;
+  }
+  if (!proxied(path)) return refuse(ApiError{404, "no such path: " + path.substr(0, 128), "invalid_request_error", "", "not_found", 0}, "not_found");
+  const auto tenant = admission_.tenant(head.header("authorization"));
+  if (!tenant) {
+    return refuse(ApiError{401, "missing or unknown API key (send 'Authorization: Bearer KEY')", "authentication_error", "", "invalid_api_key", 0},
+                  "auth");
+  }
+  const AdmissionDecision rate = admission_.take_rate(*tenant);
+  if (rate.refusal != Refusal::none) {
+    return refuse(ApiError{429, std::string("over the ") + (rate.refusal == Refusal::tenant_rate ? "tenant's" : "router's") + " rate limit",
+                           "rate_limit_error", "", "rate_limit_exceeded", int(rate.retry_after_seconds) + 1},
+                  refusal_name(rate.refusal));
+  }
+  if (const Refusal full = admission_.would_enter(*tenant); full != Refusal::none) {
+    return refuse(ApiError{503, "the router is at its limit of requests in flight", "server_error", "", "overloaded", 1}, refusal_name(full));
+  }
+  return std::nullopt;
+}
+
+void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+  const std::string path = request.path();
+  const auto plain = [&](int status, const std::string& body, const std::string& reason) {
+    exchange->respond(status, "application/json", body);
+    AccessRecord record;
+    record.request_id = request.request_id;
+    record.client = request.remote_address;
+    record.method = request.method;
+    record.path = path;
+    record.status = status;
+    record.reason = reason;
+    write_access_log(record);
+  };
+  if (path == "/health") return plain(200, "{\"status\":\"ok\"}", "ok");
+  if (path == "/ready") {
+    const bool ready = pool_.any_healthy();
+    json status = json::parse(pool_.status_json());
+    json unhealthy = json::array();
+    for (const json& i : status["instances"]) {
+      if (i["state"] != "healthy") unhealthy.push_back({{"id", i["id"]}, {"state", i["state"]}, {"last_error", i["last_error"]}});
+    }
+    return plain(ready ? 200 : 503, json{{"status", ready ? "ready" : "no_healthy_instance"}, {"unhealthy", unhealthy}}.dump(), ready ? "ok" : "not_ready");
+  }
+  if (path == "/admin/instances") return plain(200, pool_.status_json(), "ok");
+  if (const auto action = admin_action(path)) {
+    if (!pool_.set_draining(action->first, action->second == "drain")) {
+      return plain(404, ApiError{404, "no instance '" + action->first + "'", "invalid_request_error", "", "not_found", 0}.json(), "not_found");
+    }
+    return plain(200, json{{"id", action->first}, {"draining", action->second == "drain"}}.dump(), "ok");
+  }
+  const std::string tenant = admission_.tenant(request.header("authorization")).value_or("-");
+  if (const Refusal full = admission_.enter(tenant); full != Refusal::none) {
+    return plain(503, ApiError{503, "the router is at its limit of requests in flight", "server_error", "", "overloaded", 1}.json(),
+                 refusal_name(full));
+  }
+  auto f = std::make_shared<Forward>(*this, std::move(request), exchange, tenant);
+  f->self_hold = f;
+  std::weak_ptr<Forward> weak = f;
+  exchange->on_disconnect([weak] {
+    if (auto g = weak.lock()) {
+      g->gone = true;
+      if (g->call) g->call->cancel();
+      g->finish(499, "client_gone");
+    }
+  });
+  forward(f);
+}
+
+// On the exchange's strand: to the next instance, or the error when none is left.
+void RouterService::forward(std::shared_ptr<Forward> f) {
+  if (f->gone || f->ended) return;
+  if (f->instance) --f->instance->outstanding;
+  f->instance = pool_.pick(f->tried);
+  if (!f->instance) {
+    const bool none = f->tried.empty();
+    const ApiError error{503, none ? "no instance is healthy" : "every instance failed this request; the last: " + f->last_error,
+                         "server_error", "", "unavailable", 1};
+    f->exchange->respond(503, "application/json", error.json(), {{"Retry-After", "1"}});
+    f->instance = nullptr;
+    return f->finish(503, none ? "no_healthy_instance" : "all_instances_failed");
+  }
+  f->tried.insert(f->instance->spec().id);
+  ++f->instance->outstanding;
+  const int attempt = ++f->attempt;
+  HttpHeaders headers = {{"X-Request-Id", f->request.request_id}};
+  for (const char* name : {"content-type", "accept"}) {
+    if (!f->request.header(name).empty()) headers.emplace_back(name, f->request.header(name));
+  }
+  std::weak_ptr<Forward> weak = f;
+  std::shared_ptr<HttpExchange> exchange = f->exchange;
+  const std::shared_ptr<Instance> instance = f->instance;
+  UpstreamClient::Handlers handlers;
+  handlers.on_head = [weak, exchange, attempt](int status, const HttpHeaders& upstream) {
+    exchange->post([weak, status, upstream, attempt] {
+      auto g = weak.lock();
+      if (!g || g->ended || g->attempt != attempt) return;
+      // A 503 before anything was passed on: another instance may take it.
+      if (status == 503) {
+        g->call->cancel();
+        g->last_error = "instance '" + g->instance->spec().id + "' answered 503";
+        return g->service.forward(g);
+      }
+      g->status = status;
+      g->headers = passed_headers(upstream);
+      g->headers.emplace_back("X-Dsinfer-Instance", g->instance->spec().id);
+      g->content_type = header_value(upstream, "content-type");
+      if (lower(header_value(upstream, "transfer-encoding")).find("chunked") != std::string::npos) {
+        g->streaming = true;
+        g->exchange->begin_stream(status, g->content_type, g->headers);
+      }
+    });
+  };
+  handlers.on_body = [weak, exchange, attempt](std::string piece) {
+    exchange->post([weak, piece = std::move(piece), attempt] {
+      auto g = weak.lock();
+      if (!g || g->ended || g->attempt != attempt || g->status == 0) return;
+      if (g->streaming) return g->exchange->write_chunk(piece);
+      if (g->body.size() + piece.size() > k_max_buffered_body) {
+        g->call->cancel();
+        g->exchange->respond(502, "application/json",
+                             ApiError{502, "the instance's answer is larger than the router passes on", "server_error", "", "bad_gateway", 0}.json());
+        return g->finish(502, "upstream_too_large");
+      }
+      g->body += piece;
+    });
+  };
+  handlers.on_end = [weak, exchange, attempt] {
+    exchange->post([weak, attempt] {
+      auto g = weak.lock();
+      if (!g || g->ended || g->attempt != attempt || g->status == 0) return;
+      if (g->streaming) {
+        g->exchange->end_stream();
+      } else {
+        g->exchange->respond(g->status, g->content_type.empty() ? "application/json" : g->content_type, g->body, g->headers);
+      }
+      g->finish(g->status, "ok");
+    });
+  };
+  handlers.on_error = [this, weak, exchange, instance, attempt](const std::string& error, bool got_head) {
+    if (!got_head) pool_.report_unreachable(*instance, error);
+    exchange->post([weak, error, got_head, attempt] {
+      auto g = weak.lock();
+      if (!g || g->ended || g->attempt != attempt) return;
+      if (!got_head || g->status == 0) {
+        g->last_error = "instance '" + g->instance->spec().id + "': " + error;
+        return g->service.forward(g);
+      }
+      const ApiError broken{502, "the instance serving this request failed: " + error, "server_error", "", "upstream_failed", 0};
+      if (g->streaming) {
+        g->exchange->write_chunk("data: " + broken.json() + "\n\n");
+        g->exchange->write_chunk("data: [DONE]\n\n");
+        g->exchange->end_stream();
+      } else {
+        g->exchange->respond(502, "application/json", broken.json());
+      }
+      g->finish(502, "upstream_failed");
+    });
+  };
+  f->call = client_.send(f->instance->endpoint(), f->request.method, f->request.target, headers, f->request.body, std::move(handlers),
+                         k_connect_timeout);
+}
+
+}  // namespace ds

@@ -1,0 +1,48 @@
+#pragma once
+// The router's HTTP side: the OpenAI API passed through to an instance
+// (streams stay streams), with serve's API keys and tenant limits in front.
+//
+// Each request goes to the healthy instance with the fewest requests
+// outstanding. A request that has received nothing yet — its instance could
+// not be reached, or refused it with 503 — is sent to the next instance, each
+// at most once; a stream that breaks after it began ends with an error event
+// and [DONE]. A client that leaves closes the upstream connection, which the
+// instance sees as its client leaving (the generation is cancelled).
+//
+//   GET /health            the router is alive
+//   GET /ready             200 while at least one instance is healthy; the body lists those that are not
+//   GET /admin/instances   every instance's state, load and history (admin key)
+//   POST /admin/instances/{id}/drain, /resume   stop or resume sending it new requests (admin key)
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "router/instance_pool.h"
+#include "router/upstream_client.h"
+#include "server/admission.h"
+#include "server/api_keys.h"
+#include "server/http_server.h"
+
+namespace ds {
+
+class RouterService : public HttpService {
+ public:
+  // `admin_keys`: null when the router has none (the admin routes answer 403).
+  RouterService(InstancePool& pool, UpstreamClient& client, Admission& admission, std::optional<KeyFile> admin_keys);
+
+  std::optional<HttpRefusal> check_head(const HttpRequest& head) override;
+  void handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override;
+  void refused(const HttpRequest& head, int status, const std::string& reason) override;
+
+ private:
+  struct Forward;
+  void forward(std::shared_ptr<Forward> f);
+
+  InstancePool& pool_;
+  UpstreamClient& client_;
+  Admission& admission_;
+  std::optional<KeyFile> admin_keys_;
+};
+
+}  // namespace ds

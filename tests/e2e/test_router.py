@@ -1,0 +1,181 @@
+"""`dsinfer router` in front of three `dsinfer serve` children: requests pass
+through (streams stay streams); kill -9 of one instance under a streaming
+load fails no request that had not started streaming (those are retried on
+another instance), ends the streams it was serving with an error event, gets
+it ejected, restarted and readmitted when ready. The timeouts only bound the
+test against a hang; the ejection time is printed, not asserted."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from server_process import DSINFER, STORIES
+
+ADMIN = {"Authorization": "Bearer admin-key-1"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Router:
+    def __init__(self, tmp_path, instances):
+        admin = tmp_path / "admin.txt"
+        admin.write_text("admin-key-1 ops\n")
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        config = tmp_path / "router.json"
+        config.write_text(json.dumps({"listen": f"127.0.0.1:{self.port}", "admin_keys": str(admin), "instances": instances}))
+        self.log_path = str(tmp_path / "router.log")
+        self.log = open(self.log_path, "w")
+        self.process = subprocess.Popen([DSINFER, "router", "--config", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            assert self.process.poll() is None, self.output()
+            try:
+                if all(i["state"] == "healthy" for i in self.instances().values()):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("the router's instances did not become healthy: " + self.output())
+
+    def instances(self):
+        request = urllib.request.Request(self.base + "/admin/instances", headers=ADMIN)
+        with urllib.request.urlopen(request, timeout=5) as r:
+            return {i["id"]: i for i in json.loads(r.read())["instances"]}
+
+    def output(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            assert self.process.wait(timeout=60) == 0
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.log.close()
+
+
+def child(id):
+    return {"id": id, "version": "v1", "model": STORIES, "args": ["--ctx-size", "256"]}
+
+
+def stream(base, record):
+    started = time.time()
+    request = urllib.request.Request(base + "/v1/completions", method="POST",
+                                     data=json.dumps({"prompt": "Once upon a time", "max_tokens": 96, "stream": True,
+                                                      "ignore_eos": True}).encode())
+    entry = {"started": started, "chunks": 0, "done": False, "error": None}
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            entry["instance"] = r.headers.get("X-Dsinfer-Instance")
+            for line in r:
+                line = line.decode().strip()
+                if line == "data: [DONE]":
+                    entry["done"] = True
+                    break
+                if line.startswith("data: "):
+                    chunk = json.loads(line[6:])
+                    if "error" in chunk:
+                        entry["error"] = chunk["error"]["message"]
+                    else:
+                        entry["chunks"] += 1
+    except (OSError, ValueError) as e:
+        entry["error"] = repr(e)
+    record.append(entry)
+
+
+def test_kill_9_of_an_instance_under_streaming_load(tmp_path):
+    router = Router(tmp_path, [child("a"), child("b"), child("c")])
+    stop, record, threads = threading.Event(), [], []
+    try:
+        def loop():
+            while not stop.is_set():
+                stream(router.base, record)
+        threads = [threading.Thread(target=loop) for _ in range(8)]
+        for t in threads:
+            t.start()
+        time.sleep(2)
+        victim = router.instances()["b"]
+        os.kill(victim["pid"], signal.SIGKILL)
+        killed = time.time()
+        while router.instances()["b"]["state"] == "healthy":
+            assert time.time() - killed < 10, "never ejected"
+            time.sleep(0.02)
+        ejected_after = time.time() - killed
+        while not (router.instances()["b"]["restarts"] >= 1 and router.instances()["b"]["state"] == "healthy"):
+            assert time.time() - killed < 60, "never readmitted: " + json.dumps(router.instances()["b"])
+            time.sleep(0.05)
+        readmitted_after = time.time() - killed
+        time.sleep(1.5)  # traffic reaches the restarted instance again
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        threads = []
+        assert router.instances()["b"]["pid"] != victim["pid"]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        router.stop()
+    failed = [e for e in record if not e["done"] or e["error"]]
+    # What failed was a stream the killed instance had begun: nothing that had not started failed.
+    assert all(e.get("instance") == "b" and e["chunks"] > 0 and e["error"] and e["started"] < killed for e in failed), failed
+    late = [e for e in record if e["started"] > killed + readmitted_after + 0.2]
+    assert any(e.get("instance") == "b" for e in late), "the restarted instance took no traffic"
+    print(f"\nkill -9 of 'b' among 3 instances, 8 streaming clients: ejected after {ejected_after * 1e3:.0f} ms, ready again "
+          f"after {readmitted_after:.2f} s; {len(record)} requests, {len(failed)} failed, each a stream 'b' had begun "
+          f"({sum(e['chunks'] for e in failed)} chunks delivered before the error event)")
+
+
+def test_config_errors_name_the_key(tmp_path):
+    config = tmp_path / "bad.json"
+    for body, expected in [({"instances": []}, "'instances' must be a non-empty array"),
+                           ({"instances": [child("a")], "canary": {}}, "'canary'"),
+                           ({"instances": [child("a")], "lisen": "x"}, "unknown key 'lisen'"),
+                           ({"instances": [{"id": "a", "version": "v", "url": "http://127.0.0.1:1", "model": "m"}]}, "exactly one of"),
+                           ({"instances": [dict(child("a"), args=["--port", "1"])]}, "the router sets it")]:
+        config.write_text(json.dumps(body))
+        result = subprocess.run([DSINFER, "router", "--config", str(config)], capture_output=True, text=True, timeout=30)
+        assert result.returncode != 0 and expected in result.stderr, (body, result.stderr)
+
+
+def complete(base):
+    request = urllib.request.Request(base + "/v1/completions", method="POST", data=json.dumps({"prompt": "Hi", "max_tokens": 2}).encode())
+    with urllib.request.urlopen(request, timeout=30) as r:
+        r.read()
+        return r.headers["X-Dsinfer-Instance"]
+
+
+def test_an_instance_drains_and_resumes(tmp_path):
+    router = Router(tmp_path, [child("a"), child("b")])
+    try:
+        def admin(path):
+            request = urllib.request.Request(router.base + path, method="POST", headers=ADMIN, data=b"")
+            try:
+                with urllib.request.urlopen(request, timeout=5) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+        assert admin("/admin/instances/a/drain") == 200
+        assert admin("/admin/instances/nope/drain") == 404
+        assert router.instances()["a"]["draining"]
+        assert {complete(router.base) for _ in range(6)} == {"b"}
+        assert admin("/admin/instances/a/resume") == 200
+        assert "a" in {complete(router.base) for _ in range(6)}  # ties go to the first listed
+    finally:
+        router.stop()
