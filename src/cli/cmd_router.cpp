@@ -66,6 +66,7 @@ int cmd_router(int argc, char** argv) {
 
   InstancePool::Options pool_options;
   pool_options.dsinfer = this_binary();
+  pool_options.routing = c.routing;
   InstancePool pool(c.instances, pool_options);
   if (Status s = pool.start(); !s.ok()) return fail(s.message());
   UpstreamClient client(2);

@@ -201,13 +201,37 @@ void InstancePool::report_unreachable(Instance& instance, const std::string& err
   if (instance.state_ == Instance::State::healthy) eject_locked(instance, "a request could not reach it: " + error);
 }
 
-std::shared_ptr<Instance> InstancePool::pick(const std::set<std::string>& tried) const {
-  std::shared_ptr<Instance> best;
+std::shared_ptr<Instance> InstancePool::pick(const std::set<std::string>& tried, const std::vector<uint64_t>& prompt_blocks) {
+  std::vector<std::shared_ptr<Instance>> open;
   for (const auto& instance : instances_) {
-    if (tried.count(instance->spec().id) || instance->draining || instance->state() != Instance::State::healthy) continue;
-    if (!best || instance->outstanding < best->outstanding) best = instance;
+    if (!tried.count(instance->spec().id) && !instance->draining && instance->state() == Instance::State::healthy) open.push_back(instance);
   }
-  return best;
+  if (open.empty()) return nullptr;
+  std::shared_ptr<Instance> chosen = open[0];
+  if (options_.routing == "random") {
+    std::lock_guard lock(random_mutex_);
+    chosen = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(random_)];
+  } else {
+    for (const auto& instance : open) {
+      if (instance->outstanding < chosen->outstanding) chosen = instance;
+    }
+    if (options_.routing == "prefix_affinity" && !prompt_blocks.empty()) {
+      // The longest match wins unless it is much busier than the least busy:
+      // recomputing a prefix costs less than queueing behind twice the work.
+      std::shared_ptr<Instance> affine;
+      size_t longest = 0;
+      for (const auto& instance : open) {
+        const size_t n = prefixes_.match(instance->spec().id, prompt_blocks);
+        if (n > longest) {
+          longest = n;
+          affine = instance;
+        }
+      }
+      if (affine && affine->outstanding <= 2 * chosen->outstanding + 4) chosen = affine;
+    }
+  }
+  prefixes_.insert(chosen->spec().id, prompt_blocks);
+  return chosen;
 }
 
 bool InstancePool::any_healthy() const {

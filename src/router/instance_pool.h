@@ -15,11 +15,13 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "router/prefix_index.h"
 #include "router/router_config.h"
 #include "router/upstream_client.h"
 
@@ -59,6 +61,7 @@ class InstancePool {
     std::chrono::milliseconds probe_interval{200};
     std::chrono::milliseconds probe_timeout{500};
     std::chrono::milliseconds max_backoff{5000};
+    std::string routing = "prefix_affinity";  // router_config.h
   };
 
   InstancePool(std::vector<InstanceSpec> specs, Options options);
@@ -66,9 +69,10 @@ class InstancePool {
   // Starts the children and the prober.
   Status start();
 
-  // The healthy instance with the fewest requests outstanding, not in
-  // `tried`; null when there is none.
-  std::shared_ptr<Instance> pick(const std::set<std::string>& tried) const;
+  // A healthy instance not in `tried` for a prompt of these prefix blocks
+  // (prefix_index.h), by the routing rule, and records the prompt there;
+  // null when there is none.
+  std::shared_ptr<Instance> pick(const std::set<std::string>& tried, const std::vector<uint64_t>& prompt_blocks);
   // A forwarded request could not reach it: ejected until a probe readmits it.
   void report_unreachable(Instance& instance, const std::string& error);
   bool any_healthy() const;
@@ -85,6 +89,9 @@ class InstancePool {
 
   std::vector<std::shared_ptr<Instance>> instances_;
   Options options_;
+  PrefixIndex prefixes_{1 << 16};  // 64 K blocks of 64 bytes per instance: 4 MiB of prompt text each
+  std::mutex random_mutex_;
+  std::mt19937_64 random_{std::random_device{}()};
   std::atomic<bool> stopping_{false};
   std::thread prober_;
 };

@@ -53,7 +53,7 @@ Result<RouterConfig> RouterConfig::from_file(const std::string& path) {
 Result<RouterConfig> RouterConfig::from_json(const std::string& text) {
   const json root = json::parse(text, nullptr, false);
   if (root.is_discarded() || !root.is_object()) return Status::error("config: not a JSON object");
-  DS_RETURN_IF_ERROR(only_keys(root, {"listen", "api_keys", "admin_keys", "instances"}, ""));
+  DS_RETURN_IF_ERROR(only_keys(root, {"listen", "api_keys", "admin_keys", "routing", "instances"}, ""));
   RouterConfig config;
   auto listen = string_field(root, "listen", "", false);
   if (!listen.ok()) return listen.status();
@@ -66,6 +66,13 @@ Result<RouterConfig> RouterConfig::from_json(const std::string& text) {
     auto file = string_field(root, key, "", false);
     if (!file.ok()) return file.status();
     (std::string(key) == "api_keys" ? config.api_keys : config.admin_keys) = file.take();
+  }
+  if (root.contains("routing")) {
+    const json& routing = root["routing"];
+    if (routing != "prefix_affinity" && routing != "least_loaded" && routing != "random") {
+      return Status::error("config: 'routing' must be \"prefix_affinity\", \"least_loaded\" or \"random\"");
+    }
+    config.routing = routing.get<std::string>();
   }
   if (!root.contains("instances") || !root["instances"].is_array() || root["instances"].empty()) {
     return Status::error("config: 'instances' must be a non-empty array");

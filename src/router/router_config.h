@@ -4,6 +4,7 @@
 //
 //   {"listen": "127.0.0.1:8000",
 //    "api_keys": "keys.txt", "admin_keys": "admin.txt",         (optional, as serve's flags)
+//    "routing": "prefix_affinity" | "least_loaded" | "random",  (optional)
 //    "instances": [{"id": "a", "version": "v1", "model": "M.gguf", "device": "cpu:0", "args": ["--ctx-size", "4096"]},
 //                  {"id": "b", "version": "v1", "url": "http://127.0.0.1:8001"}]}
 //
@@ -30,6 +31,10 @@ struct RouterConfig {
   Endpoint listen{"127.0.0.1", 8000};
   std::string api_keys, admin_keys;  // files, as for serve; empty: none
   std::vector<InstanceSpec> instances;
+  // How an instance is chosen: "prefix_affinity" (default: where the prompt's
+  // prefix probably is, unless that instance is much busier than the least
+  // busy), "least_loaded", or "random" (a baseline to measure the others against).
+  std::string routing = "prefix_affinity";
 
   static Result<RouterConfig> from_file(const std::string& path);
   static Result<RouterConfig> from_json(const std::string& text);

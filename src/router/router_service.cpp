@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "router/prefix_index.h"
 #include "server/access_log.h"
 #include "server/api_error.h"
 
@@ -27,6 +28,37 @@ std::optional<std::pair<std::string, std::string>> admin_action(const std::strin
   const std::string action = rest.substr(slash + 1);
   if (action != "drain" && action != "resume") return std::nullopt;
   return std::pair{rest.substr(0, slash), action};
+}
+
+// The text a request's prompt begins with, as far as the router can tell
+// without the chat template: the messages' roles and contents in order, or
+// the prompt; "" for anything else. Turns of a conversation extend it.
+std::string prompt_key(const std::string& body) {
+  const json request = json::parse(body, nullptr, false);
+  if (!request.is_object()) return "";
+  std::string key;
+  if (request.contains("messages") && request["messages"].is_array()) {
+    for (const json& m : request["messages"]) {
+      if (!m.is_object()) break;
+      key += m.value("role", "") + "\n";
+      const json content = m.value("content", json());
+      if (content.is_string()) {
+        key += content.get<std::string>();
+      } else if (content.is_array()) {
+        for (const json& part : content) {
+          if (part.is_object() && part.value("type", "") == "text") key += part.value("text", "");
+        }
+      }
+      key += "\n";
+    }
+  } else if (request.contains("prompt")) {
+    const json& prompt = request["prompt"];
+    if (prompt.is_string()) key = prompt.get<std::string>();
+    if (prompt.is_array()) {
+      for (const json& t : prompt) key += t.is_number_integer() ? std::to_string(t.get<int64_t>()) + "," : "";
+    }
+  }
+  return key;
 }
 
 bool proxied(const std::string& path) {
@@ -65,6 +97,7 @@ struct RouterService::Forward : std::enable_shared_from_this<Forward> {
   std::string tenant;
   Clock::time_point arrived = Clock::now();
   std::set<std::string> tried;
+  std::vector<uint64_t> prompt_blocks;  // the prompt's prefix blocks, for affinity
   std::shared_ptr<Instance> instance;
   std::shared_ptr<UpstreamCall> call;
   std::shared_ptr<Forward> self_hold;  // alive until finished; the handlers hold it weakly
@@ -200,6 +233,7 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
   }
   auto f = std::make_shared<Forward>(*this, std::move(request), exchange, tenant);
   f->self_hold = f;
+  f->prompt_blocks = PrefixIndex::block_hashes(prompt_key(f->request.body));
   std::weak_ptr<Forward> weak = f;
   exchange->on_disconnect([weak] {
     if (auto g = weak.lock()) {
@@ -215,7 +249,7 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
 void RouterService::forward(std::shared_ptr<Forward> f) {
   if (f->gone || f->ended) return;
   if (f->instance) --f->instance->outstanding;
-  f->instance = pool_.pick(f->tried);
+  f->instance = pool_.pick(f->tried, f->prompt_blocks);
   if (!f->instance) {
     const bool none = f->tried.empty();
     const ApiError error{503, none ? "no instance is healthy" : "every instance failed this request; the last: " + f->last_error,
