@@ -120,6 +120,7 @@ void Engine::loop() {
     if (!busy_.load()) progress_ns_ = now_ns();  // work arrived after idling: the clock starts now
     busy_ = !core_.idle();
     const int64_t step_start = now_ns();
+    if (const int64_t delay = debug_step_delay_ms_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     StepTrace& trace = core_.trace();
     trace.begin_step();
     auto outputs = core_.step();

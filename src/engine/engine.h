@@ -57,6 +57,11 @@ class Engine {
   // a Chrome trace; its per-op totals are thread-safe to read.
   StepTrace& trace() { return core_.trace(); }
 
+  // A test hook (serve's POST /admin/debug): every step waits this long
+  // first, so an engine can be made slow on purpose (the router's latency
+  // rule, the watchdog). 0: none.
+  void set_debug_step_delay(std::chrono::milliseconds delay) { debug_step_delay_ms_ = delay.count(); }
+
  private:
   struct Live {
     std::shared_ptr<RequestStream> stream;
@@ -80,6 +85,7 @@ class Engine {
   std::atomic<int64_t> next_id_{1};
   std::atomic<bool> busy_{false};
   std::atomic<int64_t> progress_ns_{0}, longest_step_ns_{0};  // steady-clock nanoseconds
+  std::atomic<int64_t> debug_step_delay_ms_{0};
   std::unordered_map<int64_t, Live> live_;  // by core id; engine thread only
   std::unordered_map<int64_t, int64_t> core_id_of_;  // stream id -> core id; engine thread only
   std::thread thread_;

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -131,17 +132,63 @@ Status InstancePool::start() {
 }
 
 void InstancePool::probe_loop() {
-  while (!stopping_) {
+  for (int64_t round = 0; !stopping_; ++round) {
     const auto started = Clock::now();
+    const bool with_latency = round % options_.latency_probe_every == 0;
     for (auto& instance : instances_) {
       if (stopping_) return;
-      probe(*instance);
+      probe(*instance, with_latency);
     }
+    if (with_latency) eject_latency_outliers();
     std::this_thread::sleep_until(started + options_.probe_interval);
   }
 }
 
-void InstancePool::probe(Instance& instance) {
+namespace {
+constexpr size_t k_latency_samples = 3;
+constexpr std::chrono::milliseconds k_latency_probe_timeout{5000};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+}  // namespace
+
+double InstancePool::latency_probe(const Endpoint& endpoint) const {
+  const auto started = Clock::now();
+  auto answer = UpstreamClient::request(endpoint, "POST", "/v1/completions", "{\"prompt\": [1], \"max_tokens\": 1}", k_latency_probe_timeout);
+  if (!answer.ok() || answer.value().first != 200) return double(k_latency_probe_timeout.count());
+  return std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+}
+
+double InstancePool::latency_bound(const Instance& instance) const {
+  std::vector<double> others;
+  for (const auto& other : instances_) {
+    if (other.get() == &instance) continue;
+    std::lock_guard lock(other->mutex_);
+    if (other->state_ == Instance::State::healthy && !other->latency_ms_.empty()) others.push_back(median(other->latency_ms_));
+  }
+  if (others.empty()) return 0.0;
+  const double typical = median(others);
+  return std::max(3.0 * typical, typical + 250.0);
+}
+
+void InstancePool::eject_latency_outliers() {
+  for (auto& instance : instances_) {
+    const double bound = latency_bound(*instance);
+    std::lock_guard lock(instance->mutex_);
+    if (bound <= 0 || instance->state_ != Instance::State::healthy || instance->latency_ms_.size() < k_latency_samples) continue;
+    const double mine = median(instance->latency_ms_);
+    if (mine <= bound) continue;
+    char why[160];
+    std::snprintf(why, sizeof why, "latency outlier: a one-token completion takes %.0f ms, over the bound of %.0f ms from the others", mine, bound);
+    eject_locked(*instance, why);
+    instance->slow_ = true;
+    instance->latency_ms_.clear();
+  }
+}
+
+void InstancePool::probe(Instance& instance, bool with_latency) {
   {
     std::lock_guard lock(instance.mutex_);
     if (instance.pid_ > 0) {
@@ -163,11 +210,30 @@ void InstancePool::probe(Instance& instance) {
     if (instance.state_ == Instance::State::ejected && Clock::now() < instance.next_probe_) return;
   }
   const Endpoint endpoint = instance.endpoint();
-  auto health = UpstreamClient::get(endpoint, "/health", options_.probe_timeout);
-  auto ready = health.ok() && health.value().first == 200 ? UpstreamClient::get(endpoint, "/ready", options_.probe_timeout) : health;
+  auto health = UpstreamClient::request(endpoint, "GET", "/health", "", options_.probe_timeout);
+  auto ready =
+      health.ok() && health.value().first == 200 ? UpstreamClient::request(endpoint, "GET", "/ready", "", options_.probe_timeout) : health;
   const bool ok = ready.ok() && ready.value().first == 200;
+  bool slow = false;
+  {
+    std::lock_guard lock(instance.mutex_);
+    slow = instance.slow_ && instance.state_ == Instance::State::ejected;
+  }
+  if (ok && (with_latency || slow)) {
+    const double ms = latency_probe(endpoint);
+    const double bound = slow ? latency_bound(instance) : 0.0;
+    std::lock_guard lock(instance.mutex_);
+    if (slow && bound > 0 && ms > bound) {  // ready, but still too slow to readmit
+      char why[160];
+      std::snprintf(why, sizeof why, "still a latency outlier: %.0f ms, over the bound of %.0f ms", ms, bound);
+      return eject_locked(instance, why);
+    }
+    instance.latency_ms_.push_back(ms);
+    if (instance.latency_ms_.size() > k_latency_samples) instance.latency_ms_.erase(instance.latency_ms_.begin());
+  }
   if (ok) {
     std::lock_guard lock(instance.mutex_);
+    instance.slow_ = false;
     if (instance.state_ != Instance::State::healthy) {
       DS_LOG_INFO("router: instance '%s' is %s", instance.spec().id.c_str(),
                   instance.state_ == Instance::State::starting ? "ready" : "ready again: readmitted");
@@ -258,7 +324,8 @@ std::string InstancePool::status_json() const {
     list.push_back({{"id", instance->spec().id}, {"version", instance->spec().version}, {"state", instance_state_name(instance->state_)},
                     {"url", "http://" + instance->endpoint_.text()}, {"pid", instance->pid_ > 0 ? nlohmann::json(instance->pid_) : nlohmann::json(nullptr)},
                     {"child", instance->spec().child()}, {"draining", instance->draining.load()}, {"outstanding", instance->outstanding.load()}, {"restarts", instance->restarts_},
-                    {"ejections", instance->ejections_}, {"last_error", instance->last_error_}});
+                    {"ejections", instance->ejections_}, {"last_error", instance->last_error_},
+                    {"latency_ms", instance->latency_ms_.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(instance->latency_ms_))}});
   }
   return nlohmann::json{{"instances", list}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

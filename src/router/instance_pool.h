@@ -6,6 +6,11 @@
 // again after a back-off that doubles (half-open) and readmitted when it
 // answers ready; a child process that exits is started again.
 //
+// Latency rule: every few rounds each instance also gets a one-token
+// completion; an instance whose median of the last of these is well above
+// the others' (3x their median and 250 ms more) is ejected while another is
+// healthy, and readmitted only when ready and within that bound again.
+//
 //   starting ──(ready)──► healthy ──(probe or request fails)──► ejected ──(back-off, ready)──► healthy
 //                                                                  └─(child exited)─► restarted ─► starting
 
@@ -50,6 +55,8 @@ class Instance {
   std::string last_error_;
   std::chrono::steady_clock::time_point next_probe_{}, ejected_at_{};
   std::chrono::milliseconds backoff_{0};
+  std::vector<double> latency_ms_;  // the last latency probes, oldest first
+  bool slow_ = false;               // ejected by the latency rule
 };
 
 const char* instance_state_name(Instance::State state);
@@ -61,6 +68,7 @@ class InstancePool {
     std::chrono::milliseconds probe_interval{200};
     std::chrono::milliseconds probe_timeout{500};
     std::chrono::milliseconds max_backoff{5000};
+    int latency_probe_every = 5;  // rounds between latency probes
     std::string routing = "prefix_affinity";  // router_config.h
   };
 
@@ -83,7 +91,12 @@ class InstancePool {
 
  private:
   void probe_loop();
-  void probe(Instance& instance);
+  void probe(Instance& instance, bool with_latency);
+  // A one-token completion's milliseconds (the timeout's when it fails).
+  double latency_probe(const Endpoint& endpoint) const;
+  // The latency bound from the healthy instances other than `instance`: 0 when there are none.
+  double latency_bound(const Instance& instance) const;
+  void eject_latency_outliers();
   void eject_locked(Instance& instance, const std::string& why);  // instance.mutex_ held
   Status spawn(Instance& instance);
 

@@ -103,7 +103,9 @@ struct RouterService::Forward : std::enable_shared_from_this<Forward> {
   std::shared_ptr<Forward> self_hold;  // alive until finished; the handlers hold it weakly
   // On the exchange's strand:
   int attempt = 0;  // which instance's call the handlers' events belong to (a retry's predecessor may still post some)
-  bool streaming = false, ended = false, gone = false;
+  bool streaming = false;  // the answer is chunked (SSE): passed on piece by piece
+  bool sent_head = false;  // the client has the head: from here a failure cannot be retried
+  bool ended = false, gone = false;
   int status = 0;
   HttpHeaders headers;
   std::string content_type, body, last_error;
@@ -124,6 +126,12 @@ struct RouterService::Forward : std::enable_shared_from_this<Forward> {
     record.completion_id = instance ? "instance:" + instance->spec().id : "";
     record.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
     write_access_log(record);
+  }
+
+  void begin_stream() {
+    if (sent_head) return;
+    sent_head = true;
+    exchange->begin_stream(status, content_type, headers);
   }
 
   void finish(int code, const std::string& reason) {
@@ -283,17 +291,19 @@ void RouterService::forward(std::shared_ptr<Forward> f) {
       g->headers = passed_headers(upstream);
       g->headers.emplace_back("X-Dsinfer-Instance", g->instance->spec().id);
       g->content_type = header_value(upstream, "content-type");
-      if (lower(header_value(upstream, "transfer-encoding")).find("chunked") != std::string::npos) {
-        g->streaming = true;
-        g->exchange->begin_stream(status, g->content_type, g->headers);
-      }
+      // The head is passed on with the first piece of the body: an instance
+      // that fails before sending any can still be replaced.
+      g->streaming = lower(header_value(upstream, "transfer-encoding")).find("chunked") != std::string::npos;
     });
   };
   handlers.on_body = [weak, exchange, attempt](std::string piece) {
     exchange->post([weak, piece = std::move(piece), attempt] {
       auto g = weak.lock();
       if (!g || g->ended || g->attempt != attempt || g->status == 0) return;
-      if (g->streaming) return g->exchange->write_chunk(piece);
+      if (g->streaming) {
+        g->begin_stream();
+        return g->exchange->write_chunk(piece);
+      }
       if (g->body.size() + piece.size() > k_max_buffered_body) {
         g->call->cancel();
         g->exchange->respond(502, "application/json",
@@ -308,6 +318,7 @@ void RouterService::forward(std::shared_ptr<Forward> f) {
       auto g = weak.lock();
       if (!g || g->ended || g->attempt != attempt || g->status == 0) return;
       if (g->streaming) {
+        g->begin_stream();
         g->exchange->end_stream();
       } else {
         g->exchange->respond(g->status, g->content_type.empty() ? "application/json" : g->content_type, g->body, g->headers);
@@ -320,18 +331,17 @@ void RouterService::forward(std::shared_ptr<Forward> f) {
     exchange->post([weak, error, got_head, attempt] {
       auto g = weak.lock();
       if (!g || g->ended || g->attempt != attempt) return;
-      if (!got_head || g->status == 0) {
+      if (!g->sent_head) {
         g->last_error = "instance '" + g->instance->spec().id + "': " + error;
+        g->status = 0;
+        g->body.clear();
         return g->service.forward(g);
       }
+      // Only a stream has sent its head before its end: it ends with an error event.
       const ApiError broken{502, "the instance serving this request failed: " + error, "server_error", "", "upstream_failed", 0};
-      if (g->streaming) {
-        g->exchange->write_chunk("data: " + broken.json() + "\n\n");
-        g->exchange->write_chunk("data: [DONE]\n\n");
-        g->exchange->end_stream();
-      } else {
-        g->exchange->respond(502, "application/json", broken.json());
-      }
+      g->exchange->write_chunk("data: " + broken.json() + "\n\n");
+      g->exchange->write_chunk("data: [DONE]\n\n");
+      g->exchange->end_stream();
       g->finish(502, "upstream_failed");
     });
   };

@@ -2,11 +2,12 @@
 // The router's HTTP side: the OpenAI API passed through to an instance
 // (streams stay streams), with serve's API keys and tenant limits in front.
 //
-// Each request goes to the healthy instance with the fewest requests
-// outstanding. A request that has received nothing yet — its instance could
-// not be reached, or refused it with 503 — is sent to the next instance, each
-// at most once; a stream that breaks after it began ends with an error event
-// and [DONE]. A client that leaves closes the upstream connection, which the
+// Each request goes to a healthy instance (instance_pool.h: the routing
+// rule). A request the client has received nothing of yet — its instance
+// could not be reached, refused it with 503, or failed before the first
+// piece of its body (the head is held back until then) — is sent to the next
+// instance, each at most once; a stream that breaks after it began ends with
+// an error event and [DONE]. A client that leaves closes the upstream connection, which the
 // instance sees as its client leaving (the generation is cancelled).
 //
 //   GET /health            the router is alive

@@ -167,13 +167,15 @@ std::shared_ptr<UpstreamCall> UpstreamClient::send(const Endpoint& to, const std
   return call;
 }
 
-Result<std::pair<int, std::string>> UpstreamClient::get(const Endpoint& to, const std::string& path, std::chrono::milliseconds timeout) {
+Result<std::pair<int, std::string>> UpstreamClient::request(const Endpoint& to, const std::string& method, const std::string& path,
+                                                            const std::string& body, std::chrono::milliseconds timeout) {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
   stream.expires_after(timeout);
   beast::flat_buffer buffer;
   http::response<http::string_body> response;
-  http::request<http::string_body> request = make_request(to, "GET", path, {}, "");
+  http::request<http::string_body> request =
+      make_request(to, method, path, body.empty() ? HttpHeaders{} : HttpHeaders{{"Content-Type", "application/json"}}, body);
   std::string error;
   bool done = false;
   stream.async_connect(endpoint_of(to), [&](beast::error_code ec) {

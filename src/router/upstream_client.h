@@ -3,7 +3,7 @@
 // (confined to upstream_client.cpp as the server's are to http_server.cpp).
 // send() forwards one request and hands back the response as it arrives —
 // the head, then each piece of the body (SSE streams stay streams) — on the
-// client's own threads; get() is a blocking, time-bounded GET for probes.
+// client's own threads; request() is a blocking, time-bounded call for probes.
 // One connection per request: instances sit on loopback, where a connect
 // costs microseconds, and no connection outlives a request it could confuse.
 
@@ -58,8 +58,9 @@ class UpstreamClient {
                                      const HttpHeaders& headers, const std::string& body, Handlers handlers,
                                      std::chrono::milliseconds connect_timeout);
 
-  // status and body of GET `path`, within `timeout`.
-  static Result<std::pair<int, std::string>> get(const Endpoint& to, const std::string& path, std::chrono::milliseconds timeout);
+  // status and body of `method path` (a JSON `body` for POST), within `timeout`; blocking.
+  static Result<std::pair<int, std::string>> request(const Endpoint& to, const std::string& method, const std::string& path,
+                                                     const std::string& body, std::chrono::milliseconds timeout);
 
  private:
   struct Impl;

@@ -96,6 +96,22 @@ AdminAnswer AdminApi::trace(const std::string& body) {
   return {200, dump(json{{"path", path}, {"steps", steps}, {"version", serving}})};
 }
 
+AdminAnswer AdminApi::debug(const std::string& body) {
+  const auto current = versions_.current();
+  const std::string serving = label_of(current);
+  const json parsed = json::parse(body, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object() || parsed.size() != 1 || !parsed.contains("step_delay_ms") ||
+      !parsed["step_delay_ms"].is_number_integer() || parsed["step_delay_ms"].get<int64_t>() < 0 ||
+      parsed["step_delay_ms"].get<int64_t>() > 600000) {
+    return error_answer(400, "invalid_request", "the body must be {\"step_delay_ms\": 0..600000}", serving);
+  }
+  if (!current) return error_answer(503, "unavailable", "no version is serving (a drain-first swap is running)", serving);
+  const int64_t delay = parsed["step_delay_ms"];
+  current->engine->set_debug_step_delay(std::chrono::milliseconds(delay));
+  DS_LOG_WARN("admin: test hook: every engine step of version '%s' now waits %lld ms", serving.c_str(), (long long)delay);
+  return {200, dump(json{{"step_delay_ms", delay}, {"version", serving}})};
+}
+
 void AdminApi::swap(const std::string& body, const std::string& who, std::function<void(AdminAnswer)> done) {
   const std::string serving = label_of(versions_.current());
   const auto invalid = [&](const std::string& message) { done(error_answer(400, "invalid_request", message, serving)); };

@@ -4,6 +4,7 @@
 //
 //   POST /admin/trace    {"path": "FILE.json", "steps": N}: the serving engine's next N steps as a
 //                        Chrome trace (step_trace.h); 409 while one is recorded
+//   POST /admin/debug    {"step_delay_ms": N}: a test hook — every step of the serving engine waits N ms first
 //   GET  /admin/models   the versions loaded: state, requests in flight, memory
 //   POST /admin/models   {"path": "B.gguf", "version": "B", "mode": "both_loaded" | "drain_first",
 //                         "check": {"prompt": "...", "expected_output": "..."},
@@ -79,6 +80,7 @@ class AdminApi {
   std::optional<std::string> operator_of(const std::string& authorization) const { return keys_.name_of(authorization); }
   AdminAnswer list() const;
   AdminAnswer trace(const std::string& body);
+  AdminAnswer debug(const std::string& body);
   // Parses the body; a bad one, or a swap while another runs, is answered at
   // once; else the swap runs on the admin thread, which calls `done`.
   void swap(const std::string& body, const std::string& who, std::function<void(AdminAnswer)> done);

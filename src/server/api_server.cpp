@@ -52,6 +52,7 @@ constexpr Route k_routes[] = {
     {"/detokenize", "POST", true, RouteKind::tokenizer},
     {"/admin/models", "GET, POST", true, RouteKind::admin},
     {"/admin/trace", "POST", true, RouteKind::admin},
+    {"/admin/debug", "POST", true, RouteKind::admin},
 };
 
 bool takes(const Route& route, const std::string& method) {
@@ -322,9 +323,9 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
 }
 
 void Server::handle_admin(const RequestContext& context, const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
-  if (context.path == std::string("/admin/trace")) {
-    const AdminAnswer traced = admin_->trace(request.body);
-    return answer(context, *exchange, traced.status, "application/json", traced.body, traced.status == 200 ? "ok" : "trace_refused");
+  if (context.path == std::string("/admin/trace") || context.path == std::string("/admin/debug")) {
+    const AdminAnswer done = context.path == std::string("/admin/trace") ? admin_->trace(request.body) : admin_->debug(request.body);
+    return answer(context, *exchange, done.status, "application/json", done.body, done.status == 200 ? "ok" : "refused");
   }
   if (request.method == "GET") {
     const AdminAnswer listed = admin_->list();

@@ -233,3 +233,52 @@ def test_prefix_affinity_keeps_a_conversation_on_one_instance(tmp_path):
     print(f"\n8 conversations x 10 turns over 3 instances: prefix-cache hit rate {rates['prefix_affinity']:.1%} with prefix "
           f"affinity, {rates['random']:.1%} with random routing")
     assert rates["prefix_affinity"] > rates["random"]
+
+
+def test_a_slow_instance_is_ejected_by_latency_and_readmitted(tmp_path):
+    keys = tmp_path / "instance-admin.txt"
+    keys.write_text("instance-key ops\n")
+    args = ["--ctx-size", "256", "--admin-keys", str(keys)]
+    router = Router(tmp_path, [dict(child(i), args=args) for i in ("a", "b", "c")])
+    not_ready = []
+    stop = threading.Event()
+
+    def watch_ready():
+        while not stop.is_set():
+            try:
+                urllib.request.urlopen(router.base + "/ready", timeout=5).read()
+            except OSError as e:
+                not_ready.append(repr(e))
+            time.sleep(0.05)
+    watcher = threading.Thread(target=watch_ready)
+    watcher.start()
+
+    def slow_b(milliseconds):
+        request = urllib.request.Request(router.instances()["b"]["url"] + "/admin/debug", method="POST",
+                                         headers={"Authorization": "Bearer instance-key"},
+                                         data=json.dumps({"step_delay_ms": milliseconds}).encode())
+        assert urllib.request.urlopen(request, timeout=10).status == 200
+    try:
+        time.sleep(2)  # latency samples of the healthy pool
+        slow_b(800)
+        started = time.time()
+        while router.instances()["b"]["state"] == "healthy":
+            assert time.time() - started < 60, "the slow instance was never ejected"
+            time.sleep(0.1)
+        ejected_after = time.time() - started
+        assert "latency" in router.instances()["b"]["last_error"]
+        time.sleep(3)  # still slow: it stays out
+        assert router.instances()["b"]["state"] == "ejected"
+        slow_b(0)
+        recovered = time.time()
+        while router.instances()["b"]["state"] != "healthy":
+            assert time.time() - recovered < 60, "the recovered instance was never readmitted"
+            time.sleep(0.1)
+        readmitted_after = time.time() - recovered
+    finally:
+        stop.set()
+        watcher.join()
+        router.stop()
+    assert not not_ready, not_ready[:3]
+    print(f"\nan 800 ms step delay on 'b': ejected by the latency rule after {ejected_after:.1f} s, readmitted "
+          f"{readmitted_after:.1f} s after it recovered; the router was ready throughout")
