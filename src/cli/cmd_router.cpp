@@ -67,6 +67,8 @@ int cmd_router(int argc, char** argv) {
   InstancePool::Options pool_options;
   pool_options.dsinfer = this_binary();
   pool_options.routing = c.routing;
+  pool_options.api_keys_file = c.api_keys;
+  if (!admission.value()->open_access()) pool_options.probe_key = admission.value()->keys().names().begin()->first;
   InstancePool pool(c.instances, pool_options);
   if (Status s = pool.start(); !s.ok()) return fail(s.message());
   UpstreamClient client(2);

@@ -99,6 +99,7 @@ Status InstancePool::spawn(Instance& instance) {
   std::vector<std::string> args = {options_.dsinfer, "serve", "-m", spec.model, "--host", "127.0.0.1", "--port", std::to_string(port),
                                    "--model-version", spec.version};
   if (!spec.device.empty()) args.insert(args.end(), {"--device", spec.device});
+  if (!options_.api_keys_file.empty()) args.insert(args.end(), {"--api-keys", options_.api_keys_file});
   args.insert(args.end(), spec.args.begin(), spec.args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -156,7 +157,9 @@ double median(std::vector<double> v) {
 
 double InstancePool::latency_probe(const Endpoint& endpoint) const {
   const auto started = Clock::now();
-  auto answer = UpstreamClient::request(endpoint, "POST", "/v1/completions", "{\"prompt\": [1], \"max_tokens\": 1}", k_latency_probe_timeout);
+  const HttpHeaders key = options_.probe_key.empty() ? HttpHeaders{} : HttpHeaders{{"Authorization", "Bearer " + options_.probe_key}};
+  auto answer =
+      UpstreamClient::request(endpoint, "POST", "/v1/completions", "{\"prompt\": [1], \"max_tokens\": 1}", k_latency_probe_timeout, key);
   if (!answer.ok() || answer.value().first != 200) return double(k_latency_probe_timeout.count());
   return std::chrono::duration<double, std::milli>(Clock::now() - started).count();
 }

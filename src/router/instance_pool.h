@@ -69,6 +69,10 @@ class InstancePool {
     std::chrono::milliseconds probe_timeout{500};
     std::chrono::milliseconds max_backoff{5000};
     int latency_probe_every = 5;  // rounds between latency probes
+    // The router's keys file: children get it too (each instance then knows
+    // the tenant of every request, for its own limits and prefix-cache salt),
+    // and the latency probe uses `probe_key`, one of its keys.
+    std::string api_keys_file, probe_key;
     std::string routing = "prefix_affinity";  // router_config.h
   };
 

@@ -114,7 +114,7 @@ Result<RouterConfig> RouterConfig::from_json(const std::string& text) {
       for (const json& arg : item["args"]) {
         if (!arg.is_string()) return Status::error("config: " + where + "'args' must be an array of strings");
         const std::string a = arg;
-        for (const char* owned : {"-m", "--model", "--port", "--host", "--model-version", "--device"}) {
+        for (const char* owned : {"-m", "--model", "--port", "--host", "--model-version", "--device", "--api-keys"}) {
           if (a == owned) return Status::error("config: " + where + "'args' may not hold " + a + ": the router sets it");
         }
         spec.args.push_back(a);

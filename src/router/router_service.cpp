@@ -270,7 +270,9 @@ void RouterService::forward(std::shared_ptr<Forward> f) {
   ++f->instance->outstanding;
   const int attempt = ++f->attempt;
   HttpHeaders headers = {{"X-Request-Id", f->request.request_id}};
-  for (const char* name : {"content-type", "accept"}) {
+  // The key goes on: an instance with the router's keys (its children get
+  // them) knows the tenant, for its own limits and prefix-cache salt.
+  for (const char* name : {"content-type", "accept", "authorization"}) {
     if (!f->request.header(name).empty()) headers.emplace_back(name, f->request.header(name));
   }
   std::weak_ptr<Forward> weak = f;

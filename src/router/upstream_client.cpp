@@ -168,14 +168,16 @@ std::shared_ptr<UpstreamCall> UpstreamClient::send(const Endpoint& to, const std
 }
 
 Result<std::pair<int, std::string>> UpstreamClient::request(const Endpoint& to, const std::string& method, const std::string& path,
-                                                            const std::string& body, std::chrono::milliseconds timeout) {
+                                                            const std::string& body, std::chrono::milliseconds timeout,
+                                                            const HttpHeaders& headers) {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
   stream.expires_after(timeout);
   beast::flat_buffer buffer;
   http::response<http::string_body> response;
-  http::request<http::string_body> request =
-      make_request(to, method, path, body.empty() ? HttpHeaders{} : HttpHeaders{{"Content-Type", "application/json"}}, body);
+  HttpHeaders all = headers;
+  if (!body.empty()) all.emplace_back("Content-Type", "application/json");
+  http::request<http::string_body> request = make_request(to, method, path, all, body);
   std::string error;
   bool done = false;
   stream.async_connect(endpoint_of(to), [&](beast::error_code ec) {

@@ -60,7 +60,8 @@ class UpstreamClient {
 
   // status and body of `method path` (a JSON `body` for POST), within `timeout`; blocking.
   static Result<std::pair<int, std::string>> request(const Endpoint& to, const std::string& method, const std::string& path,
-                                                     const std::string& body, std::chrono::milliseconds timeout);
+                                                     const std::string& body, std::chrono::milliseconds timeout,
+                                                     const HttpHeaders& headers = {});
 
  private:
   struct Impl;

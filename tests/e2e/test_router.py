@@ -32,14 +32,16 @@ def free_port():
 
 
 class Router:
-    def __init__(self, tmp_path, instances, routing="prefix_affinity"):
+    def __init__(self, tmp_path, instances, routing="prefix_affinity", api_keys=None):
         admin = tmp_path / "admin.txt"
         admin.write_text("admin-key-1 ops\n")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         config = tmp_path / "router.json"
-        config.write_text(json.dumps({"listen": f"127.0.0.1:{self.port}", "admin_keys": str(admin), "routing": routing,
-                                      "instances": instances}))
+        body = {"listen": f"127.0.0.1:{self.port}", "admin_keys": str(admin), "routing": routing, "instances": instances}
+        if api_keys:
+            body["api_keys"] = api_keys
+        config.write_text(json.dumps(body))
         self.log_path = str(tmp_path / "router.log")
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen([DSINFER, "router", "--config", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
@@ -282,3 +284,27 @@ def test_a_slow_instance_is_ejected_by_latency_and_readmitted(tmp_path):
     assert not not_ready, not_ready[:3]
     print(f"\nan 800 ms step delay on 'b': ejected by the latency rule after {ejected_after:.1f} s, readmitted "
           f"{readmitted_after:.1f} s after it recovered; the router was ready throughout")
+
+
+def test_keys_are_checked_and_the_tenant_reaches_the_instance(tmp_path, keys_file):
+    router = Router(tmp_path, [child("a"), child("b")], api_keys=keys_file)
+    try:
+        def complete_as(key):
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            request = urllib.request.Request(router.base + "/v1/completions", method="POST", headers=headers,
+                                             data=json.dumps({"prompt": "Hi", "max_tokens": 2}).encode())
+            try:
+                with urllib.request.urlopen(request, timeout=30) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+        assert complete_as(None) == 401 and complete_as("sk-wrong") == 401
+        assert complete_as("sk-alpha") == 200
+        time.sleep(1.5)  # a latency probe round, with the router's own key
+        assert all(i["latency_ms"] is not None and i["latency_ms"] < 5000 for i in router.instances().values())
+        log = router.output()
+    finally:
+        router.stop()
+    lines = [json.loads(line.split("access ", 1)[1]) for line in log.splitlines() if line.startswith("[info] access ")]
+    # The instance's own line (its completion id, not the router's instance name) knows the tenant.
+    assert any(l["tenant"] == "alpha" and l.get("id", "").startswith("cmpl-") for l in lines)
