@@ -21,7 +21,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python_packages=(gguf numpy)
-[ "$with_reference" = 1 ] && python_packages+=(pytest jinja2 openai schemathesis jsonschema rfc3339-validator llama-cpp-python)
+[ "$with_reference" = 1 ] && python_packages+=(pytest jinja2 openai schemathesis jsonschema rfc3339-validator pyyaml llama-cpp-python)
 need_pip=()
 for p in "${python_packages[@]}"; do
   python3 -m pip show "$p" >/dev/null 2>&1 || need_pip+=("$p")

@@ -35,12 +35,16 @@ std::string this_binary() {
 }  // namespace
 
 int cmd_router(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"--config", "--http-threads"}, {});
+  auto args = Args::parse(argc, argv, {"--config", "--http-threads"}, {"--check"});
   if (!args.ok()) return fail(args.message());
   const Args& a = args.value();
   if (!a.has("--config")) return fail("missing --config FILE (README: Router)");
   auto config = RouterConfig::from_file(a.get("--config"));
   if (!config.ok()) return fail(config.message());
+  if (a.has("--check")) {  // as `nginx -t`: the file's structure (the keys files it names are read at start)
+    std::printf("dsinfer router: %s is a valid configuration, %zu instances\n", a.get("--config").c_str(), config.value().instances.size());
+    return 0;
+  }
   auto http_threads = a.get_int("--http-threads", 2);
   if (!http_threads.ok() || http_threads.value() < 1 || http_threads.value() > 256) return fail("--http-threads must be 1..256");
   const RouterConfig& c = config.value();

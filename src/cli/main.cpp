@@ -17,7 +17,7 @@ void print_usage() {
                "  bench     speed:  dsinfer bench -m MODEL.gguf [-p 512] [-n 128] [-r 3] [-t THREADS]\n"
                "            throughput:  dsinfer bench -m MODEL.gguf --concurrency C [--requests N] [--prompt-len P] [--gen-len G] [--trace FILE]\n"
                "  serve     OpenAI-compatible server:  dsinfer serve -m MODEL.gguf [--host 127.0.0.1] [--port 8000] [--api-keys FILE]\n"
-               "  router    many instances behind one endpoint:  dsinfer router --config FILE.json\n"
+               "  router    many instances behind one endpoint:  dsinfer router --config FILE.json [--check]\n"
                "  template  render a chat:  dsinfer template (-m MODEL.gguf | --chat-template FILE|NAME) --messages FILE.json\n");
 }
 

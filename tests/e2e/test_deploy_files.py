@@ -1,0 +1,114 @@
+"""The deployment files (deploy/: Dockerfile, systemd unit, Kubernetes
+manifests) against the binary they run: every `dsinfer serve` command line in
+them is one the binary accepts (run with the model swapped for a missing file,
+it fails on the model, never on an option), the router's config passes
+`dsinfer router --check`, and the numbers agree across each file: ports,
+probe paths, the stop grace against --drain-timeout, whole-core CPU requests,
+and the packages the image builds with against the ones the test machines install."""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+
+import yaml
+
+from server_process import DSINFER, ROOT
+
+DEPLOY = os.path.join(ROOT, "deploy")
+
+
+def accepts(args):
+    """`dsinfer serve ARGS` parses: with -m pointing nowhere, the failure names the model, not an option."""
+    assert args[0] == "serve", args
+    args = list(args)
+    args[args.index("-m") + 1] = "/nonexistent/model.gguf"
+    checked = list(args)
+    # The device is this machine's to have or not: its spelling is checked here, its claim not run.
+    for machine_specific in ("--device", "--run-dir"):
+        if machine_specific in checked:
+            at = checked.index(machine_specific)
+            if machine_specific == "--device":
+                assert re.fullmatch(r"cpu:(numa\d+|\d+(-\d+)?(,\d+(-\d+)?)*)", checked[at + 1]), checked[at + 1]
+            del checked[at:at + 2]
+    result = subprocess.run([DSINFER, *checked], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert "unknown option" not in result.stderr and "needs a value" not in result.stderr, (args, result.stderr)
+    assert "/nonexistent/model.gguf" in result.stderr, result.stderr
+    return args
+
+
+def flag(args, name, default=None):
+    return args[args.index(name) + 1] if name in args else default
+
+
+def test_kubernetes_manifests(tmp_path):
+    documents = []
+    for name in sorted(os.listdir(os.path.join(DEPLOY, "kubernetes"))):
+        with open(os.path.join(DEPLOY, "kubernetes", name)) as f:
+            documents += [d for d in yaml.safe_load_all(f) if d]
+    deployments = [d for d in documents if d["kind"] == "Deployment"]
+    services = [d for d in documents if d["kind"] == "Service"]
+    configs = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ConfigMap"}
+    assert deployments and services
+    for deployment in deployments:
+        pod = deployment["spec"]["template"]
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        (container,) = pod["spec"]["containers"]
+        args = container["args"]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        if args[0] == "serve":
+            accepts(args)
+            assert int(flag(args, "--port", 8000)) in ports.values()
+            assert pod["spec"]["terminationGracePeriodSeconds"] > float(flag(args, "--drain-timeout", 30))
+            annotations = pod["metadata"].get("annotations", {})
+            if annotations.get("prometheus.io/scrape") == "true":
+                assert int(annotations["prometheus.io/port"]) in ports.values()
+                assert "--metrics-public" in args  # a scraper would need a tenant's key otherwise
+        else:
+            assert args[:2] == ["router", "--config"]
+            mount = next(m for m in container["volumeMounts"] if args[2].startswith(m["mountPath"]))
+            volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
+            text = configs[volume["configMap"]["name"]]["data"][os.path.basename(args[2])]
+            config = tmp_path / "router.json"
+            config.write_text(text)
+            checked = subprocess.run([DSINFER, "router", "--config", str(config), "--check"], capture_output=True, text=True, timeout=30)
+            assert checked.returncode == 0, checked.stderr
+            assert int(json.loads(text)["listen"].rsplit(":", 1)[1]) in ports.values()
+        for probe in ("livenessProbe", "readinessProbe"):
+            get = container[probe]["httpGet"]
+            assert get["path"] == ("/health" if probe == "livenessProbe" else "/ready") and get["port"] in ports
+        cpu = container["resources"]["requests"]["cpu"]
+        assert cpu == container["resources"]["limits"]["cpu"] and float(cpu).is_integer()  # whole cores: the static CPU manager pins them
+    for service in services:
+        matches = [d for d in deployments if service["spec"]["selector"].items() <= d["spec"]["template"]["metadata"]["labels"].items()]
+        assert matches, service["metadata"]["name"]
+        names = {p["name"] for d in matches for p in d["spec"]["template"]["spec"]["containers"][0]["ports"]}
+        assert all(p["targetPort"] in names for p in service["spec"]["ports"])
+
+
+def test_systemd_unit():
+    with open(os.path.join(DEPLOY, "dsinfer.service")) as f:
+        text = f.read().replace("\\\n", " ")
+    settings = dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
+    command = shlex.split(settings["ExecStart"])
+    assert command[0] == "/usr/local/bin/dsinfer"
+    args = accepts(command[1:])
+    assert float(settings["TimeoutStopSec"]) > float(flag(args, "--drain-timeout", 30))
+    assert flag(args, "--run-dir") == "/run/" + settings["RuntimeDirectory"]
+    assert settings["KillSignal"] == "SIGTERM" and settings["Restart"] == "on-failure"
+
+
+def test_dockerfile():
+    with open(os.path.join(DEPLOY, "Dockerfile")) as f:
+        text = f.read()
+    cmd = json.loads(re.search(r"^CMD (\[.*\])$", text, re.M).group(1))
+    args = accepts(cmd)
+    port = int(flag(args, "--port", 8000))
+    assert re.search(rf"^EXPOSE {port}$", text, re.M)
+    assert f"http://127.0.0.1:{port}/health" in re.search(r"^HEALTHCHECK .*$", text, re.M).group(0)
+    build_packages = set(re.search(r"apt-get install -y --no-install-recommends \\\n(.*?)\\\n", text, re.S).group(1).split())
+    with open(os.path.join(ROOT, "scripts", "install_deps.sh")) as f:
+        tested = set(re.search(r"debian_packages=\((.*?)\)", f.read(), re.S).group(1).split())
+    assert build_packages <= tested, build_packages - tested  # the image builds with what the tests build with
