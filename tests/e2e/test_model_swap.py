@@ -92,7 +92,7 @@ def clients(server, stop):
     def loop(i):
         # Lengths differ per client, so that requests start and end at scattered times.
         while not stop.is_set():
-            stream_once(server, record, 120 + 8 * i)
+            stream_once(server, record, 100 + 6 * i)  # at most 190: B's byte-level prompt is 26 tokens of the 256
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(N_CLIENTS)]
     for t in threads:
         t.start()
