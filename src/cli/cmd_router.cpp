@@ -94,6 +94,7 @@ int cmd_router(int argc, char** argv) {
   std::fflush(stdout);
   http.value()->wait();
   if (stopper.joinable()) stopper.join();
+  client.stop();  // its handlers post to the server's connections: not after those are gone
   DS_LOG_INFO("router: stopped");
   return 0;
 }

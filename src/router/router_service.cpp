@@ -140,6 +140,7 @@ struct RouterService::Forward : std::enable_shared_from_this<Forward> {
     const auto release = std::move(self_hold);  // this object may go when finish returns
     if (instance) --instance->outstanding;
     if (tenant != "-") service.admission_.leave(tenant);
+    service.count(instance ? instance->spec().id : "-", code);
     log(code, reason);
   }
 };
@@ -174,6 +175,14 @@ std::optional<HttpRefusal> RouterService::check_head(const HttpRequest& head) {
     return HttpRefusal{error.status, error.json(), headers, reason};
   };
   const bool admin = path == "/admin/instances" || admin_action(path).has_value();
+  if (path == "/metrics") {
+    if (head.method != "GET") return refuse(ApiError{405, "/metrics takes GET", "invalid_request_error", "", "method_not_allowed", 0}, "method_not_allowed");
+    if (!admission_.tenant(head.header("authorization"))) {
+      return refuse(ApiError{401, "missing or unknown API key (send 'Authorization: Bearer KEY')", "authentication_error", "", "invalid_api_key", 0},
+                    "auth");
+    }
+    return std::nullopt;
+  }
   if (path == "/health" || path == "/ready" || admin) {
     const char* method = admin && path != "/admin/instances" ? "POST" : "GET";
     if (head.method != method) {
@@ -206,8 +215,9 @@ std::optional<HttpRefusal> RouterService::check_head(const HttpRequest& head) {
 
 void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
   const std::string path = request.path();
-  const auto plain = [&](int status, const std::string& body, const std::string& reason) {
-    exchange->respond(status, "application/json", body);
+  const auto plain = [&](int status, const std::string& body, const std::string& reason,
+                         const std::string& content_type = "application/json") {
+    exchange->respond(status, content_type, body);
     AccessRecord record;
     record.request_id = request.request_id;
     record.client = request.remote_address;
@@ -218,6 +228,7 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
     write_access_log(record);
   };
   if (path == "/health") return plain(200, "{\"status\":\"ok\"}", "ok");
+  if (path == "/metrics") return plain(200, metrics_text(), "ok", "text/plain; version=0.0.4");
   if (path == "/ready") {
     const bool ready = pool_.any_healthy();
     json status = json::parse(pool_.status_json());
@@ -253,10 +264,53 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
   forward(f);
 }
 
+void RouterService::count(const std::string& instance, int status) {
+  std::lock_guard lock(metrics_mutex_);
+  ++answered_[{instance, status}];
+}
+
+std::string RouterService::metrics_text() const {
+  std::string text =
+      "# HELP dsinfer_router:requests_total Requests answered, by the instance that answered (\"-\": none) and status.\n"
+      "# TYPE dsinfer_router:requests_total counter\n";
+  {
+    std::lock_guard lock(metrics_mutex_);
+    for (const auto& [key, n] : answered_) {
+      text += "dsinfer_router:requests_total{instance=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"} " +
+              std::to_string(n) + "\n";
+    }
+    text += "# HELP dsinfer_router:retries_total Requests sent on to another instance after one failed or refused them unanswered.\n"
+            "# TYPE dsinfer_router:retries_total counter\ndsinfer_router:retries_total " + std::to_string(retries_) + "\n";
+  }
+  const json status = json::parse(pool_.status_json());
+  const auto series = [&](const char* name, const char* type, const char* help, const auto& value_of) {
+    text += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    for (const json& i : status["instances"]) {
+      text += std::string(name) + "{instance=\"" + i["id"].get<std::string>() + "\",version=\"" + i["version"].get<std::string>() + "\"} " +
+              value_of(i) + "\n";
+    }
+  };
+  series("dsinfer_router:instance_up", "gauge", "1 while the instance is healthy and not draining.",
+         [](const json& i) { return std::string(i["state"] == "healthy" && !i["draining"].get<bool>() ? "1" : "0"); });
+  series("dsinfer_router:instance_outstanding", "gauge", "Requests sent to the instance and not yet ended.",
+         [](const json& i) { return std::to_string(i["outstanding"].get<int64_t>()); });
+  series("dsinfer_router:instance_ejections_total", "counter", "Times the instance was ejected.",
+         [](const json& i) { return std::to_string(i["ejections"].get<int64_t>()); });
+  series("dsinfer_router:instance_restarts_total", "counter", "Times the router started the instance's process again.",
+         [](const json& i) { return std::to_string(i["restarts"].get<int64_t>()); });
+  series("dsinfer_router:instance_latency_probe_ms", "gauge", "Median of the last one-token completion probes (NaN before any).",
+         [](const json& i) { return i["latency_ms"].is_null() ? std::string("NaN") : std::to_string(i["latency_ms"].get<double>()); });
+  return text;
+}
+
 // On the exchange's strand: to the next instance, or the error when none is left.
 void RouterService::forward(std::shared_ptr<Forward> f) {
   if (f->gone || f->ended) return;
-  if (f->instance) --f->instance->outstanding;
+  if (f->instance) {
+    --f->instance->outstanding;
+    std::lock_guard lock(metrics_mutex_);
+    ++retries_;
+  }
   f->instance = pool_.pick(f->tried, f->prompt_blocks);
   if (!f->instance) {
     const bool none = f->tried.empty();

@@ -12,10 +12,13 @@
 //
 //   GET /health            the router is alive
 //   GET /ready             200 while at least one instance is healthy; the body lists those that are not
+//   GET /metrics           Prometheus: requests by instance and status, retries, each instance's state (an API key, as serve's)
 //   GET /admin/instances   every instance's state, load and history (admin key)
 //   POST /admin/instances/{id}/drain, /resume   stop or resume sending it new requests (admin key)
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -40,10 +43,16 @@ class RouterService : public HttpService {
   struct Forward;
   void forward(std::shared_ptr<Forward> f);
 
+  std::string metrics_text() const;
+  void count(const std::string& instance, int status);
+
   InstancePool& pool_;
   UpstreamClient& client_;
   Admission& admission_;
   std::optional<KeyFile> admin_keys_;
+  mutable std::mutex metrics_mutex_;  // guards the two below
+  std::map<std::pair<std::string, int>, int64_t> answered_;  // (instance or "-", status) -> requests
+  int64_t retries_ = 0;
 };
 
 }  // namespace ds

@@ -153,10 +153,14 @@ UpstreamClient::UpstreamClient(int n_threads) : impl_(std::make_unique<Impl>()) 
   for (int i = 0; i < std::max(1, n_threads); ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
 }
 
-UpstreamClient::~UpstreamClient() {
+UpstreamClient::~UpstreamClient() { stop(); }
+
+void UpstreamClient::stop() {
   impl_->work.reset();
   impl_->ioc.stop();
-  for (auto& t : impl_->threads) t.join();
+  for (auto& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
 }
 
 std::shared_ptr<UpstreamCall> UpstreamClient::send(const Endpoint& to, const std::string& method, const std::string& target,

@@ -48,7 +48,10 @@ class UpstreamClient {
   };
 
   explicit UpstreamClient(int n_threads);
-  ~UpstreamClient();
+  ~UpstreamClient();  // stop()s
+  // Ends every call and joins the client's threads; no handler runs after it.
+  // Call it while whatever the handlers post to still exists.
+  void stop();
   UpstreamClient(const UpstreamClient&) = delete;
   UpstreamClient& operator=(const UpstreamClient&) = delete;
 

@@ -135,6 +135,11 @@ def test_kill_9_of_an_instance_under_streaming_load(tmp_path):
             t.join(timeout=60)
         threads = []
         assert router.instances()["b"]["pid"] != victim["pid"]
+        with urllib.request.urlopen(router.base + "/metrics", timeout=5) as r:
+            metrics = r.read().decode()
+        assert 'dsinfer_router:instance_restarts_total{instance="b",version="v1"} 1' in metrics, metrics
+        assert 'dsinfer_router:instance_up{instance="b",version="v1"} 1' in metrics
+        assert 'dsinfer_router:requests_total{instance="b",status="502"}' in metrics  # the streams it had begun
     finally:
         stop.set()
         for t in threads:
