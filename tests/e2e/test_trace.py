@@ -29,12 +29,13 @@ def complete(server, n=4, max_tokens=24):
         t.join()
 
 
-def check_trace(events):
+def check_trace(events, batched=True):
     steps = [e for e in events if e.get("cat") == "step"]
     ops = [e for e in events if e.get("cat") == "op"]
     assert steps and ops
     assert all(e["ph"] == "X" and e["dur"] >= 0 for e in steps + ops)
-    assert max(s["args"]["sequences"] for s in steps) > 1, "no step was batched"
+    if batched:
+        assert max(s["args"]["sequences"] for s in steps) > 1, "no step was batched"
     names = {e["name"] for e in ops}
     for expected in ("schedule", "batch", "attention", "rms_norm", "sample", "deliver"):
         assert expected in names, (expected, names)
@@ -95,7 +96,7 @@ def test_admin_trace_records_the_next_steps(tmp_path):
                 break
             time.sleep(0.05)
         events = json.loads(text)
-        steps, _ = check_trace(events)
+        steps, _ = check_trace(events, batched=False)  # the first five steps may come before the others join
         assert len(steps) == 5
         assert post({"path": path, "steps": 1})[0] == 200  # done: another may start
     finally:
