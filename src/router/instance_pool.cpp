@@ -256,7 +256,6 @@ void InstancePool::eject_locked(Instance& instance, const std::string& why) {
   if (instance.state_ == Instance::State::healthy) {
     DS_LOG_WARN("router: instance '%s' ejected: %s", instance.spec().id.c_str(), why.c_str());
     ++instance.ejections_;
-    instance.ejected_at_ = Clock::now();
   }
   // Each failed half-open probe doubles the wait before the next.
   instance.state_ = Instance::State::ejected;

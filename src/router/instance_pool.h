@@ -53,7 +53,7 @@ class Instance {
   int restarts_ = 0;
   int64_t ejections_ = 0;
   std::string last_error_;
-  std::chrono::steady_clock::time_point next_probe_{}, ejected_at_{};
+  std::chrono::steady_clock::time_point next_probe_{};
   std::chrono::milliseconds backoff_{0};
   std::vector<double> latency_ms_;  // the last latency probes, oldest first
   bool slow_ = false;               // ejected by the latency rule

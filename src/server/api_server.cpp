@@ -370,6 +370,8 @@ void Server::prepare(const RequestContext& context, Version version, const std::
     }
   }
   if (!gbnf.empty()) {
+    // A constrained reply ends where its grammar does: it cannot go on past the end token.
+    if (r.ignore_eos) return fail(ApiError::invalid("ignore_eos", "ignore_eos cannot be combined with " + gbnf_field), "invalid");
     auto matcher = version->matcher_for(gbnf);
     if (!matcher.ok()) return fail(ApiError::invalid(gbnf_field, matcher.message()), "invalid");
     p->grammar = matcher.take();

@@ -116,6 +116,10 @@ def test_what_cannot_be_enforced_is_refused(client):
     with pytest.raises(openai.BadRequestError) as error:
         client.completions.create(model="stories260K", prompt="x", max_tokens=5, extra_body={"grammar": "root ::= missing"})
     assert "missing" in str(error.value)
+    with pytest.raises(openai.BadRequestError) as error:  # a constrained reply ends where its grammar does
+        client.completions.create(model="stories260K", prompt="x", max_tokens=5,
+                                  extra_body={"grammar": 'root ::= "yes"', "ignore_eos": True})
+    assert "ignore_eos" in str(error.value)
 
 
 def test_add_generation_prompt_reaches_the_template(client):
