@@ -112,7 +112,7 @@ int cmd_serve(int argc, char** argv) {
   if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".gguf") stem.resize(stem.size() - 5);
   ModelLoadRequest first;
   first.path = path;
-  first.label = a.get("--model-version", stem);
+  first.label = a.has("--model-version") ? a.get("--model-version") : version_label_from(stem);
   if (!valid_version_label(first.label)) return fail("--model-version '" + first.label + "': 1 to 64 letters, digits or . _ - : +");
   const ModelLoader loader = model_version_loader(a);
   auto plan = loader.plan(first);

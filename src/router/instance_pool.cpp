@@ -1,6 +1,7 @@
 #include "router/instance_pool.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
@@ -104,9 +105,15 @@ Status InstancePool::spawn(Instance& instance) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return Status::error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // A child outlives no router, however the router ends (SIGKILL included):
+    // it would hold its port and its device with nobody to route to it. (The
+    // signal follows the forking thread, main or prober: both live as long as the router.)
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);  // the router died before the line above
     execv(argv[0], argv.data());
     std::fprintf(stderr, "dsinfer router: cannot run %s: %s\n", argv[0], std::strerror(errno));
     _exit(127);

@@ -1,5 +1,6 @@
 #include "server/admin_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -34,12 +35,20 @@ json phases_json(const ModelVersion& v) {
 
 }  // namespace
 
+namespace {
+bool label_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == ':' || c == '+';
+}
+}  // namespace
+
 bool valid_version_label(const std::string& label) {
-  if (label.empty() || label.size() > 64) return false;
-  for (char c : label) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' && c != ':' && c != '+') return false;
-  }
-  return true;
+  return !label.empty() && label.size() <= 64 && std::all_of(label.begin(), label.end(), label_char);
+}
+
+std::string version_label_from(const std::string& text) {
+  std::string label = text.substr(0, 64);
+  for (char& c : label) c = label_char(c) ? c : '_';
+  return label.empty() ? "model" : label;
 }
 
 AdminApi::AdminApi(ModelVersions& versions, ModelLoader loader, KeyFile keys, ModelLoadRequest first,

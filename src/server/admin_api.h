@@ -64,6 +64,8 @@ struct ModelLoader {
 
 // A label fit for a header and a log line: 1 to 64 of [A-Za-z0-9._:+-].
 bool valid_version_label(const std::string& label);
+// `text` made such a label: other characters become '_', cut to 64 ("model" if empty).
+std::string version_label_from(const std::string& text);
 
 struct AdminAnswer {
   int status = 200;

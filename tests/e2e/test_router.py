@@ -313,3 +313,15 @@ def test_keys_are_checked_and_the_tenant_reaches_the_instance(tmp_path, keys_fil
     lines = [json.loads(line.split("access ", 1)[1]) for line in log.splitlines() if line.startswith("[info] access ")]
     # The instance's own line (its completion id, not the router's instance name) knows the tenant.
     assert any(l["tenant"] == "alpha" and l.get("id", "").startswith("cmpl-") for l in lines)
+
+
+def test_children_do_not_outlive_a_killed_router(tmp_path):
+    router = Router(tmp_path, [child("a"), child("b")])
+    pids = [i["pid"] for i in router.instances().values()]
+    router.process.kill()
+    router.process.wait(timeout=30)
+    router.log.close()
+    deadline = time.time() + 30  # each drains (nothing in flight) and exits
+    while any(os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z" for pid in pids):
+        assert time.time() < deadline, "a child outlived the router"
+        time.sleep(0.05)
