@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <unistd.h>
 #include <vector>
@@ -13,11 +14,22 @@
 namespace ds {
 namespace {
 
+// The files this test process wrote, removed when it exits (a mapped file
+// stays readable after its removal; nothing else opens them).
+struct WrittenFiles {
+  std::vector<std::string> paths;
+  ~WrittenFiles() {
+    for (const std::string& path : paths) std::remove(path.c_str());
+  }
+};
+
 // ctest runs tests as parallel processes: each writes its own file, so none
 // truncates a file another has mapped.
 std::string write_file(const GgufWriter& w, const std::string& file_name) {
+  static WrittenFiles written;
   const std::string path = ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + file_name;
   EXPECT_TRUE(w.write_file(path).ok());
+  written.paths.push_back(path);
   return path;
 }
 
