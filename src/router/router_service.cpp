@@ -61,6 +61,18 @@ std::string prompt_key(const std::string& body) {
   return key;
 }
 
+// The access-log line of a request the router answers (the path cut to 64 bytes: any path reaches here).
+AccessRecord access_record(const HttpRequest& request, int status, const std::string& reason) {
+  AccessRecord record;
+  record.request_id = request.request_id;
+  record.client = request.remote_address;
+  record.method = request.method.empty() ? "-" : request.method;
+  record.path = request.path().substr(0, 64);
+  record.status = status;
+  record.reason = reason;
+  return record;
+}
+
 bool proxied(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
@@ -114,14 +126,8 @@ struct RouterService::Forward : std::enable_shared_from_this<Forward> {
       : service(s), request(std::move(r)), exchange(std::move(e)), tenant(std::move(t)) {}
 
   void log(int code, const std::string& reason) {
-    AccessRecord record;
-    record.request_id = request.request_id;
-    record.client = request.remote_address;
+    AccessRecord record = access_record(request, code, reason);
     record.tenant = tenant;
-    record.method = request.method;
-    record.path = request.path().substr(0, 64);
-    record.status = code;
-    record.reason = reason;
     record.version = instance ? instance->spec().version : "";
     record.completion_id = instance ? "instance:" + instance->spec().id : "";
     record.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
@@ -149,27 +155,15 @@ RouterService::RouterService(InstancePool& pool, UpstreamClient& client, Admissi
     : pool_(pool), client_(client), admission_(admission), admin_keys_(std::move(admin_keys)) {}
 
 void RouterService::refused(const HttpRequest& head, int status, const std::string& reason) {
-  AccessRecord record;
-  record.request_id = head.request_id;
-  record.client = head.remote_address;
-  record.method = head.method.empty() ? "-" : head.method;
+  AccessRecord record = access_record(head, status, reason);
   record.path = "other";
-  record.status = status;
-  record.reason = reason;
   write_access_log(record);
 }
 
 std::optional<HttpRefusal> RouterService::check_head(const HttpRequest& head) {
   const std::string path = head.path();
   const auto refuse = [&](const ApiError& error, const std::string& reason) {
-    AccessRecord record;
-    record.request_id = head.request_id;
-    record.client = head.remote_address;
-    record.method = head.method;
-    record.path = path.substr(0, 64);
-    record.status = error.status;
-    record.reason = reason;
-    write_access_log(record);
+    write_access_log(access_record(head, error.status, reason));
     HttpHeaders headers;
     if (error.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error.retry_after_seconds));
     return HttpRefusal{error.status, error.json(), headers, reason};
@@ -218,14 +212,7 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
   const auto plain = [&](int status, const std::string& body, const std::string& reason,
                          const std::string& content_type = "application/json") {
     exchange->respond(status, content_type, body);
-    AccessRecord record;
-    record.request_id = request.request_id;
-    record.client = request.remote_address;
-    record.method = request.method;
-    record.path = path;
-    record.status = status;
-    record.reason = reason;
-    write_access_log(record);
+    write_access_log(access_record(request, status, reason));
   };
   if (path == "/health") return plain(200, "{\"status\":\"ok\"}", "ok");
   if (path == "/metrics") return plain(200, metrics_text(), "ok", "text/plain; version=0.0.4");
