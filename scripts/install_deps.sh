@@ -7,7 +7,7 @@ set -euo pipefail
 with_reference=1
 [ "${1:-}" = "--no-reference" ] && with_reference=0
 
-debian_packages=(cmake ninja-build g++ ccache pkg-config libgtest-dev libpcre2-dev nlohmann-json3-dev libboost1.81-dev
+debian_packages=(cmake ninja-build g++ ccache pkg-config libgtest-dev libpcre2-dev nlohmann-json3-dev libboost1.81-dev libsqlite3-dev
                  clang libclang-rt-14-dev python3-pip time)
 missing=()
 for p in "${debian_packages[@]}"; do

@@ -75,8 +75,14 @@ int cmd_router(int argc, char** argv) {
   if (!admission.value()->open_access()) pool_options.probe_key = admission.value()->keys().names().begin()->first;
   InstancePool pool(c.instances, pool_options);
   if (Status s = pool.start(); !s.ok()) return fail(s.message());
+  std::unique_ptr<CanaryRelease> canary;
+  if (c.canary) {
+    auto opened = CanaryRelease::open(*c.canary, *c.audit);
+    if (!opened.ok()) return fail(opened.message());
+    canary = opened.take();
+  }
   UpstreamClient client(2);
-  RouterService service(pool, client, *admission.value(), std::move(admin_keys));
+  RouterService service(pool, client, *admission.value(), std::move(admin_keys), canary.get());
   HttpServerOptions http_options;
   http_options.host = c.listen.host;
   http_options.port = c.listen.port;

@@ -18,6 +18,7 @@ void print_usage() {
                "            throughput:  dsinfer bench -m MODEL.gguf --concurrency C [--requests N] [--prompt-len P] [--gen-len G] [--trace FILE]\n"
                "  serve     OpenAI-compatible server:  dsinfer serve -m MODEL.gguf [--host 127.0.0.1] [--port 8000] [--api-keys FILE]\n"
                "  router    many instances behind one endpoint:  dsinfer router --config FILE.json [--check]\n"
+               "  canary    the router's canary release:  dsinfer canary status|promote|rollback [--router URL] [--admin-key-file FILE] [--json]\n"
                "  template  render a chat:  dsinfer template (-m MODEL.gguf | --chat-template FILE|NAME) --messages FILE.json\n");
 }
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(command, "bench") == 0) return ds::cmd_bench(argc - 2, argv + 2);
   if (std::strcmp(command, "serve") == 0) return ds::cmd_serve(argc - 2, argv + 2);
   if (std::strcmp(command, "router") == 0) return ds::cmd_router(argc - 2, argv + 2);
+  if (std::strcmp(command, "canary") == 0) return ds::cmd_canary(argc - 2, argv + 2);
   if (std::strcmp(command, "template") == 0) return ds::cmd_template(argc - 2, argv + 2);
   std::fprintf(stderr, "dsinfer: unknown command '%s'\n\n", command);
   print_usage();

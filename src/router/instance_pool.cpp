@@ -276,10 +276,14 @@ void InstancePool::report_unreachable(Instance& instance, const std::string& err
   if (instance.state_ == Instance::State::healthy) eject_locked(instance, "a request could not reach it: " + error);
 }
 
-std::shared_ptr<Instance> InstancePool::pick(const std::set<std::string>& tried, const std::vector<uint64_t>& prompt_blocks) {
+std::shared_ptr<Instance> InstancePool::pick(const std::string& version, const std::set<std::string>& tried,
+                                             const std::vector<uint64_t>& prompt_blocks) {
   std::vector<std::shared_ptr<Instance>> open;
   for (const auto& instance : instances_) {
-    if (!tried.count(instance->spec().id) && !instance->draining && instance->state() == Instance::State::healthy) open.push_back(instance);
+    if ((version.empty() || instance->spec().version == version) && !tried.count(instance->spec().id) && !instance->draining &&
+        instance->state() == Instance::State::healthy) {
+      open.push_back(instance);
+    }
   }
   if (open.empty()) return nullptr;
   std::shared_ptr<Instance> chosen = open[0];

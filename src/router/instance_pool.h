@@ -81,10 +81,10 @@ class InstancePool {
   // Starts the children and the prober.
   Status start();
 
-  // A healthy instance not in `tried` for a prompt of these prefix blocks
-  // (prefix_index.h), by the routing rule, and records the prompt there;
-  // null when there is none.
-  std::shared_ptr<Instance> pick(const std::set<std::string>& tried, const std::vector<uint64_t>& prompt_blocks);
+  // A healthy instance of `version` ("": any) not in `tried` for a prompt of
+  // these prefix blocks (prefix_index.h), by the routing rule, and records
+  // the prompt there; null when there is none.
+  std::shared_ptr<Instance> pick(const std::string& version, const std::set<std::string>& tried, const std::vector<uint64_t>& prompt_blocks);
   // A forwarded request could not reach it: ejected until a probe readmits it.
   void report_unreachable(Instance& instance, const std::string& error);
   bool any_healthy() const;

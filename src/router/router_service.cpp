@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "router/audited_request.h"
 #include "router/prefix_index.h"
 #include "server/access_log.h"
 #include "server/api_error.h"
@@ -33,8 +34,7 @@ std::optional<std::pair<std::string, std::string>> admin_action(const std::strin
 // The text a request's prompt begins with, as far as the router can tell
 // without the chat template: the messages' roles and contents in order, or
 // the prompt; "" for anything else. Turns of a conversation extend it.
-std::string prompt_key(const std::string& body) {
-  const json request = json::parse(body, nullptr, false);
+std::string prompt_key(const json& request) {
   if (!request.is_object()) return "";
   std::string key;
   if (request.contains("messages") && request["messages"].is_array()) {
@@ -73,6 +73,18 @@ AccessRecord access_record(const HttpRequest& request, int status, const std::st
   return record;
 }
 
+// A request whose answer does not depend on chance: what the canary's agreement figures compare.
+bool greedy(const json& request) {
+  if (!request.is_object()) return false;
+  const json temperature = request.value("temperature", json(nullptr)), top_k = request.value("top_k", json(nullptr));
+  return (temperature.is_number() && temperature.get<double>() == 0.0) || (top_k.is_number_integer() && top_k.get<int64_t>() == 1);
+}
+
+// "/admin/canary" (GET) and its operator actions "/admin/canary/promote", "/admin/canary/rollback" (POST).
+bool canary_path(const std::string& path) {
+  return path == "/admin/canary" || path == "/admin/canary/promote" || path == "/admin/canary/rollback";
+}
+
 bool proxied(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
@@ -87,16 +99,20 @@ HttpHeaders passed_headers(const HttpHeaders& upstream) {
   HttpHeaders out;
   for (const auto& [name, value] : upstream) {
     const std::string n = lower(name);
-    if (n == "x-model-version" || n == "retry-after" || n == "www-authenticate") out.emplace_back(name, value);
+    if (n == "x-model-version" || n == "retry-after" || n == "www-authenticate" || n == "server-timing") out.emplace_back(name, value);
   }
   return out;
 }
 
-std::string header_value(const HttpHeaders& headers, const std::string& lower_name) {
-  for (const auto& [name, value] : headers) {
-    if (lower(name) == lower_name) return value;
+// What a request sends on to an instance: its id first, then the headers the
+// instance reads. The key goes on: an instance with the router's keys (its
+// children get them) knows the tenant, for its own limits and prefix-cache salt.
+HttpHeaders upstream_headers(const HttpRequest& request) {
+  HttpHeaders headers = {{"X-Request-Id", request.request_id}};
+  for (const char* name : {"content-type", "accept", "authorization"}) {
+    if (!request.header(name).empty()) headers.emplace_back(name, request.header(name));
   }
-  return "";
+  return headers;
 }
 
 }  // namespace
@@ -110,6 +126,8 @@ struct RouterService::Forward : std::enable_shared_from_this<Forward> {
   Clock::time_point arrived = Clock::now();
   std::set<std::string> tried;
   std::vector<uint64_t> prompt_blocks;  // the prompt's prefix blocks, for affinity
+  CanaryRelease::Route route;           // the version that answers; whether the release audits it
+  std::shared_ptr<AuditedRequest> audited;  // a canary or shadowed request's audit row
   std::shared_ptr<Instance> instance;
   std::shared_ptr<UpstreamCall> call;
   std::shared_ptr<Forward> self_hold;  // alive until finished; the handlers hold it weakly
@@ -120,7 +138,8 @@ struct RouterService::Forward : std::enable_shared_from_this<Forward> {
   bool ended = false, gone = false;
   int status = 0;
   HttpHeaders headers;
-  std::string content_type, body, last_error;
+  std::string content_type, body, last_error, server_timing;
+  AnswerReader reader{false};  // read only for the release (route.stage >= 0)
 
   Forward(RouterService& s, HttpRequest r, std::shared_ptr<HttpExchange> e, std::string t)
       : service(s), request(std::move(r)), exchange(std::move(e)), tenant(std::move(t)) {}
@@ -146,13 +165,25 @@ struct RouterService::Forward : std::enable_shared_from_this<Forward> {
     const auto release = std::move(self_hold);  // this object may go when finish returns
     if (instance) --instance->outstanding;
     if (tenant != "-") service.admission_.leave(tenant);
+    if (route.stage >= 0) {
+      const std::string version = instance ? instance->spec().version : route.version;
+      AuditAnswer answer = measured_answer(version, code, reader, arrived, server_timing, code == 200 ? "" : reason + ": " + last_error);
+      if (!audited) {
+        service.canary_->observe_stable(route, answer);
+      } else if (version == service.canary_->stable_version()) {
+        audited->stable_answered(std::move(answer));
+      } else {
+        audited->canary_answered(std::move(answer));
+      }
+    }
     service.count(instance ? instance->spec().id : "-", code);
     log(code, reason);
   }
 };
 
-RouterService::RouterService(InstancePool& pool, UpstreamClient& client, Admission& admission, std::optional<KeyFile> admin_keys)
-    : pool_(pool), client_(client), admission_(admission), admin_keys_(std::move(admin_keys)) {}
+RouterService::RouterService(InstancePool& pool, UpstreamClient& client, Admission& admission, std::optional<KeyFile> admin_keys,
+                             CanaryRelease* canary)
+    : pool_(pool), client_(client), admission_(admission), admin_keys_(std::move(admin_keys)), canary_(canary) {}
 
 void RouterService::refused(const HttpRequest& head, int status, const std::string& reason) {
   AccessRecord record = access_record(head, status, reason);
@@ -168,7 +199,7 @@ std::optional<HttpRefusal> RouterService::check_head(const HttpRequest& head) {
     if (error.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error.retry_after_seconds));
     return HttpRefusal{error.status, error.json(), headers, reason};
   };
-  const bool admin = path == "/admin/instances" || admin_action(path).has_value();
+  const bool admin = path == "/admin/instances" || admin_action(path).has_value() || canary_path(path);
   if (path == "/metrics") {
     if (head.method != "GET") return refuse(ApiError{405, "/metrics takes GET", "invalid_request_error", "", "method_not_allowed", 0}, "method_not_allowed");
     if (!admission_.tenant(head.header("authorization"))) {
@@ -178,7 +209,7 @@ std::optional<HttpRefusal> RouterService::check_head(const HttpRequest& head) {
     return std::nullopt;
   }
   if (path == "/health" || path == "/ready" || admin) {
-    const char* method = admin && path != "/admin/instances" ? "POST" : "GET";
+    const char* method = admin && path != "/admin/instances" && path != "/admin/canary" ? "POST" : "GET";
     if (head.method != method) {
       return refuse(ApiError{405, path.substr(0, 128) + " takes " + method, "invalid_request_error", "", "method_not_allowed", 0}, "method_not_allowed");
     }
@@ -226,6 +257,14 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
     return plain(ready ? 200 : 503, json{{"status", ready ? "ready" : "no_healthy_instance"}, {"unhealthy", unhealthy}}.dump(), ready ? "ok" : "not_ready");
   }
   if (path == "/admin/instances") return plain(200, pool_.status_json(), "ok");
+  if (canary_path(path)) {
+    if (!canary_) return plain(404, ApiError{404, "no canary release is configured", "invalid_request_error", "", "not_found", 0}.json(), "not_found");
+    if (path == "/admin/canary") return plain(200, canary_->status_json(), "ok");
+    const std::string by = "operator:" + admin_keys_->name_of(request.header("authorization")).value_or("?");
+    const Status done = path == "/admin/canary/promote" ? canary_->promote(by) : canary_->rollback(by);
+    if (!done.ok()) return plain(409, ApiError{409, done.message(), "invalid_request_error", "", "conflict", 0}.json(), "conflict");
+    return plain(200, canary_->status_json(), "ok");
+  }
   if (const auto action = admin_action(path)) {
     if (!pool_.set_draining(action->first, action->second == "drain")) {
       return plain(404, ApiError{404, "no instance '" + action->first + "'", "invalid_request_error", "", "not_found", 0}.json(), "not_found");
@@ -233,13 +272,38 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
     return plain(200, json{{"id", action->first}, {"draining", action->second == "drain"}}.dump(), "ok");
   }
   const std::string tenant = admission_.tenant(request.header("authorization")).value_or("-");
+  CanaryRelease::Route route;
+  if (canary_) {
+    auto routed = canary_->route(request.header(lower(canary_->header())), tenant, request.remote_address);
+    if (!routed.ok()) {
+      return plain(400, ApiError{400, routed.message(), "invalid_request_error", canary_->header(), "invalid_header", 0}.json(), "invalid_header");
+    }
+    route = routed.take();
+  }
   if (const Refusal full = admission_.enter(tenant); full != Refusal::none) {
     return plain(503, ApiError{503, "the router is at its limit of requests in flight", "server_error", "", "overloaded", 1}.json(),
                  refusal_name(full));
   }
   auto f = std::make_shared<Forward>(*this, std::move(request), exchange, tenant);
   f->self_hold = f;
-  f->prompt_blocks = PrefixIndex::block_hashes(prompt_key(f->request.body));
+  const json body = json::parse(f->request.body, nullptr, false);
+  f->prompt_blocks = PrefixIndex::block_hashes(prompt_key(body));
+  f->route = route;
+  if (route.canary || route.shadow) {
+    AuditRequestRow row;
+    row.request_id = f->request.request_id;
+    row.tenant = tenant;
+    row.path = path.substr(0, 64);
+    row.greedy = greedy(body);
+    if (canary_->keeps_input_of(tenant)) row.input = f->request.body.substr(0, AnswerReader::k_max_text);
+    f->audited = std::make_shared<AuditedRequest>(*canary_, route, std::move(row));
+  }
+  if (route.shadow) {
+    HttpHeaders headers = upstream_headers(f->request);
+    headers[0].second += ".shadow";  // the instance's logs tell the copy from the request
+    send_shadow(pool_, client_, f->audited, canary_->canary_version(), f->request.method, f->request.target, headers, f->request.body,
+                f->prompt_blocks);
+  }
   std::weak_ptr<Forward> weak = f;
   exchange->on_disconnect([weak] {
     if (auto g = weak.lock()) {
@@ -287,6 +351,7 @@ std::string RouterService::metrics_text() const {
          [](const json& i) { return std::to_string(i["restarts"].get<int64_t>()); });
   series("dsinfer_router:instance_latency_probe_ms", "gauge", "Median of the last one-token completion probes (NaN before any).",
          [](const json& i) { return i["latency_ms"].is_null() ? std::string("NaN") : std::to_string(i["latency_ms"].get<double>()); });
+  if (canary_) text += canary_->metrics_text();
   return text;
 }
 
@@ -298,7 +363,14 @@ void RouterService::forward(std::shared_ptr<Forward> f) {
     std::lock_guard lock(metrics_mutex_);
     ++retries_;
   }
-  f->instance = pool_.pick(f->tried, f->prompt_blocks);
+  f->instance = pool_.pick(f->route.version, f->tried, f->prompt_blocks);
+  if (!f->instance && f->route.canary && f->route.version == canary_->canary_version()) {
+    // No canary instance can take it: stable answers, and the canary is in error.
+    f->audited->canary_unanswered(measured_answer(f->route.version, 0, AnswerReader(false), f->arrived, "",
+                                                  f->tried.empty() ? "no healthy canary instance" : f->last_error));
+    f->route.version = canary_->stable_version();
+    f->instance = pool_.pick(f->route.version, f->tried, f->prompt_blocks);
+  }
   if (!f->instance) {
     const bool none = f->tried.empty();
     const ApiError error{503, none ? "no instance is healthy" : "every instance failed this request; the last: " + f->last_error,
@@ -310,12 +382,7 @@ void RouterService::forward(std::shared_ptr<Forward> f) {
   f->tried.insert(f->instance->spec().id);
   ++f->instance->outstanding;
   const int attempt = ++f->attempt;
-  HttpHeaders headers = {{"X-Request-Id", f->request.request_id}};
-  // The key goes on: an instance with the router's keys (its children get
-  // them) knows the tenant, for its own limits and prefix-cache salt.
-  for (const char* name : {"content-type", "accept", "authorization"}) {
-    if (!f->request.header(name).empty()) headers.emplace_back(name, f->request.header(name));
-  }
+  const HttpHeaders headers = upstream_headers(f->request);
   std::weak_ptr<Forward> weak = f;
   std::shared_ptr<HttpExchange> exchange = f->exchange;
   const std::shared_ptr<Instance> instance = f->instance;
@@ -334,9 +401,11 @@ void RouterService::forward(std::shared_ptr<Forward> f) {
       g->headers = passed_headers(upstream);
       g->headers.emplace_back("X-Dsinfer-Instance", g->instance->spec().id);
       g->content_type = header_value(upstream, "content-type");
+      g->server_timing = header_value(upstream, "server-timing");
       // The head is passed on with the first piece of the body: an instance
       // that fails before sending any can still be replaced.
       g->streaming = lower(header_value(upstream, "transfer-encoding")).find("chunked") != std::string::npos;
+      g->reader = AnswerReader(g->content_type.find("text/event-stream") != std::string::npos);
     });
   };
   handlers.on_body = [weak, exchange, attempt](std::string piece) {
@@ -344,6 +413,7 @@ void RouterService::forward(std::shared_ptr<Forward> f) {
       auto g = weak.lock();
       if (!g || g->ended || g->attempt != attempt || g->status == 0) return;
       if (g->streaming) {
+        if (g->route.stage >= 0) g->reader.add(piece, Clock::now());
         g->begin_stream();
         return g->exchange->write_chunk(piece);
       }
@@ -365,7 +435,9 @@ void RouterService::forward(std::shared_ptr<Forward> f) {
         g->exchange->end_stream();
       } else {
         g->exchange->respond(g->status, g->content_type.empty() ? "application/json" : g->content_type, g->body, g->headers);
+        if (g->route.stage >= 0) g->reader.add(g->body, Clock::now());
       }
+      g->reader.finish();
       g->finish(g->status, "ok");
     });
   };

@@ -15,6 +15,8 @@
 //   GET /metrics           Prometheus: requests by instance and status, retries, each instance's state (an API key, as serve's)
 //   GET /admin/instances   every instance's state, load and history (admin key)
 //   POST /admin/instances/{id}/drain, /resume   stop or resume sending it new requests (admin key)
+//   GET /admin/canary      the canary release: state, stage, figures, decisions (admin key; 404 without one)
+//   POST /admin/canary/promote, /rollback       an operator's decision (admin key)
 
 #include <map>
 #include <memory>
@@ -22,6 +24,7 @@
 #include <optional>
 #include <string>
 
+#include "router/canary_release.h"
 #include "router/instance_pool.h"
 #include "router/upstream_client.h"
 #include "server/admission.h"
@@ -32,8 +35,9 @@ namespace ds {
 
 class RouterService : public HttpService {
  public:
-  // `admin_keys`: null when the router has none (the admin routes answer 403).
-  RouterService(InstancePool& pool, UpstreamClient& client, Admission& admission, std::optional<KeyFile> admin_keys);
+  // `admin_keys`: null when the router has none (the admin routes answer 403);
+  // `canary`: the release when the config has one, else null.
+  RouterService(InstancePool& pool, UpstreamClient& client, Admission& admission, std::optional<KeyFile> admin_keys, CanaryRelease* canary);
 
   std::optional<HttpRefusal> check_head(const HttpRequest& head) override;
   void handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override;
@@ -50,6 +54,7 @@ class RouterService : public HttpService {
   UpstreamClient& client_;
   Admission& admission_;
   std::optional<KeyFile> admin_keys_;
+  CanaryRelease* canary_;
   mutable std::mutex metrics_mutex_;  // guards the two below
   std::map<std::pair<std::string, int>, int64_t> answered_;  // (instance or "-", status) -> requests
   int64_t retries_ = 0;

@@ -16,6 +16,13 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 
+std::string header_value(const HttpHeaders& headers, const std::string& name) {
+  for (const auto& [n, value] : headers) {
+    if (boost::beast::iequals(n, name)) return value;
+  }
+  return "";
+}
+
 Result<Endpoint> parse_endpoint_url(const std::string& url) {
   const std::string prefix = "http://";
   if (url.rfind(prefix, 0) != 0) return Status::error("'" + url + "' is not an http:// URL");

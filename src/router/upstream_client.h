@@ -26,6 +26,9 @@ struct Endpoint {
   std::string text() const { return host + ":" + std::to_string(port); }
 };
 
+// The value of the header `name` (any case) in `headers`; "" when absent.
+std::string header_value(const HttpHeaders& headers, const std::string& name);
+
 // "http://127.0.0.1:8001" (no path) -> its endpoint.
 Result<Endpoint> parse_endpoint_url(const std::string& url);
 

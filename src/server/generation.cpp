@@ -434,7 +434,12 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       }
       const json body = {{"id", id}, {"object", chat() ? "chat.completion" : "text_completion"}, {"created", created},
                          {"model", server.options_.model_name}, {"system_fingerprint", version->label}, {"choices", out}, {"usage", usage(m)}};
-      exchange->respond(200, "application/json", dump(body), {{"X-Model-Version", version->label}});
+      // W3C Server-Timing: what a client (or the router's canary) cannot
+      // measure of an answer that arrives whole, in milliseconds.
+      std::string timing = "queue;dur=" + std::to_string(m.queue_seconds * 1e3);
+      if (m.n_output_tokens > 0) timing += ", ttft;dur=" + std::to_string(m.ttft_seconds * 1e3);
+      if (m.n_output_tokens > 1) timing += ", tpot;dur=" + std::to_string(m.tpot_seconds * 1e3);
+      exchange->respond(200, "application/json", dump(body), {{"X-Model-Version", version->label}, {"Server-Timing", timing}});
       server.count_request(context.path, 200);
     }
     record(m, status, reason);

@@ -100,6 +100,16 @@ def test_systemd_unit():
     assert settings["KillSignal"] == "SIGTERM" and settings["Restart"] == "on-failure"
 
 
+def package_of(library):
+    """The Debian package of a shared library, by any of the names merged /usr gives it."""
+    real = os.path.realpath(library)
+    for path in (library, real, real.removeprefix("/usr"), "/usr" + library):
+        found = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
+        if found.returncode == 0:
+            return found.stdout.split(":")[0]
+    raise AssertionError(f"no Debian package holds {library}")
+
+
 def test_dockerfile():
     with open(os.path.join(DEPLOY, "Dockerfile")) as f:
         text = f.read()
@@ -112,3 +122,10 @@ def test_dockerfile():
     with open(os.path.join(ROOT, "scripts", "install_deps.sh")) as f:
         tested = set(re.search(r"debian_packages=\((.*?)\)", f.read(), re.S).group(1).split())
     assert build_packages <= tested, build_packages - tested  # the image builds with what the tests build with
+    # The runtime image installs the package of every shared library the binary links (Debian's slim image has libc6,
+    # libstdc++6 and libgcc-s1).
+    runtime_packages = set(re.search(r"^FROM debian:12-slim\nRUN apt-get update && apt-get install -y --no-install-recommends (.*?) \\",
+                                     text, re.M).group(1).split())
+    linked = re.findall(r"=> (/\S+)", subprocess.run(["ldd", DSINFER], capture_output=True, text=True, check=True).stdout)
+    needed = {package_of(path) for path in linked} - {"libc6", "libstdc++6", "libgcc-s1"}
+    assert needed <= runtime_packages, needed - runtime_packages
