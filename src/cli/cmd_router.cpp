@@ -68,7 +68,9 @@ int cmd_router(int argc, char** argv) {
     admin_keys = keys.take();
   }
 
+  TrafficHistory history;
   InstancePool::Options pool_options;
+  pool_options.history = &history;
   pool_options.dsinfer = this_binary();
   pool_options.routing = c.routing;
   pool_options.api_keys_file = c.api_keys;
@@ -82,7 +84,7 @@ int cmd_router(int argc, char** argv) {
     canary = opened.take();
   }
   UpstreamClient client(2);
-  RouterService service(pool, client, *admission.value(), std::move(admin_keys), canary.get());
+  RouterService service(pool, client, *admission.value(), std::move(admin_keys), canary.get(), history);
   HttpServerOptions http_options;
   http_options.host = c.listen.host;
   http_options.port = c.listen.port;

@@ -241,6 +241,7 @@ void InstancePool::probe(Instance& instance, bool with_latency) {
     instance.latency_ms_.push_back(ms);
     if (instance.latency_ms_.size() > k_latency_samples) instance.latency_ms_.erase(instance.latency_ms_.begin());
   }
+  if (ok) scrape_metrics(instance, endpoint);
   if (ok) {
     std::lock_guard lock(instance.mutex_);
     instance.slow_ = false;
@@ -257,6 +258,28 @@ void InstancePool::probe(Instance& instance, bool with_latency) {
   std::lock_guard lock(instance.mutex_);
   if (instance.state_ == Instance::State::starting) return;  // not up yet
   eject_locked(instance, why);
+}
+
+void InstancePool::scrape_metrics(Instance& instance, const Endpoint& endpoint) {
+  const HttpHeaders key = options_.probe_key.empty() ? HttpHeaders{} : HttpHeaders{{"Authorization", "Bearer " + options_.probe_key}};
+  const int64_t sent = instance.outstanding;  // of the instance's running and waiting, the router's own
+  auto answer = UpstreamClient::request(endpoint, "GET", "/metrics", "", options_.probe_timeout, key);
+  std::optional<InstanceMetrics> metrics;
+  if (answer.ok() && answer.value().first == 200) metrics = parse_instance_metrics(answer.value().second);
+  if (metrics && options_.history) options_.history->add_scrape(instance.spec().id, *metrics);
+  std::lock_guard lock(instance.mutex_);
+  instance.metrics_ = metrics;
+  instance.others_work_ = metrics ? std::max(0.0, metrics->running + metrics->waiting - double(sent)) : 0.0;
+}
+
+double InstancePool::kv_usage(const Instance& instance) {
+  std::lock_guard lock(instance.mutex_);
+  return instance.metrics_ ? instance.metrics_->kv_usage : 0.0;
+}
+
+double InstancePool::load(const Instance& instance) {
+  std::lock_guard lock(instance.mutex_);
+  return double(instance.outstanding.load()) + instance.others_work_;
 }
 
 void InstancePool::eject_locked(Instance& instance, const std::string& why) {
@@ -291,22 +314,26 @@ std::shared_ptr<Instance> InstancePool::pick(const std::string& version, const s
     std::lock_guard lock(random_mutex_);
     chosen = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(random_)];
   } else {
-    for (const auto& instance : open) {
-      if (instance->outstanding < chosen->outstanding) chosen = instance;
+    std::vector<double> loads;
+    for (const auto& instance : open) loads.push_back(load(*instance));
+    size_t least = 0;
+    for (size_t i = 1; i < open.size(); ++i) {
+      if (loads[i] < loads[least]) least = i;
     }
+    chosen = open[least];
     if (options_.routing == "prefix_affinity" && !prompt_blocks.empty()) {
-      // The longest match wins unless it is much busier than the least busy:
-      // recomputing a prefix costs less than queueing behind twice the work.
-      std::shared_ptr<Instance> affine;
-      size_t longest = 0;
-      for (const auto& instance : open) {
-        const size_t n = prefixes_.match(instance->spec().id, prompt_blocks);
+      // The longest match wins unless it is much busier than the least busy
+      // (recomputing a prefix costs less than queueing behind twice the work)
+      // or its KV pages are nearly all held (its cached prefix is about to be evicted).
+      size_t affine = open.size(), longest = 0;
+      for (size_t i = 0; i < open.size(); ++i) {
+        const size_t n = prefixes_.match(open[i]->spec().id, prompt_blocks);
         if (n > longest) {
           longest = n;
-          affine = instance;
+          affine = i;
         }
       }
-      if (affine && affine->outstanding <= 2 * chosen->outstanding + 4) chosen = affine;
+      if (affine < open.size() && loads[affine] <= 2 * loads[least] + 4 && kv_usage(*open[affine]) < 0.9) chosen = open[affine];
     }
   }
   prefixes_.insert(chosen->spec().id, prompt_blocks);
@@ -339,6 +366,11 @@ std::string InstancePool::status_json() const {
                     {"child", instance->spec().child()}, {"draining", instance->draining.load()}, {"outstanding", instance->outstanding.load()}, {"restarts", instance->restarts_},
                     {"ejections", instance->ejections_}, {"last_error", instance->last_error_},
                     {"latency_ms", instance->latency_ms_.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(instance->latency_ms_))}});
+    nlohmann::json& metrics = list.back()["metrics"];
+    if (const auto& m = instance->metrics_) {
+      metrics = {{"running", m->running}, {"waiting", m->waiting}, {"kv_usage", m->kv_usage}, {"kv_pages_cached", m->kv_pages_cached},
+                 {"kv_pages_total", m->kv_pages_total}, {"requests_finished", m->requests_finished}, {"generation_tokens", m->generation_tokens}};
+    }
   }
   return nlohmann::json{{"instances", list}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

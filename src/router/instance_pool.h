@@ -6,6 +6,10 @@
 // again after a back-off that doubles (half-open) and readmitted when it
 // answers ready; a child process that exits is started again.
 //
+// Each probe of a ready instance also reads its /metrics: its own count of
+// requests running and waiting and its KV usage (instance_metrics.h), for the
+// routing rule and the status page, and its totals for the traffic history.
+//
 // Latency rule: every few rounds each instance also gets a one-token
 // completion; an instance whose median of the last of these is well above
 // the others' (3x their median and 250 ms more) is ejected while another is
@@ -20,14 +24,17 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "router/instance_metrics.h"
 #include "router/prefix_index.h"
 #include "router/router_config.h"
+#include "router/traffic_history.h"
 #include "router/upstream_client.h"
 
 namespace ds {
@@ -57,6 +64,8 @@ class Instance {
   std::chrono::milliseconds backoff_{0};
   std::vector<double> latency_ms_;  // the last latency probes, oldest first
   bool slow_ = false;               // ejected by the latency rule
+  std::optional<InstanceMetrics> metrics_;  // its /metrics at the last probe that read them
+  double others_work_ = 0;                  // of its running and waiting then, what the router had not sent
 };
 
 const char* instance_state_name(Instance::State state);
@@ -74,6 +83,7 @@ class InstancePool {
     // and the latency probe uses `probe_key`, one of its keys.
     std::string api_keys_file, probe_key;
     std::string routing = "prefix_affinity";  // router_config.h
+    TrafficHistory* history = nullptr;         // fed each instance's scraped totals
   };
 
   InstancePool(std::vector<InstanceSpec> specs, Options options);
@@ -90,12 +100,19 @@ class InstancePool {
   bool any_healthy() const;
   // POST /admin/instances/{id}/drain and /resume; false for an unknown id.
   bool set_draining(const std::string& id, bool draining);
-  // {"instances": [{id, version, state, url, pid, outstanding, restarts, ejections, last_error}]}
+  // {"instances": [{id, version, state, url, pid, outstanding, restarts, ejections, last_error, latency_ms,
+  //                 metrics: {running, waiting, kv_usage, kv_pages_cached, kv_pages_total, requests_finished, generation_tokens} | null}]}
   std::string status_json() const;
 
  private:
   void probe_loop();
   void probe(Instance& instance, bool with_latency);
+  void scrape_metrics(Instance& instance, const Endpoint& endpoint);
+  // What an instance has to do: the router's requests outstanding there (a
+  // live count) and the work other clients gave it, as of its last scrape
+  // (its running and waiting beyond what the router had outstanding).
+  static double load(const Instance& instance);
+  static double kv_usage(const Instance& instance);  // 0 before its metrics are read
   // A one-token completion's milliseconds (the timeout's when it fails).
   double latency_probe(const Endpoint& endpoint) const;
   // The latency bound from the healthy instances other than `instance`: 0 when there are none.

@@ -7,6 +7,7 @@
 
 #include "router/audited_request.h"
 #include "router/prefix_index.h"
+#include "router/status_page.h"
 #include "server/access_log.h"
 #include "server/api_error.h"
 
@@ -177,13 +178,14 @@ struct RouterService::Forward : std::enable_shared_from_this<Forward> {
       }
     }
     service.count(instance ? instance->spec().id : "-", code);
+    if (code != 499) service.history_.add_request(code);
     log(code, reason);
   }
 };
 
 RouterService::RouterService(InstancePool& pool, UpstreamClient& client, Admission& admission, std::optional<KeyFile> admin_keys,
-                             CanaryRelease* canary)
-    : pool_(pool), client_(client), admission_(admission), admin_keys_(std::move(admin_keys)), canary_(canary) {}
+                             CanaryRelease* canary, TrafficHistory& history)
+    : pool_(pool), client_(client), admission_(admission), admin_keys_(std::move(admin_keys)), canary_(canary), history_(history) {}
 
 void RouterService::refused(const HttpRequest& head, int status, const std::string& reason) {
   AccessRecord record = access_record(head, status, reason);
@@ -199,7 +201,7 @@ std::optional<HttpRefusal> RouterService::check_head(const HttpRequest& head) {
     if (error.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error.retry_after_seconds));
     return HttpRefusal{error.status, error.json(), headers, reason};
   };
-  const bool admin = path == "/admin/instances" || admin_action(path).has_value() || canary_path(path);
+  const bool admin = path == "/admin/instances" || path == "/admin/history" || admin_action(path).has_value() || canary_path(path);
   if (path == "/metrics") {
     if (head.method != "GET") return refuse(ApiError{405, "/metrics takes GET", "invalid_request_error", "", "method_not_allowed", 0}, "method_not_allowed");
     if (!admission_.tenant(head.header("authorization"))) {
@@ -208,8 +210,8 @@ std::optional<HttpRefusal> RouterService::check_head(const HttpRequest& head) {
     }
     return std::nullopt;
   }
-  if (path == "/health" || path == "/ready" || admin) {
-    const char* method = admin && path != "/admin/instances" && path != "/admin/canary" ? "POST" : "GET";
+  if (path == "/" || path == "/health" || path == "/ready" || admin) {
+    const char* method = admin && path != "/admin/instances" && path != "/admin/history" && path != "/admin/canary" ? "POST" : "GET";
     if (head.method != method) {
       return refuse(ApiError{405, path.substr(0, 128) + " takes " + method, "invalid_request_error", "", "method_not_allowed", 0}, "method_not_allowed");
     }
@@ -245,7 +247,13 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
     exchange->respond(status, content_type, body);
     write_access_log(access_record(request, status, reason));
   };
+  if (path == "/") {
+    exchange->respond(200, "text/html; charset=utf-8", status_page_html(),
+                      {{"Content-Security-Policy", status_page_policy()}, {"Cache-Control", "no-store"}});
+    return write_access_log(access_record(request, 200, "ok"));
+  }
   if (path == "/health") return plain(200, "{\"status\":\"ok\"}", "ok");
+  if (path == "/admin/history") return plain(200, history_.json(), "ok");
   if (path == "/metrics") return plain(200, metrics_text(), "ok", "text/plain; version=0.0.4");
   if (path == "/ready") {
     const bool ready = pool_.any_healthy();

@@ -62,6 +62,10 @@ def test_kill_9_of_an_instance_under_streaming_load(tmp_path):
         for t in threads:
             t.start()
         time.sleep(2)
+        deadline = time.time() + 30
+        while router.instances()["b"]["outstanding"] == 0:  # killed while it serves streams
+            assert time.time() < deadline, "'b' took no stream"
+            time.sleep(0.01)
         victim = router.instances()["b"]
         os.kill(victim["pid"], signal.SIGKILL)
         killed = time.time()
