@@ -123,7 +123,8 @@ void Engine::loop() {
     if (const int64_t delay = debug_step_delay_ms_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     StepTrace& trace = core_.trace();
     trace.begin_step();
-    auto outputs = core_.step();
+    auto outputs = debug_fail_steps_ && !core_.idle() ? Result<std::vector<StepOutput>>(Status::error("debug: the step failed on purpose"))
+                                                      : core_.step();
     const int64_t step_end = now_ns();
     longest_step_ns_ = std::max(longest_step_ns_.load(), step_end - step_start);
     progress_ns_ = step_end;

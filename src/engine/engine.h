@@ -61,6 +61,10 @@ class Engine {
   // first, so an engine can be made slow on purpose (the router's latency
   // rule, the watchdog). 0: none.
   void set_debug_step_delay(std::chrono::milliseconds delay) { debug_step_delay_ms_ = delay.count(); }
+  // Another (the same endpoint): while on, every step with work fails as a
+  // forward that failed would, ending its requests with an engine error (the
+  // router's passive failure rule).
+  void set_debug_fail_steps(bool fail) { debug_fail_steps_ = fail; }
 
  private:
   struct Live {
@@ -86,6 +90,7 @@ class Engine {
   std::atomic<bool> busy_{false};
   std::atomic<int64_t> progress_ns_{0}, longest_step_ns_{0};  // steady-clock nanoseconds
   std::atomic<int64_t> debug_step_delay_ms_{0};
+  std::atomic<bool> debug_fail_steps_{false};
   std::unordered_map<int64_t, Live> live_;  // by core id; engine thread only
   std::unordered_map<int64_t, int64_t> core_id_of_;  // stream id -> core id; engine thread only
   std::thread thread_;

@@ -162,12 +162,12 @@ double median(std::vector<double> v) {
 }
 }  // namespace
 
-double InstancePool::latency_probe(const Endpoint& endpoint) const {
+std::optional<double> InstancePool::latency_probe(const Endpoint& endpoint) const {
   const auto started = Clock::now();
   const HttpHeaders key = options_.probe_key.empty() ? HttpHeaders{} : HttpHeaders{{"Authorization", "Bearer " + options_.probe_key}};
   auto answer =
       UpstreamClient::request(endpoint, "POST", "/v1/completions", "{\"prompt\": [1], \"max_tokens\": 1}", k_latency_probe_timeout, key);
-  if (!answer.ok() || answer.value().first != 200) return double(k_latency_probe_timeout.count());
+  if (!answer.ok() || answer.value().first != 200) return std::nullopt;
   return std::chrono::duration<double, std::milli>(Clock::now() - started).count();
 }
 
@@ -224,15 +224,18 @@ void InstancePool::probe(Instance& instance, bool with_latency) {
   auto ready =
       health.ok() && health.value().first == 200 ? UpstreamClient::request(endpoint, "GET", "/ready", "", options_.probe_timeout) : health;
   const bool ok = ready.ok() && ready.value().first == 200;
-  bool slow = false;
+  bool slow = false, failing = false;
   {
     std::lock_guard lock(instance.mutex_);
     slow = instance.slow_ && instance.state_ == Instance::State::ejected;
+    failing = instance.failing_ && instance.state_ == Instance::State::ejected;
   }
-  if (ok && (with_latency || slow)) {
-    const double ms = latency_probe(endpoint);
+  if (ok && (with_latency || slow || failing)) {
+    const auto answered = latency_probe(endpoint);
+    const double ms = answered.value_or(double(k_latency_probe_timeout.count()));
     const double bound = slow ? latency_bound(instance) : 0.0;
     std::lock_guard lock(instance.mutex_);
+    if (failing && !answered) return eject_locked(instance, "still failing: a one-token completion failed");
     if (slow && bound > 0 && ms > bound) {  // ready, but still too slow to readmit
       char why[160];
       std::snprintf(why, sizeof why, "still a latency outlier: %.0f ms, over the bound of %.0f ms", ms, bound);
@@ -245,6 +248,7 @@ void InstancePool::probe(Instance& instance, bool with_latency) {
   if (ok) {
     std::lock_guard lock(instance.mutex_);
     instance.slow_ = false;
+    instance.failing_ = false;
     if (instance.state_ != Instance::State::healthy) {
       DS_LOG_INFO("router: instance '%s' is %s", instance.spec().id.c_str(),
                   instance.state_ == Instance::State::starting ? "ready" : "ready again: readmitted");
@@ -292,6 +296,20 @@ void InstancePool::eject_locked(Instance& instance, const std::string& why) {
   instance.backoff_ = std::min(options_.max_backoff, std::max(options_.probe_interval, instance.backoff_ * 2));
   instance.next_probe_ = Clock::now() + instance.backoff_;
   instance.last_error_ = why;
+}
+
+void InstancePool::report_outcome(Instance& instance, int status) {
+  constexpr size_t k_window = 10, k_trip = 5;
+  const bool failed = status >= 500 && status != 503;  // 503: busy or draining, and already retried elsewhere
+  std::lock_guard lock(instance.mutex_);
+  instance.failed_.push_back(failed);
+  if (instance.failed_.size() > k_window) instance.failed_.pop_front();
+  const auto failures = size_t(std::count(instance.failed_.begin(), instance.failed_.end(), true));
+  if (instance.state_ != Instance::State::healthy || failures < k_trip) return;
+  eject_locked(instance, "passive: " + std::to_string(failures) + " of its last " + std::to_string(instance.failed_.size()) +
+                             " requests failed (last status " + std::to_string(status) + ")");
+  instance.failing_ = true;
+  instance.failed_.clear();
 }
 
 void InstancePool::report_unreachable(Instance& instance, const std::string& error) {

@@ -10,6 +10,11 @@
 // requests running and waiting and its KV usage (instance_metrics.h), for the
 // routing rule and the status page, and its totals for the traffic history.
 //
+// Passive failure rule: an instance that failed 5 of the last 10 requests
+// sent to it (5xx other than 503, or a stream that broke) is ejected, and
+// readmitted only when ready and a one-token completion succeeds (its /ready
+// may pass while its engine fails every request).
+//
 // Latency rule: every few rounds each instance also gets a one-token
 // completion; an instance whose median of the last of these is well above
 // the others' (3x their median and 250 ms more) is ejected while another is
@@ -22,6 +27,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -66,6 +72,8 @@ class Instance {
   bool slow_ = false;               // ejected by the latency rule
   std::optional<InstanceMetrics> metrics_;  // its /metrics at the last probe that read them
   double others_work_ = 0;                  // of its running and waiting then, what the router had not sent
+  std::deque<bool> failed_;                 // the outcomes of its last requests (true: failed), oldest first
+  bool failing_ = false;                    // ejected by the passive failure rule
 };
 
 const char* instance_state_name(Instance::State state);
@@ -97,6 +105,8 @@ class InstancePool {
   std::shared_ptr<Instance> pick(const std::string& version, const std::set<std::string>& tried, const std::vector<uint64_t>& prompt_blocks);
   // A forwarded request could not reach it: ejected until a probe readmits it.
   void report_unreachable(Instance& instance, const std::string& error);
+  // A forwarded request ended, answered with `status` (502 for a broken stream): the passive failure rule.
+  void report_outcome(Instance& instance, int status);
   bool any_healthy() const;
   // POST /admin/instances/{id}/drain and /resume; false for an unknown id.
   bool set_draining(const std::string& id, bool draining);
@@ -113,8 +123,8 @@ class InstancePool {
   // (its running and waiting beyond what the router had outstanding).
   static double load(const Instance& instance);
   static double kv_usage(const Instance& instance);  // 0 before its metrics are read
-  // A one-token completion's milliseconds (the timeout's when it fails).
-  double latency_probe(const Endpoint& endpoint) const;
+  // A one-token completion's milliseconds; nullopt when it fails.
+  std::optional<double> latency_probe(const Endpoint& endpoint) const;
   // The latency bound from the healthy instances other than `instance`: 0 when there are none.
   double latency_bound(const Instance& instance) const;
   void eject_latency_outliers();

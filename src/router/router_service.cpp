@@ -165,6 +165,7 @@ struct RouterService::Forward : std::enable_shared_from_this<Forward> {
     ended = true;
     const auto release = std::move(self_hold);  // this object may go when finish returns
     if (instance) --instance->outstanding;
+    if (instance && code != 499) service.pool_.report_outcome(*instance, code);
     if (tenant != "-") service.admission_.leave(tenant);
     if (route.stage >= 0) {
       const std::string version = instance ? instance->spec().version : route.version;

@@ -109,16 +109,29 @@ AdminAnswer AdminApi::debug(const std::string& body) {
   const auto current = versions_.current();
   const std::string serving = label_of(current);
   const json parsed = json::parse(body, nullptr, false);
-  if (parsed.is_discarded() || !parsed.is_object() || parsed.size() != 1 || !parsed.contains("step_delay_ms") ||
-      !parsed["step_delay_ms"].is_number_integer() || parsed["step_delay_ms"].get<int64_t>() < 0 ||
-      parsed["step_delay_ms"].get<int64_t>() > 600000) {
-    return error_answer(400, "invalid_request", "the body must be {\"step_delay_ms\": 0..600000}", serving);
+  const char* usage = "the body must be {\"step_delay_ms\": 0..600000} and/or {\"fail_steps\": true|false}";
+  if (parsed.is_discarded() || !parsed.is_object() || parsed.empty()) return error_answer(400, "invalid_request", usage, serving);
+  for (const auto& [key, value] : parsed.items()) {
+    const bool valid = key == "step_delay_ms" ? value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() <= 600000
+                       : key == "fail_steps"  ? value.is_boolean()
+                                              : false;
+    if (!valid) return error_answer(400, "invalid_request", std::string(usage) + " ('" + key.substr(0, 64) + "')", serving);
   }
   if (!current) return error_answer(503, "unavailable", "no version is serving (a drain-first swap is running)", serving);
-  const int64_t delay = parsed["step_delay_ms"];
-  current->engine->set_debug_step_delay(std::chrono::milliseconds(delay));
-  DS_LOG_WARN("admin: test hook: every engine step of version '%s' now waits %lld ms", serving.c_str(), (long long)delay);
-  return {200, dump(json{{"step_delay_ms", delay}, {"version", serving}})};
+  json answer = {{"version", serving}};
+  if (parsed.contains("step_delay_ms")) {
+    const int64_t delay = parsed["step_delay_ms"];
+    current->engine->set_debug_step_delay(std::chrono::milliseconds(delay));
+    DS_LOG_WARN("admin: test hook: every engine step of version '%s' now waits %lld ms", serving.c_str(), (long long)delay);
+    answer["step_delay_ms"] = delay;
+  }
+  if (parsed.contains("fail_steps")) {
+    const bool fail = parsed["fail_steps"];
+    current->engine->set_debug_fail_steps(fail);
+    DS_LOG_WARN("admin: test hook: the engine steps of version '%s' %s", serving.c_str(), fail ? "now fail" : "run again");
+    answer["fail_steps"] = fail;
+  }
+  return {200, dump(answer)};
 }
 
 void AdminApi::swap(const std::string& body, const std::string& who, std::function<void(AdminAnswer)> done) {

@@ -211,10 +211,7 @@ def test_a_slow_instance_is_ejected_by_latency_and_readmitted(tmp_path):
     watcher.start()
 
     def slow_b(milliseconds):
-        request = urllib.request.Request(router.instances()["b"]["url"] + "/admin/debug", method="POST",
-                                         headers={"Authorization": "Bearer instance-key"},
-                                         data=json.dumps({"step_delay_ms": milliseconds}).encode())
-        assert urllib.request.urlopen(request, timeout=10).status == 200
+        debug_hook(router, "b", {"step_delay_ms": milliseconds})
     try:
         time.sleep(2)  # latency samples of the healthy pool
         slow_b(800)
@@ -239,6 +236,48 @@ def test_a_slow_instance_is_ejected_by_latency_and_readmitted(tmp_path):
     assert not not_ready, not_ready[:3]
     print(f"\nan 800 ms step delay on 'b': ejected by the latency rule after {ejected_after:.1f} s, readmitted "
           f"{readmitted_after:.1f} s after it recovered; the router was ready throughout")
+
+
+def debug_hook(router, id, body):
+    """serve's test hook (POST /admin/debug) on one instance."""
+    request = urllib.request.Request(router.instances()[id]["url"] + "/admin/debug", method="POST",
+                                     headers={"Authorization": "Bearer instance-key"}, data=json.dumps(body).encode())
+    assert urllib.request.urlopen(request, timeout=10).status == 200
+
+
+def test_an_instance_whose_requests_fail_is_ejected_and_readmitted_when_it_recovers(tmp_path):
+    keys = tmp_path / "instance-admin.txt"
+    keys.write_text("instance-key ops\n")
+    router = Router(tmp_path, [dict(child(i), args=["--ctx-size", "256", "--admin-keys", str(keys)]) for i in ("a", "b")],
+                    routing="random")
+    try:
+        debug_hook(router, "b", {"fail_steps": True})  # /health and /ready still pass; every generation fails
+        statuses = []
+        while router.instances()["b"]["state"] == "healthy":
+            assert len(statuses) < 200, "the failing instance was never ejected"
+            request = urllib.request.Request(router.base + "/v1/completions", method="POST",
+                                             data=json.dumps({"prompt": "Hi", "max_tokens": 2}).encode())
+            try:
+                with urllib.request.urlopen(request, timeout=30) as r:
+                    statuses.append((r.status, r.headers["X-Dsinfer-Instance"]))
+            except urllib.error.HTTPError as e:
+                statuses.append((e.code, e.headers.get("X-Dsinfer-Instance")))
+        assert "passive: 5 of its last" in router.instances()["b"]["last_error"]
+        failed = [s for s in statuses if s[0] != 200]
+        assert len(failed) == 5 and all(s[0] == 500 for s in failed), statuses  # each of them b's engine error
+        for _ in range(10):  # out of the pool: every request succeeds on a
+            assert complete(router.base) == "a"
+        time.sleep(2)
+        assert router.instances()["b"]["state"] == "ejected", "readmitted while its completions still fail"
+        debug_hook(router, "b", {"fail_steps": False})
+        recovered = time.time()
+        while router.instances()["b"]["state"] != "healthy":
+            assert time.time() - recovered < 60, "the recovered instance was never readmitted"
+            time.sleep(0.1)
+        print(f"\nfailing engine on 'b': ejected after {len(failed)} failed of {len(statuses)} requests, readmitted "
+              f"{time.time() - recovered:.1f} s after it recovered")
+    finally:
+        router.stop()
 
 
 def test_keys_are_checked_and_the_tenant_reaches_the_instance(tmp_path, keys_file):
