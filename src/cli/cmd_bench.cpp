@@ -12,6 +12,7 @@
 #include "cli/bench_throughput.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "engine/model_runner.h"
 #include "kernels/cpu_features.h"
 
 namespace ds {
@@ -71,21 +72,19 @@ int cmd_bench(int argc, char** argv) {
   if (!cache.ok()) return fail(cache.message());
   std::vector<int32_t> pages(size_t(kv.n_pages));
   std::iota(pages.begin(), pages.end(), 0);
-  std::vector<float> logits(size_t(m.config().n_vocab));
+  ModelRunner runner(m, *cache.value());
   std::mt19937 rng(1);
   std::uniform_int_distribution<int32_t> token(0, int32_t(m.config().n_vocab - 1));
+  std::vector<int32_t> tokens;
 
   // One forward of `n` tokens starting at `position`, logits for the last.
   auto forward = [&](int64_t n, int64_t position) {
-    Batch batch;
-    for (int64_t i = 0; i < n; ++i) {
-      batch.tokens.push_back(token(rng));
-      batch.positions.push_back(int32_t(position + i));
-      batch.seq_of_token.push_back(0);
-    }
-    batch.block_tables = {BlockTableView{pages.data(), int32_t(pages.size())}};
-    batch.logit_tokens = {int32_t(n - 1)};
-    return m.forward(batch, *cache.value(), logits.data());
+    tokens.resize(size_t(n));
+    for (int32_t& t : tokens) t = token(rng);
+    runner.begin();
+    runner.add(tokens.data(), int32_t(position), int32_t(n), {pages.data(), int32_t(pages.size())});
+    runner.want_logits(int32_t(n - 1));
+    return runner.run();
   };
   auto seconds_of = [](auto&& fn) {
     const auto start = std::chrono::steady_clock::now();

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/npy_writer.h"
+#include "engine/model_runner.h"
 
 namespace ds {
 namespace {
@@ -66,17 +67,13 @@ int cmd_logits(int argc, char** argv) {
   std::iota(pages.begin(), pages.end(), 0);
   std::vector<float> logits(size_t(n * config.n_vocab));
   std::vector<std::vector<float>> layer_outputs(dump_dir.empty() ? 0 : size_t(config.n_layer));
+  ModelRunner runner(*model.value(), *cache.value());
 
   for (int64_t begin = 0; begin < n; begin += chunk) {
     const int64_t end = std::min(n, begin + chunk);
-    Batch batch;
-    batch.tokens.assign(tokens.value().begin() + begin, tokens.value().begin() + end);
-    batch.positions.resize(size_t(end - begin));
-    std::iota(batch.positions.begin(), batch.positions.end(), int32_t(begin));
-    batch.seq_of_token.assign(size_t(end - begin), 0);
-    batch.block_tables = {BlockTableView{pages.data(), int32_t(pages.size())}};
-    batch.logit_tokens.resize(size_t(end - begin));
-    std::iota(batch.logit_tokens.begin(), batch.logit_tokens.end(), 0);
+    runner.begin();
+    runner.add(tokens.value().data() + begin, int32_t(begin), int32_t(end - begin), {pages.data(), int32_t(pages.size())});
+    for (int64_t t = 0; t < end - begin; ++t) runner.want_logits(int32_t(t));
     LayerObserver observer;
     if (!dump_dir.empty()) {
       observer = [&](int64_t layer, const float* hidden, int64_t n_tokens) {
@@ -84,8 +81,9 @@ int cmd_logits(int argc, char** argv) {
         out.insert(out.end(), hidden, hidden + n_tokens * config.n_embd);
       };
     }
-    const Status status = model.value()->forward(batch, *cache.value(), logits.data() + begin * config.n_vocab, observer);
+    const Status status = runner.run(observer);
     if (!status.ok()) return fail(status.message());
+    std::copy(runner.logits(0), runner.logits(0) + (end - begin) * config.n_vocab, logits.begin() + begin * config.n_vocab);
   }
 
   const std::string out = a.get("--out", "logits.npy");

@@ -10,6 +10,7 @@ EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& co
                        std::vector<int32_t> end_of_generation)
     : model_(model),
       memory_(memory),
+      runner_(model, memory),
       pool_(int32_t(memory.n_pages())),
       kv_(pool_, int32_t(memory.page_tokens()), config.model_salt, config.prefix_cache),
       scheduler_(config.scheduler, kv_),
@@ -78,15 +79,9 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     request.started = true;
   }
 
-  // The batch: each chunk's tokens at their positions, through its block table.
+  // The step's input: each chunk's tokens at their positions, through its block table.
   stage.emplace(&trace_, "batch");
-  batch_.trace = trace_.on() ? &trace_ : nullptr;
-  batch_.tokens.clear();
-  batch_.positions.clear();
-  batch_.seq_of_token.clear();
-  batch_.block_tables.clear();
-  batch_.logit_tokens.clear();
-  batch_.hidden_tokens.clear();
+  runner_.begin(trace_.on() ? &trace_ : nullptr);
   std::vector<std::pair<Sequence*, int32_t>> hidden_rows;  // embedding requests: (sequence, position)
   // Each row of logits either samples a sequence's next token (scores = -1)
   // or scores prompt token scores + 1 for prompt_logprobs.
@@ -99,43 +94,38 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     Sequence* seq = chunk.seq;
     const Request& request = *requests_.at(seq->id);
     const std::vector<int32_t>& table = kv_.block_table(seq->id);
-    const int32_t table_index = int32_t(batch_.block_tables.size());
-    batch_.block_tables.push_back({table.data(), int32_t(table.size())});
+    const int32_t first = runner_.add(seq->tokens.data() + seq->n_computed, seq->n_computed, chunk.n_tokens,
+                                      {table.data(), int32_t(table.size())});
     const GenerationParams::Pooling pooling = request.params.embedding;
     for (int32_t i = 0; i < chunk.n_tokens; ++i) {
       const int32_t position = seq->n_computed + i;
-      batch_.tokens.push_back(seq->tokens[size_t(position)]);
-      batch_.positions.push_back(position);
-      batch_.seq_of_token.push_back(table_index);
       const bool pooled = (pooling == GenerationParams::Pooling::mean && position >= request.n_pooled) ||
                           (pooling == GenerationParams::Pooling::last && position + 1 == seq->n_prompt);
       if (pooled) {
-        batch_.hidden_tokens.push_back(int32_t(batch_.tokens.size()) - 1);
+        runner_.want_hidden(first + i);
         hidden_rows.emplace_back(seq, position);
       }
       // Positions scored before a preemption are not scored again.
       if (request.params.prompt_logprobs >= 0 && position + 1 < seq->n_prompt && position >= int32_t(request.prompt_logprobs.size())) {
-        batch_.logit_tokens.push_back(int32_t(batch_.tokens.size()) - 1);
+        runner_.want_logits(first + i);
         rows.push_back({seq, position});
       }
     }
     if (seq->n_computed + chunk.n_tokens == int32_t(seq->tokens.size()) && pooling == GenerationParams::Pooling::none) {
-      batch_.logit_tokens.push_back(int32_t(batch_.tokens.size()) - 1);
+      runner_.want_logits(first + chunk.n_tokens - 1);
       rows.push_back({seq, -1});
     }
   }
-  const int64_t n_vocab = model_.config().n_vocab;
-  logits_.resize(batch_.logit_tokens.size() * size_t(n_vocab));
-  const int64_t n_embd = model_.config().n_embd;
-  hidden_.resize(batch_.hidden_tokens.size() * size_t(n_embd));
   stage.reset();
-  DS_RETURN_IF_ERROR(model_.forward(batch_, memory_, logits_.data(), nullptr, hidden_.data()));
+  DS_RETURN_IF_ERROR(runner_.run());
   stage.emplace(&trace_, "commit");
 
+  const int64_t n_vocab = model_.config().n_vocab, n_embd = model_.config().n_embd;
   for (size_t i = 0; i < hidden_rows.size(); ++i) {
     Request& request = *requests_.at(hidden_rows[i].first->id);
     request.pooled.resize(size_t(n_embd), 0.0);
-    for (int64_t d = 0; d < n_embd; ++d) request.pooled[size_t(d)] += hidden_[i * size_t(n_embd) + size_t(d)];
+    const float* hidden = runner_.hidden(int64_t(i));
+    for (int64_t d = 0; d < n_embd; ++d) request.pooled[size_t(d)] += hidden[d];
     request.n_pooled = hidden_rows[i].second + 1;
   }
   for (const ScheduledChunk& chunk : plan.chunks) {
@@ -160,7 +150,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
       for (int64_t k = begin; k < end; ++k) {
         const size_t i = masked_rows[size_t(k)];
         std::optional<grammar::TokenMatcher>& grammar = requests_.at(rows[i].seq->id)->params.grammar;
-        allowed_of[i] = grammar->mask(logits_.data() + i * size_t(n_vocab), n_vocab);
+        allowed_of[i] = grammar->mask(runner_.logits(int64_t(i)), n_vocab);
       }
     });
     grammar_mask_seconds_ += std::chrono::duration<double>(Clock::now() - mask_start).count();
@@ -169,7 +159,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   for (size_t i = 0; i < rows.size(); ++i) {
     Sequence* seq = rows[i].seq;
     Request& request = *requests_.at(seq->id);
-    float* logits = logits_.data() + i * size_t(n_vocab);
+    float* logits = runner_.logits(int64_t(i));
     if (rows[i].scores >= 0) {
       const int32_t next = seq->tokens[size_t(rows[i].scores) + 1];
       request.prompt_logprobs.push_back(token_logprobs(logits, n_vocab, next, request.params.prompt_logprobs));

@@ -16,6 +16,7 @@
 #include "engine/block_pool.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/logprobs.h"
+#include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "grammar/token_matcher.h"
 #include "engine/scheduler.h"
@@ -136,6 +137,7 @@ class EngineCore {
 
   Model& model_;
   KvCache& memory_;
+  ModelRunner runner_;
   BlockPool pool_;
   KvCacheManager kv_;
   Scheduler scheduler_;
@@ -147,9 +149,7 @@ class EngineCore {
   int32_t last_step_tokens_ = 0;
   double last_step_seconds_ = 0.0;
   double grammar_mask_seconds_ = 0.0;
-  Batch batch_;
   StepTrace trace_;
-  std::vector<float> logits_, hidden_;
 };
 
 }  // namespace ds

@@ -62,6 +62,11 @@ class Statement {
     if (v) return bind(*v);
     sqlite3_bind_null(s_, next++);
   }
+  // The next parameters, in order.
+  template <typename... T>
+  void bind_all(const T&... v) {
+    (bind(v), ...);
+  }
 
  private:
   sqlite3_stmt* s_ = nullptr;
@@ -170,32 +175,17 @@ Status AuditLog::write(const Row& row) {
                 " VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ', ? / 1000.0, 'unixepoch'), ?, ?, ?, ?, ?, ?,"
                 " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!s.ok()) return Status::error(sqlite3_errmsg(db_));
-    s.bind(r->request_id);
-    s.bind(r->unix_ms);
-    s.bind(r->unix_ms);
-    s.bind(r->kind);
-    s.bind(int64_t(r->stage_percent));
-    s.bind(r->tenant);
-    s.bind(r->path);
-    s.bind(r->input);
+    s.bind_all(r->request_id, r->unix_ms, r->unix_ms, r->kind, int64_t(r->stage_percent), r->tenant, r->path, r->input);
     for (const auto* answer : {&r->stable, &r->canary}) {
       if (!*answer) {
         for (int i = 0; i < 8; ++i) sqlite3_bind_null(s.get(), s.next++);
         continue;
       }
       const AuditAnswer& a = **answer;
-      s.bind(a.version);
-      s.bind(int64_t(a.status));
-      s.bind(a.latency_ms);
-      s.bind(a.ttft_ms);
-      s.bind(a.tpot_ms);
-      s.bind(a.output_tokens);
-      s.bind(a.output);
-      s.bind(a.error.empty() ? std::optional<std::string>() : std::optional<std::string>(a.error));
+      s.bind_all(a.version, int64_t(a.status), a.latency_ms, a.ttft_ms, a.tpot_ms, a.output_tokens, a.output,
+                 a.error.empty() ? std::optional<std::string>() : std::optional<std::string>(a.error));
     }
-    s.bind(int64_t(r->greedy));
-    s.bind(r->exact_match ? std::optional<int64_t>(*r->exact_match) : std::nullopt);
-    s.bind(r->token_overlap);
+    s.bind_all(int64_t(r->greedy), r->exact_match ? std::optional<int64_t>(*r->exact_match) : std::nullopt, r->token_overlap);
     if (sqlite3_step(s.get()) != SQLITE_DONE) return Status::error(sqlite3_errmsg(db_));
     return Status();
   }
@@ -204,17 +194,8 @@ Status AuditLog::write(const Row& row) {
               "INSERT INTO decisions (time, unix_ms, stable_version, canary_version, from_percent, to_percent, action, state, decided_by, reasons, figures)"
               " VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', ? / 1000.0, 'unixepoch'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!s.ok()) return Status::error(sqlite3_errmsg(db_));
-  s.bind(d.unix_ms);
-  s.bind(d.unix_ms);
-  s.bind(d.stable_version);
-  s.bind(d.canary_version);
-  s.bind(int64_t(d.from_percent));
-  s.bind(int64_t(d.to_percent));
-  s.bind(d.action);
-  s.bind(d.state);
-  s.bind(d.by);
-  s.bind(d.reasons_json);
-  s.bind(d.figures_json);
+  s.bind_all(d.unix_ms, d.unix_ms, d.stable_version, d.canary_version, int64_t(d.from_percent), int64_t(d.to_percent), d.action, d.state, d.by,
+             d.reasons_json, d.figures_json);
   if (sqlite3_step(s.get()) != SQLITE_DONE) return Status::error(sqlite3_errmsg(db_));
   return Status();
 }
@@ -224,9 +205,7 @@ Result<std::vector<AuditDecisionRow>> AuditLog::decisions(const std::string& sta
               "SELECT unix_ms, from_percent, to_percent, action, state, decided_by, reasons, figures FROM"
               " (SELECT * FROM decisions WHERE stable_version = ? AND canary_version = ? ORDER BY id DESC LIMIT ?) ORDER BY id");
   if (!s.ok()) return Status::error(std::string("audit: ") + sqlite3_errmsg(db_));
-  s.bind(stable);
-  s.bind(canary);
-  s.bind(int64_t(limit));
+  s.bind_all(stable, canary, int64_t(limit));
   std::vector<AuditDecisionRow> out;
   int rc;
   while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {

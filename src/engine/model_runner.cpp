@@ -1,0 +1,37 @@
+#include "engine/model_runner.h"
+
+namespace ds {
+
+void ModelRunner::begin(StepTrace* trace) {
+  batch_.trace = trace;
+  batch_.tokens.clear();
+  batch_.positions.clear();
+  batch_.seq_of_token.clear();
+  batch_.block_tables.clear();
+  batch_.logit_tokens.clear();
+  batch_.hidden_tokens.clear();
+}
+
+int32_t ModelRunner::add(const int32_t* tokens, int32_t first_position, int32_t n, BlockTableView table) {
+  const int32_t first = int32_t(batch_.tokens.size());
+  const int32_t sequence = int32_t(batch_.block_tables.size());
+  batch_.block_tables.push_back(table);
+  batch_.tokens.insert(batch_.tokens.end(), tokens, tokens + n);
+  for (int32_t i = 0; i < n; ++i) {
+    batch_.positions.push_back(first_position + i);
+    batch_.seq_of_token.push_back(sequence);
+  }
+  return first;
+}
+
+void ModelRunner::want_logits(int32_t step_token) { batch_.logit_tokens.push_back(step_token); }
+
+void ModelRunner::want_hidden(int32_t step_token) { batch_.hidden_tokens.push_back(step_token); }
+
+Status ModelRunner::run(const LayerObserver& observer) {
+  logits_.resize(batch_.logit_tokens.size() * size_t(model_.config().n_vocab));
+  hidden_.resize(batch_.hidden_tokens.size() * size_t(model_.config().n_embd));
+  return model_.forward(batch_, memory_, logits_.data(), observer, hidden_.data());
+}
+
+}  // namespace ds
