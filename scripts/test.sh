@@ -21,7 +21,7 @@ echo "== unit tests"
 echo "== bad input under AddressSanitizer"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_ASAN=ON >/dev/null
 ninja -C build-asan -j2 dsinfer_tests dsinfer
-ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_tests --gtest_filter='GgufFile.*:Model.Unknown*:Model.Malformed*:Tokenizer.*:Utf8.*:BlockPool.*:KvCacheManager.*:Scheduler.*:Engine*:CompletionRequest.*:ReasoningSplitter.*:Admission.*:MemorySize.*:HttpRequest*'
+ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_tests --gtest_filter='GgufFile.*:Model.Unknown*:Model.Malformed*:Tokenizer.*:Utf8.*:BlockPool.*:KvCacheManager.*:Scheduler.*:Engine*:CompletionRequest.*:ReasoningSplitter.*:Admission.*:MemorySize.*:HttpRequest*:AnswerReader.*:AddressRange.*:RouterConfigCanary.*:InstanceMetrics.*:CanaryRelease.*'
 # Every crafted model file through the sanitized binary: a sanitizer report
 # exits 86, which the test tells apart from a refusal (exit 1).
 DSINFER=build-asan/dsinfer ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=halt_on_error=1:exitcode=86:print_stacktrace=1 \
@@ -30,7 +30,7 @@ DSINFER=build-asan/dsinfer ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS
 echo "== threads under ThreadSanitizer"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_TSAN=ON >/dev/null
 ninja -C build-tsan -j2 dsinfer_tests
-TSAN_OPTIONS=halt_on_error=1 build-tsan/dsinfer_tests --gtest_filter='ThreadPool.*:TaskQueue.*:Engine.*:EngineConstrained.*:Tokenizer.EncodesOnManyThreadsAtOnce'
+TSAN_OPTIONS=halt_on_error=1 build-tsan/dsinfer_tests --gtest_filter='ThreadPool.*:TaskQueue.*:Engine.*:EngineConstrained.*:Tokenizer.EncodesOnManyThreadsAtOnce:CanaryRelease.*'
 
 echo "== fuzz smoke of the GGUF reader, the HTTP request path and the Jinja interpreter (libFuzzer)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_FUZZ=ON \

@@ -4,7 +4,8 @@ them is one the binary accepts (run with the model swapped for a missing file,
 it fails on the model, never on an option), the router's config passes
 `dsinfer router --check`, and the numbers agree across each file: ports,
 probe paths, the stop grace against --drain-timeout, whole-core CPU requests,
-and the packages the image builds with against the ones the test machines install."""
+and the packages the image builds with against the ones the test machines
+install. The README's router configs pass `dsinfer router --check` too."""
 
 import json
 import os
@@ -129,3 +130,14 @@ def test_dockerfile():
     linked = re.findall(r"=> (/\S+)", subprocess.run(["ldd", DSINFER], capture_output=True, text=True, check=True).stdout)
     needed = {package_of(path) for path in linked} - {"libc6", "libstdc++6", "libgcc-s1"}
     assert needed <= runtime_packages, needed - runtime_packages
+
+
+def test_the_readmes_router_configs_are_valid(tmp_path):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        blocks = [b for b in re.findall(r"```json\n(.*?)```", f.read(), re.S) if '"instances"' in b]
+    assert blocks, "the README shows no router config"
+    for i, block in enumerate(blocks):
+        config = tmp_path / f"readme-{i}.json"
+        config.write_text(block)
+        checked = subprocess.run([DSINFER, "router", "--config", str(config), "--check"], capture_output=True, text=True, timeout=30)
+        assert checked.returncode == 0, (block, checked.stderr)
