@@ -332,11 +332,15 @@ std::shared_ptr<Instance> InstancePool::pick(const std::string& version, const s
     std::lock_guard lock(random_mutex_);
     chosen = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(random_)];
   } else {
-    std::vector<double> loads;
-    for (const auto& instance : open) loads.push_back(load(*instance));
+    std::vector<double> loads, kv;
+    for (const auto& instance : open) {
+      loads.push_back(load(*instance));
+      kv.push_back(kv_usage(*instance));
+    }
+    // Of equal request loads, the one holding fewer KV pages: fewer tokens in flight.
     size_t least = 0;
     for (size_t i = 1; i < open.size(); ++i) {
-      if (loads[i] < loads[least]) least = i;
+      if (loads[i] < loads[least] || (loads[i] == loads[least] && kv[i] < kv[least])) least = i;
     }
     chosen = open[least];
     if (options_.routing == "prefix_affinity" && !prompt_blocks.empty()) {
@@ -351,7 +355,7 @@ std::shared_ptr<Instance> InstancePool::pick(const std::string& version, const s
           affine = i;
         }
       }
-      if (affine < open.size() && loads[affine] <= 2 * loads[least] + 4 && kv_usage(*open[affine]) < 0.9) chosen = open[affine];
+      if (affine < open.size() && loads[affine] <= 2 * loads[least] + 4 && kv[affine] < 0.9) chosen = open[affine];
     }
   }
   prefixes_.insert(chosen->spec().id, prompt_blocks);
