@@ -128,6 +128,12 @@ def test_an_identical_canary_promotes_itself_and_the_audit_counts_every_request(
         n_canary = 1 + sum(1 for s in seen if s[1] == "v2")
         n_shadow = sum(1 for s in seen if s[1] == "v1")
         assert final["audit"]["canary_requests"] == n_canary and final["audit"]["shadow_requests"] == n_shadow
+        with urllib.request.urlopen(router.base + "/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        for line in ('dsinfer_router:canary_state{state="promoted"} 1', 'dsinfer_router:canary_stage_percent{stable="v1",canary="v2"} 100',
+                     f'dsinfer_router:canary_audited_requests_total{{kind="canary"}} {n_canary}',
+                     f'dsinfer_router:canary_audited_requests_total{{kind="shadow"}} {n_shadow}'):
+            assert line in metrics, (line, metrics)
         # Promoted: every request goes to the canary and none is audited.
         after = [complete(router, i) for i in range(3)]
         assert all(a[1] == "v2" for a in after)
