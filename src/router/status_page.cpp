@@ -154,7 +154,8 @@ function showCanary(c) {
   const f = c.stage.figures;
   const table = document.createElement("table");
   const header = table.createTHead().insertRow();
-  for (const t of ["this stage", "requests", "errors", "error rate", "error types", "TTFT p99", "TPOT p99"]) {
+  for (const t of ["this stage", "requests", "errors", "error rate", "error types", "TTFT p99", "TPOT p99", "TTFT p99 vs stable",
+                   "TPOT p99 vs stable"]) {
     const th = document.createElement("th"); th.textContent = t; header.appendChild(th);
   }
   const body = table.createTBody();
@@ -167,6 +168,11 @@ function showCanary(c) {
     cell(row, Object.entries(v.error_types).map(([t, n]) => t + " " + n).join(", ") || "-", k + "error_types");
     cell(row, v.ttft_p99_ms === null ? "-" : fixed(v.ttft_p99_ms, 1) + " ms", k + "ttft_p99_ms");
     cell(row, v.tpot_p99_ms === null ? "-" : fixed(v.tpot_p99_ms, 1) + " ms", k + "tpot_p99_ms");
+    for (const figure of ["ttft_p99_ms", "tpot_p99_ms"]) {  // the latency deltas the policy judges
+      const base = f.stable[figure], mine = v[figure];
+      const delta = side === "stable" || base === null || mine === null || base === 0 ? null : 100 * (mine / base - 1);
+      cell(row, delta === null ? "-" : (delta >= 0 ? "+" : "") + fixed(delta, 1) + "%", k + figure + "_delta");
+    }
   }
   box.appendChild(table);
   const agreement = document.createElement("p");

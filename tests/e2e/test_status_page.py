@@ -11,6 +11,7 @@ moment of a read shows as one request running: the comparison is tried up to
 three times, and a figure the page shows wrongly differs every time.) The
 timeouts only bound the test against a hang."""
 
+import decimal
 import html.parser
 import json
 import re
@@ -66,6 +67,11 @@ def instance_metric(text, name):
     return sum(float(m.group(1)) for m in re.finditer(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M))
 
 
+def js_fixed(v, digits):
+    """x.toFixed(digits) as the page's script writes it: the exact binary value, halves away from zero."""
+    return str(decimal.Decimal(v).quantize(decimal.Decimal(1).scaleb(-digits), rounding=decimal.ROUND_HALF_UP))
+
+
 def js_number(v):
     """A number as the page's String(v) writes it."""
     return str(int(v)) if float(v).is_integer() else repr(float(v))
@@ -91,10 +97,16 @@ def expected_figures(router):
     canary = get_json(router.base + "/admin/canary")
     want = {"canary/state": canary["state"], "canary/stage_percent": str(canary["stage_percent"]),
             "canary/greedy_pairs": str(canary["stage"]["figures"]["greedy_pairs"]),
-            "canary/exact_match_percent": f"{100 * canary['stage']['figures']['exact_match']:.1f}%"}
+            "canary/exact_match_percent": js_fixed(100 * canary["stage"]["figures"]["exact_match"], 1) + "%"}
+    figures = canary["stage"]["figures"]
     for side in ("stable", "canary"):
-        want[f"canary/{side}/requests"] = str(canary["stage"]["figures"][side]["requests"])
-        want[f"canary/{side}/errors"] = str(canary["stage"]["figures"][side]["errors"])
+        want[f"canary/{side}/requests"] = str(figures[side]["requests"])
+        want[f"canary/{side}/errors"] = str(figures[side]["errors"])
+        for latency in ("ttft_p99_ms", "tpot_p99_ms"):
+            want[f"canary/{side}/{latency}"] = js_fixed(figures[side][latency], 1) + " ms"
+    for latency in ("ttft_p99_ms", "tpot_p99_ms"):
+        delta = 100 * (figures["canary"][latency] / figures["stable"][latency] - 1)
+        want[f"canary/canary/{latency}_delta"] = ("+" if delta >= 0 else "") + js_fixed(delta, 1) + "%"
     for i in instances:
         with urllib.request.urlopen(i["url"] + "/metrics", timeout=10) as r:
             text = r.read().decode()
@@ -105,7 +117,7 @@ def expected_figures(router):
                      k + "running": js_number(instance_metric(text, "dsinfer:num_requests_running")),
                      k + "waiting": js_number(instance_metric(text, "dsinfer:num_requests_waiting")),
                      k + "kv_pages_cached": js_number(instance_metric(text, "dsinfer:kv_pages_cached")),
-                     k + "kv_usage_percent": f"{100 * instance_metric(text, 'dsinfer:kv_cache_usage_perc'):.1f}%"})
+                     k + "kv_usage_percent": js_fixed(100 * instance_metric(text, "dsinfer:kv_cache_usage_perc"), 1) + "%"})
     return want
 
 
