@@ -119,14 +119,16 @@ bool CanaryRelease::keeps_input_of(const std::string& tenant) const {
          std::find(audit_config_.input_tenants.begin(), audit_config_.input_tenants.end(), tenant) != audit_config_.input_tenants.end();
 }
 
-Result<CanaryRelease::Route> CanaryRelease::route(const std::string& dye, const std::string& tenant, const std::string& client_address) {
+Result<CanaryRelease::Route> CanaryRelease::route(const std::string& dye, const std::string& tenant, const std::string& client_address,
+                                                  bool generation) {
   if (!dye.empty() && dye != "0" && dye != "1") {
     return Status::error("header " + config_.header + " must be \"1\" (the canary) or \"0\" (the stable version)");
   }
   std::lock_guard lock(mutex_);
   Route r;
-  if (state_ != State::running) {
-    r.version = state_ == State::promoted ? config_.canary : config_.stable;
+  if (state_ != State::running || !generation) {
+    const bool canary = state_ == State::promoted || (state_ == State::running && dye == "1");
+    r.version = canary ? config_.canary : config_.stable;
     return r;
   }
   r.stage = stage_;

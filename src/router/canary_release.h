@@ -44,8 +44,11 @@ class CanaryRelease {
     int stage = -1;       // the stage it was routed in (-1: not part of the release)
   };
   // Where a request goes. `dye` is the value of the select header ("" when absent);
-  // an error names a value other than "0" or "1".
-  Result<Route> route(const std::string& dye, const std::string& tenant, const std::string& client_address);
+  // an error names a value other than "0" or "1". Only generation requests
+  // (`generation`: completions, chat) take part in the release; any other
+  // (models, tokenize, embeddings) goes to the version serving the release's
+  // state, or to the canary when dyed with "1" while it runs, unaudited.
+  Result<Route> route(const std::string& dye, const std::string& tenant, const std::string& client_address, bool generation = true);
   const std::string& header() const { return config_.header; }
   const std::string& stable_version() const { return config_.stable; }
   const std::string& canary_version() const { return config_.canary; }

@@ -283,7 +283,8 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
   const std::string tenant = admission_.tenant(request.header("authorization")).value_or("-");
   CanaryRelease::Route route;
   if (canary_) {
-    auto routed = canary_->route(request.header(lower(canary_->header())), tenant, request.remote_address);
+    const bool generation = path == "/v1/completions" || path == "/v1/chat/completions";
+    auto routed = canary_->route(request.header(lower(canary_->header())), tenant, request.remote_address, generation);
     if (!routed.ok()) {
       return plain(400, ApiError{400, routed.message(), "invalid_request_error", canary_->header(), "invalid_header", 0}.json(), "invalid_header");
     }

@@ -154,6 +154,11 @@ def test_a_broken_canary_is_rolled_back_in_the_first_stage(tmp_path):
                     extra=canary_config(tmp_path))
     audit = str(tmp_path / "audit.db")
     try:
+        # Only generation takes part in the release: the rest stays on stable, unaudited, unless dyed.
+        for dye, version in ((None, "v1"), (None, "v1"), (None, "v1"), ("1", "v2")):
+            request = urllib.request.Request(router.base + "/v1/models", headers={"X-Canary": dye} if dye else {})
+            with urllib.request.urlopen(request, timeout=10) as r:
+                assert r.headers["X-Model-Version"] == version
         seen = run_release(router, audit, limit=200)
         final = canary_status(router)
         assert final["state"] == "rolled_back", json.dumps(final, indent=1)

@@ -125,6 +125,13 @@ TEST(CanaryRelease, DyedTrafficGoesToTheCanaryAtEveryStage) {
   EXPECT_TRUE(release->route("", "beta", "127.0.0.1").value().canary);
   EXPECT_TRUE(release->route("", "alpha", "10.9.3.4").value().canary);
   EXPECT_FALSE(release->route("yes", "alpha", "127.0.0.1").ok());
+  // Not a generation request: never audited or drawn; the dye still chooses the version.
+  for (int i = 0; i < 200; ++i) {
+    const auto other = release->route("", "beta", "10.9.3.4", false).value();
+    EXPECT_EQ(other.version, "v1");
+    EXPECT_EQ(other.stage, -1);
+  }
+  EXPECT_EQ(release->route("1", "alpha", "127.0.0.1", false).value().version, "v2");
   EXPECT_TRUE(release->keeps_input_of("beta"));
   EXPECT_FALSE(release->keeps_input_of("alpha"));
   int canary = 0;
