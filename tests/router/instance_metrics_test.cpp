@@ -56,7 +56,9 @@ TEST(TrafficHistory, DifferencesOfTheTotalsGoToTheCurrentBucket) {
   EXPECT_EQ(tokens, 50);
   EXPECT_EQ(last["requests"], 2);
   EXPECT_EQ(last["errors"], 1);
-  if (j["buckets"].size() == 1) EXPECT_NEAR(last["ttft_mean_ms"].get<double>(), 100.0, 1e-9);  // 0.2 s over 2 requests
+  if (j["buckets"].size() == 1) {  // (a bucket boundary may fall between the scrapes)
+    EXPECT_NEAR(last["ttft_mean_ms"].get<double>(), 100.0, 1e-9);  // 0.2 s over 2 requests
+  }
 }
 
 }  // namespace
