@@ -71,6 +71,7 @@ namespace {
 
 // The shadow call's state, on its call's strand.
 struct ShadowCall {
+  std::atomic<int64_t>* in_flight = nullptr;  // the router's count of shadows in flight
   std::shared_ptr<AuditedRequest> audited;
   std::shared_ptr<Instance> instance;
   Clock::time_point arrived = Clock::now();
@@ -83,6 +84,7 @@ struct ShadowCall {
     if (done) return;
     done = true;
     --instance->outstanding;
+    --*in_flight;
     audited->canary_answered(measured_answer(instance->spec().version, error.empty() ? status : (status ? 502 : 0), reader, arrived, server_timing, error));
   }
 };
@@ -91,11 +93,13 @@ struct ShadowCall {
 
 void send_shadow(InstancePool& pool, UpstreamClient& client, std::shared_ptr<AuditedRequest> audited, const std::string& canary_version,
                  const std::string& method, const std::string& target, const HttpHeaders& headers, const std::string& body,
-                 const std::vector<uint64_t>& prompt_blocks) {
+                 const std::vector<uint64_t>& prompt_blocks, std::atomic<int64_t>& in_flight) {
   auto call = std::make_shared<ShadowCall>();
+  call->in_flight = &in_flight;
   call->audited = std::move(audited);
   call->instance = pool.pick(canary_version, {}, prompt_blocks);
   if (!call->instance) {
+    --in_flight;
     call->audited->canary_answered(measured_answer(canary_version, 0, call->reader, call->arrived, "", "no healthy canary instance"));
     return;
   }

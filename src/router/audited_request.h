@@ -5,6 +5,7 @@
 // the release (canary_release.h) when the last of them is in. The shadow
 // copy itself is sent here: to a canary instance, read, never returned.
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -43,9 +44,10 @@ class AuditedRequest {
 };
 
 // Sends the shadow copy of a stable request to a healthy canary instance and
-// hands its answer to `audited` (status 0 when none could take it).
+// hands its answer to `audited` (status 0 when none could take it); `in_flight`,
+// counted up by the caller, is counted down when the copy has its answer.
 void send_shadow(InstancePool& pool, UpstreamClient& client, std::shared_ptr<AuditedRequest> audited, const std::string& canary_version,
                  const std::string& method, const std::string& target, const HttpHeaders& headers, const std::string& body,
-                 const std::vector<uint64_t>& prompt_blocks);
+                 const std::vector<uint64_t>& prompt_blocks, std::atomic<int64_t>& in_flight);
 
 }  // namespace ds

@@ -253,23 +253,27 @@ std::string CanaryRelease::status_json() const {
 }
 
 std::string CanaryRelease::metrics_text() const {
-  const json s = json::parse(status_json());
+  std::unique_lock lock(mutex_);
+  const std::string state = canary_state_name(state_);
+  const int stage_percent = stage_percent_locked();
+  const int64_t audited[] = {audited_canary_, audited_shadow_};
+  lock.unlock();
   std::string text;
   const auto gauge = [&](const std::string& name, const char* type, const char* help, const std::string& labels, const std::string& value) {
     text += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + labels + " " + value + "\n";
   };
   const std::string release = "{stable=\"" + config_.stable + "\",canary=\"" + config_.canary + "\"}";
   gauge("dsinfer_router:canary_stage_percent", "gauge", "The share of undyed traffic the canary takes (100 once promoted, 0 once rolled back).", release,
-        std::to_string(s["stage_percent"].get<int>()));
+        std::to_string(stage_percent));
   text += "# HELP dsinfer_router:canary_state 1 for the release's state.\n# TYPE dsinfer_router:canary_state gauge\n";
-  for (const char* state : {"running", "promoted", "rolled_back"}) {
-    text += "dsinfer_router:canary_state{state=\"" + std::string(state) + "\"} " + (s["state"] == state ? "1" : "0") + "\n";
+  for (const char* name : {"running", "promoted", "rolled_back"}) {
+    text += "dsinfer_router:canary_state{state=\"" + std::string(name) + "\"} " + (state == name ? "1" : "0") + "\n";
   }
   text += "# HELP dsinfer_router:canary_audited_requests_total Requests audited, by kind.\n"
           "# TYPE dsinfer_router:canary_audited_requests_total counter\n";
-  for (const char* kind : {"canary", "shadow"}) {
-    text += "dsinfer_router:canary_audited_requests_total{kind=\"" + std::string(kind) + "\"} " +
-            std::to_string(s["audit"][std::string(kind) + "_requests"].get<int64_t>()) + "\n";
+  for (int i = 0; i < 2; ++i) {
+    text += std::string("dsinfer_router:canary_audited_requests_total{kind=\"") + (i == 0 ? "canary" : "shadow") + "\"} " +
+            std::to_string(audited[i]) + "\n";
   }
   gauge("dsinfer_router:audit_rows_written_total", "counter", "Rows written to the audit file.", "", std::to_string(log_->rows_written()));
   gauge("dsinfer_router:audit_rows_dropped_total", "counter", "Audit rows lost (queue full or a write failed).", "", std::to_string(log_->rows_dropped()));

@@ -244,8 +244,8 @@ void InstancePool::probe(Instance& instance, bool with_latency) {
     instance.latency_ms_.push_back(ms);
     if (instance.latency_ms_.size() > k_latency_samples) instance.latency_ms_.erase(instance.latency_ms_.begin());
   }
-  if (ok) scrape_metrics(instance, endpoint);
   if (ok) {
+    scrape_metrics(instance, endpoint);
     std::lock_guard lock(instance.mutex_);
     instance.slow_ = false;
     instance.failing_ = false;

@@ -298,6 +298,12 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
   f->self_hold = f;
   const json body = json::parse(f->request.body, nullptr, false);
   f->prompt_blocks = PrefixIndex::block_hashes(prompt_key(body));
+  // Shadow copies are extra work the clients do not wait for: past a bound in
+  // flight (a slow canary) a stable request is not copied, so they cannot pile up.
+  if (route.shadow && shadows_in_flight_.fetch_add(1) >= k_max_shadows_in_flight) {
+    --shadows_in_flight_;
+    route.shadow = false;
+  }
   f->route = route;
   if (route.canary || route.shadow) {
     AuditRequestRow row;
@@ -312,7 +318,7 @@ void RouterService::handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
     HttpHeaders headers = upstream_headers(f->request);
     headers[0].second += ".shadow";  // the instance's logs tell the copy from the request
     send_shadow(pool_, client_, f->audited, canary_->canary_version(), f->request.method, f->request.target, headers, f->request.body,
-                f->prompt_blocks);
+                f->prompt_blocks, shadows_in_flight_);
   }
   std::weak_ptr<Forward> weak = f;
   exchange->on_disconnect([weak] {

@@ -20,6 +20,7 @@
 //   GET /admin/canary      the canary release: state, stage, figures, decisions (admin key; 404 without one)
 //   POST /admin/canary/promote, /rollback       an operator's decision (admin key)
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,8 @@ class RouterService : public HttpService {
   std::optional<KeyFile> admin_keys_;
   CanaryRelease* canary_;
   TrafficHistory& history_;
+  static constexpr int64_t k_max_shadows_in_flight = 64;
+  std::atomic<int64_t> shadows_in_flight_{0};  // shadow copies sent and not yet answered
   mutable std::mutex metrics_mutex_;  // guards the two below
   std::map<std::pair<std::string, int>, int64_t> answered_;  // (instance or "-", status) -> requests
   int64_t retries_ = 0;
