@@ -1,15 +1,17 @@
 """Prompt processing and generation speed of dsinfer beside llama.cpp, in one run.
 
 Writes a ~1.1B-parameter random-weight Llama model (TinyLlama's shape) in F16
-and quantizes it to Q8_0 and Q4_0 with llama.cpp's quantizer (or, with --moe,
+and quantizes it to Q8_0, Q4_0 and Q4_K_M with llama.cpp's quantizer (or, with --moe,
 a DeepSeek-V2-Lite-shaped MoE model with 4 of its 27 layers in Q8_0 and Q4_0;
 it carries V2's q LoRA of 1536 because llama.cpp takes a deepseek2 file without
 one for V2-Lite only when it has 27 layers), then measures
 pp512 (512 prompt tokens in one batch) and tg128 (128 single-token decode
 steps) for both engines with the same thread count, alternating engines per
 repetition so that machine noise hits both alike. Prints a markdown table.
+--baseline BINARY adds another dsinfer build (the previous commit, built
+beside this one) to the same alternation, for a refactor's before and after.
 
-Usage: python3 bench/bench_vs_llama_cpp.py [--moe] [--models DIR] [-p 512] [-n 128] [-r 3] [-t 2]
+Usage: python3 bench/bench_vs_llama_cpp.py [--moe] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-r 3] [-t 2]
 """
 
 import argparse
@@ -54,7 +56,8 @@ def ensure_models(directory):
         write_model(f16, arch="llama", dtype="f16", seed=0,
                     vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-llama-spm.gguf"), **SHAPE)
     paths = {"F16": f16}
-    for name, ftype in (("Q8_0", "LLAMA_FTYPE_MOSTLY_Q8_0"), ("Q4_0", "LLAMA_FTYPE_MOSTLY_Q4_0")):
+    for name, ftype in (("Q8_0", "LLAMA_FTYPE_MOSTLY_Q8_0"), ("Q4_0", "LLAMA_FTYPE_MOSTLY_Q4_0"),
+                        ("Q4_K_M", "LLAMA_FTYPE_MOSTLY_Q4_K_M")):
         path = os.path.join(directory, f"llama1b_{name.lower()}.gguf")
         if not os.path.exists(path):
             quantize_with_llama_cpp(f16, path, ftype)
@@ -91,6 +94,7 @@ def main():
     parser.add_argument("--models", default=os.path.join(ROOT, "models", "bench"))
     parser.add_argument("--moe", action="store_true", help="the DeepSeek-V2-Lite-shaped MoE model instead of the Llama")
     parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
+    parser.add_argument("--baseline", help="another dsinfer binary measured in the same alternation")
     parser.add_argument("-p", type=int, default=512)
     parser.add_argument("-n", type=int, default=128)
     parser.add_argument("-r", type=int, default=3)
@@ -104,19 +108,26 @@ def main():
     ratios = []
     for name, path in models.items():
         runs = {"dsinfer": [], "llama.cpp (mmap)": [], "llama.cpp (--no-mmap)": []}
+        if args.baseline:
+            runs["dsinfer baseline"] = []
         for _ in range(args.r):
             runs["dsinfer"].append(dsinfer_speed(args.dsinfer, path, args.p, args.n, args.t))
+            if args.baseline:
+                runs["dsinfer baseline"].append(dsinfer_speed(args.baseline, path, args.p, args.n, args.t))
             runs["llama.cpp (mmap)"].append(llama_speed(path, args.p, args.n, args.t, False))
             runs["llama.cpp (--no-mmap)"].append(llama_speed(path, args.p, args.n, args.t, True))
         means = {engine: {k: sum(r[k] for r in rs) / len(rs) for k in ("pp", "tg")} for engine, rs in runs.items()}
         for engine, m in means.items():
             print(f"| {name} | {engine} | {m['pp']:.1f} | {m['tg']:.2f} |")
         best = {k: max(means["llama.cpp (mmap)"][k], means["llama.cpp (--no-mmap)"][k]) for k in ("pp", "tg")}
-        ratios.append((name, means["dsinfer"]["pp"] / best["pp"], means["dsinfer"]["tg"] / best["tg"]))
-    print("\n| weights | pp ratio dsinfer / best llama.cpp | tg ratio dsinfer / best llama.cpp |")
-    print("| --- | --- | --- |")
-    for name, pp, tg in ratios:
-        print(f"| {name} | {pp:.2f}x | {tg:.2f}x |")
+        base = means.get("dsinfer baseline")
+        ratios.append((name, means["dsinfer"]["pp"] / best["pp"], means["dsinfer"]["tg"] / best["tg"],
+                       base and (means["dsinfer"]["pp"] / base["pp"], means["dsinfer"]["tg"] / base["tg"])))
+    print("\n| weights | pp ratio dsinfer / best llama.cpp | tg ratio dsinfer / best llama.cpp |"
+          + (" pp ratio dsinfer / baseline | tg ratio dsinfer / baseline |" if args.baseline else ""))
+    print("| --- | --- | --- |" + (" --- | --- |" if args.baseline else ""))
+    for name, pp, tg, base in ratios:
+        print(f"| {name} | {pp:.2f}x | {tg:.2f}x |" + (f" {base[0]:.2f}x | {base[1]:.2f}x |" if base else ""))
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ int run_grammar_bench(const Args& a, const CommonModelOptions& options) {
   const int32_t max_len = int32_t(n_gen.value()) + 16;
   KvCacheOptions kv = options.kv;
   kv.n_pages = (max_len + kv.page_tokens - 1) / kv.page_tokens + 1;
-  auto memory = KvCache::create(m.config(), kv);
+  auto memory = KvCache::create(m.backend(), m.config(), kv);
   if (!memory.ok()) return fail(memory.message());
 
   Run first, constrained, free;

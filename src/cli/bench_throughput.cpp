@@ -111,7 +111,7 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   auto n_pages = kv_pool_pages(options, m.config(), pages_per_request * concurrency.value() + 1);
   if (!n_pages.ok()) return fail(n_pages.message());
   kv.n_pages = n_pages.value();
-  auto memory = KvCache::create(m.config(), kv);
+  auto memory = KvCache::create(m.backend(), m.config(), kv);
   if (!memory.ok()) return fail(memory.message());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{int32_t(budget.value()), int32_t(concurrency.value()), int32_t(longest)};
@@ -179,8 +179,8 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const EngineStats stats = core.stats();
-  std::printf("concurrency %lld, %zu requests, %d threads, %s KV\n", (long long)concurrency.value(), requests.size(),
-              m.pool().n_threads(), dtype_name(kv.dtype));
+  std::printf("concurrency %lld, %zu requests, backend %s, %s KV\n", (long long)concurrency.value(), requests.size(),
+              m.backend().name().c_str(), dtype_name(kv.dtype));
   std::printf("request throughput: %.3f req/s\n", double(requests.size()) / seconds);
   std::printf("output tokens/s: %.2f\n", double(output_tokens) / seconds);
   std::printf("TTFT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(ttft, 50), percentile(ttft, 90), percentile(ttft, 99));

@@ -13,7 +13,6 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "engine/model_runner.h"
-#include "kernels/cpu_features.h"
 
 namespace ds {
 namespace {
@@ -39,6 +38,7 @@ Timing summarize(const std::vector<double>& rates) {
 
 int cmd_bench(int argc, char** argv) {
   auto values = model_value_options();
+  values.insert("--device");  // cuda:N: the GPU the model runs on
   values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "--concurrency", "--requests",
                  "--prompt-len", "--gen-len", "--max-num-batched-tokens", "--prompts", "--json-schema", "--trace"});
   auto args = Args::parse(argc, argv, values, model_flags());
@@ -68,7 +68,7 @@ int cmd_bench(int argc, char** argv) {
   Model& m = *model.value();
   KvCacheOptions kv = options.value().kv;
   kv.n_pages = (std::max(n_prompt, n_gen) + 1 + kv.page_tokens - 1) / kv.page_tokens;
-  auto cache = KvCache::create(m.config(), kv);
+  auto cache = KvCache::create(m.backend(), m.config(), kv);
   if (!cache.ok()) return fail(cache.message());
   std::vector<int32_t> pages(size_t(kv.n_pages));
   std::iota(pages.begin(), pages.end(), 0);
@@ -95,9 +95,9 @@ int cmd_bench(int argc, char** argv) {
   Status status = forward(1, 0);  // warm-up: page faults, thread start
   if (!status.ok()) return fail(status.message());
   const ModelOptions& mo = options.value().model;
-  std::printf("model: %s, %s, %d threads, weights %s%s, kernels %s\n", options.value().path.c_str(), m.config().arch->name,
-              m.pool().n_threads(), mo.load_mode == LoadMode::mmap ? "mapped" : "copied (--no-mmap)",
-              mo.interleave ? ", Q8_0/Q4_0/Q4_K interleaved" : " (--no-repack)", kernel_isa_name());
+  std::printf("model: %s, %s, backend %s, weights %s%s\n", options.value().path.c_str(), m.config().arch->name,
+              m.backend().name().c_str(), mo.load_mode == LoadMode::mmap ? "mapped" : "copied (--no-mmap)",
+              mo.interleave ? ", repacked where the backend has a layout" : " (--no-repack)");
   if (n_prompt > 0) {
     std::vector<double> rates;
     for (int64_t r = 0; r < repetitions && status.ok(); ++r) {

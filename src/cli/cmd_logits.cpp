@@ -40,6 +40,7 @@ Result<std::vector<int32_t>> parse_tokens(const std::string& list) {
 
 int cmd_logits(int argc, char** argv) {
   auto values = model_value_options();
+  values.insert("--device");  // cuda:N: the GPU the model runs on
   values.insert({"--tokens", "--out", "--dump-layers", "-b", "--batch-size"});
   auto args = Args::parse(argc, argv, values, model_flags());
   if (!args.ok()) return fail(args.message());
@@ -57,7 +58,7 @@ int cmd_logits(int argc, char** argv) {
   const int64_t n = int64_t(tokens.value().size());
   KvCacheOptions kv = options.value().kv;
   kv.n_pages = (n + kv.page_tokens - 1) / kv.page_tokens;
-  auto cache = KvCache::create(config, kv);
+  auto cache = KvCache::create(model.value()->backend(), config, kv);
   if (!cache.ok()) return fail(cache.message());
 
   const std::string dump_dir = a.get("--dump-layers");

@@ -23,6 +23,7 @@ int fail(const std::string& message) {
 
 int cmd_run(int argc, char** argv) {
   auto values = model_value_options();
+  values.insert("--device");  // cuda:N: the GPU the model runs on
   values.insert({"-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size"});
   auto flags = model_flags();
@@ -106,7 +107,7 @@ int cmd_run(int argc, char** argv) {
   auto n_pages = kv_pool_pages(options.value(), model.value()->config(), (n_ctx + kv.page_tokens - 1) / kv.page_tokens);
   if (!n_pages.ok()) return fail(n_pages.message());
   kv.n_pages = n_pages.value();
-  auto memory = KvCache::create(model.value()->config(), kv);
+  auto memory = KvCache::create(model.value()->backend(), model.value()->config(), kv);
   if (!memory.ok()) return fail(memory.message());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{int32_t(batch.value()), 1, int32_t(n_ctx)};

@@ -57,7 +57,11 @@ int cmd_serve(int argc, char** argv) {
     auto claim = DeviceClaim::claim(spec.value(), run_dir);
     if (!claim.ok()) return fail(claim.message());
     device.emplace(claim.take());
-    DS_LOG_INFO("device %s: %zu cores pinned and locked under %s", a.get("--device").c_str(), spec.value().cores.size(), run_dir.c_str());
+    if (spec.value().gpu >= 0) {
+      DS_LOG_INFO("device %s: locked under %s; the model runs on its CUDA backend", a.get("--device").c_str(), run_dir.c_str());
+    } else {
+      DS_LOG_INFO("device %s: %zu cores pinned and locked under %s", a.get("--device").c_str(), spec.value().cores.size(), run_dir.c_str());
+    }
   } else if (a.has("--run-dir")) {
     return fail("--run-dir holds device locks: give --device too");
   }

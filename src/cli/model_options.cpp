@@ -35,6 +35,11 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   if (!threads.ok()) return threads.status();
   if (threads.value() < 1 || threads.value() > 1024) return Status::error("--threads must be between 1 and 1024");
   o.model.n_threads = int(threads.value());
+  if (args.has("--device")) {  // cuda:N runs the model on that GPU; cpu:CORES only pins (serve claims either)
+    auto device = parse_device(args.get("--device"));
+    if (!device.ok()) return device.status();
+    o.model.backend = device.value().backend();
+  }
   o.model.load_mode = args.has("--no-mmap") ? LoadMode::copy : LoadMode::mmap;
   o.model.interleave = !args.has("--no-repack");
   auto ctx = args.get_int(args.has("-c") ? "-c" : "--ctx-size", 0);

@@ -187,7 +187,7 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
   const Vocab& vocab = v->tokenizer->vocab();
   v->special_tokens = {token_text(vocab, vocab.bos), token_text(vocab, vocab.eos)};
   phase("tokenizer");
-  auto memory = KvCache::create(v->model->config(), s.options.kv);
+  auto memory = KvCache::create(v->model->backend(), v->model->config(), s.options.kv);
   if (!memory.ok()) return memory.status();
   v->memory = memory.take();
   v->max_context = s.n_ctx;

@@ -71,8 +71,16 @@ Result<DeviceSpec> parse_device(const std::string& text) {
   spec.text = text;
   const size_t colon = text.find(':');
   const std::string kind = text.substr(0, colon);
-  if (kind == "cuda" || kind == "npu" || kind == "gpu") {
-    return Status::error("--device " + text + ": this build has no " + kind + " backend yet; the CPU is the only device (cpu:0-3, cpu:numa0)");
+  if (kind == "cuda") {
+    char* end = nullptr;
+    const char* number = colon == std::string::npos ? "" : text.c_str() + colon + 1;
+    const long gpu = std::strtol(number, &end, 10);
+    if (end == number || *end != '\0' || gpu < 0 || gpu > 1024) return Status::error("--device " + text + ": expected cuda:N");
+    spec.gpu = int(gpu);
+    return spec;
+  }
+  if (kind == "npu" || kind == "gpu") {
+    return Status::error("--device " + text + ": dsinfer has no " + kind + " backend yet; devices are cpu:CORES, cpu:numaN and cuda:N");
   }
   if (kind != "cpu" || colon == std::string::npos || colon + 1 == text.size()) {
     return Status::error("--device must be cpu:CORES (e.g. cpu:0-3,6) or cpu:numaN, got '" + text + "'");
@@ -107,15 +115,18 @@ std::string default_run_dir() {
 Result<DeviceClaim> DeviceClaim::claim(const DeviceSpec& spec, const std::string& run_dir) {
   if (!make_dir(run_dir, 01777)) return Status::error("--run-dir " + run_dir + ": cannot create or write it: " + std::strerror(errno));
   DeviceClaim claim;
-  for (int core : spec.cores) {
-    const std::string path = run_dir + "/cpu-" + std::to_string(core) + ".lock";
+  std::vector<std::pair<std::string, std::string>> locks;  // file, what it locks
+  for (int core : spec.cores) locks.emplace_back("cpu-" + std::to_string(core), "core " + std::to_string(core));
+  if (spec.gpu >= 0) locks.emplace_back("cuda-" + std::to_string(spec.gpu), "GPU " + std::to_string(spec.gpu));
+  for (const auto& [file, what] : locks) {
+    const std::string path = run_dir + "/" + file + ".lock";
     int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);  // another user's file: flock works on it read-only
     if (fd < 0) return Status::error("--device " + spec.text + ": cannot open " + path + ": " + std::strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const std::string holder = read_line(path);
       close(fd);
-      return Status::error("--device " + spec.text + ": core " + std::to_string(core) + " is held by dsinfer PID " +
+      return Status::error("--device " + spec.text + ": " + what + " is held by dsinfer PID " +
                            (holder.empty() ? std::string("?") : holder) + " (" + path + "); one instance per device");
     }
     claim.lock_fds_.push_back(fd);
@@ -125,6 +136,7 @@ Result<DeviceClaim> DeviceClaim::claim(const DeviceSpec& spec, const std::string
       DS_LOG_WARN("cannot write this PID into %s", path.c_str());
     }
   }
+  if (spec.cores.empty()) return claim;  // a GPU: its host threads run wherever the scheduler puts them
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int core : spec.cores) CPU_SET(core, &set);

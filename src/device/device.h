@@ -4,10 +4,11 @@
 // the process to those cores (every thread started afterwards inherits it),
 // binds memory to the node when a node was named, and takes an exclusive
 // lock per core: a file `cpu-N.lock` under the run directory, held with
-// flock and naming the holder's PID. The kernel drops a flock when its
-// holder exits, however it exits (SIGKILL included), so a dead instance never
-// keeps a device. This is the slot the GPU/NPU backends will take
-// (`cuda:0`, `npu:0`): refused by name until they exist.
+// flock and naming the holder's PID. `cuda:N` names GPU N: the model runs on
+// the CUDA backend (device/backend.h) and the lock is `cuda-N.lock`. The
+// kernel drops a flock when its holder exits, however it exits (SIGKILL
+// included), so a dead instance never keeps a device. NPUs (`npu:0`) are
+// refused by name until their backend exists.
 
 #include <string>
 #include <vector>
@@ -18,12 +19,16 @@ namespace ds {
 
 struct DeviceSpec {
   std::string text;        // as given
-  std::vector<int> cores;  // ascending, distinct
+  std::vector<int> cores;  // ascending, distinct; empty for a GPU
   int numa_node = -1;      // cpu:numaN, else -1
+  int gpu = -1;            // cuda:N, else -1
+  // The backend the model runs on: "cpu" or "cuda:N" (device/backend.h's create_backend).
+  std::string backend() const { return gpu >= 0 ? "cuda:" + std::to_string(gpu) : "cpu"; }
 };
 
-// Parses "cpu:LIST" (LIST: "0-3,6") or "cpu:numaN" (its cores from sysfs).
-// Cores must exist on this machine.
+// Parses "cpu:LIST" (LIST: "0-3,6"), "cpu:numaN" (its cores from sysfs) or
+// "cuda:N". Cores must exist on this machine; a GPU is checked when its
+// backend starts.
 Result<DeviceSpec> parse_device(const std::string& text);
 
 // The run directory: $DSINFER_RUN_DIR, else /run/dsinfer where it can be

@@ -146,7 +146,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   stage.emplace(&trace_, "grammar_mask");
   if (!masked_rows.empty()) {
     const auto mask_start = Clock::now();
-    model_.pool().parallel_for_dynamic(int64_t(masked_rows.size()), 1, [&](int64_t begin, int64_t end, int) {
+    model_.backend().host_pool().parallel_for_dynamic(int64_t(masked_rows.size()), 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t k = begin; k < end; ++k) {
         const size_t i = masked_rows[size_t(k)];
         std::optional<grammar::TokenMatcher>& grammar = requests_.at(rows[i].seq->id)->params.grammar;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/status.h"
 #include "kernels/activation_quant.h"
 #include "kernels/interleaved_rows.h"
 #include "kernels/vec_dot.h"
@@ -16,33 +17,42 @@ namespace {
 constexpr int64_t k_row_tile = 16;
 constexpr int64_t k_token_tile = 32;
 
-// Activations in the kernel's type, converted once for all rows; with the
-// per-block offsets the interleaved Q4_0 kernel needs.
-const uint8_t* convert_activations(ThreadPool& pool, DType act_type, const float* x, int64_t n_tokens, int64_t n_cols,
-                                   bool with_offsets, MatmulScratch& scratch) {
-  if (act_type == DType::f32) return reinterpret_cast<const uint8_t*>(x);
-  const int64_t act_row_bytes = row_bytes(act_type, n_cols), n_blocks = n_cols / k_qk;
-  const size_t needed = size_t(act_row_bytes * n_tokens);
-  if (scratch.activations.size() < needed) scratch.activations.resize(needed);
-  if (with_offsets && scratch.block_offsets.size() < size_t(n_tokens * n_blocks)) {
-    scratch.block_offsets.resize(size_t(n_tokens * n_blocks));
+// The activations of every matrix in the kernel's type, converted once for
+// all rows: matrix m's token t at act + m * mat_stride + t * token_stride
+// (bytes), with the per-block offsets the interleaved Q4_0 kernel needs.
+struct Activations {
+  const uint8_t* data;
+  int64_t token_stride, mat_stride;
+  const int32_t* offsets;  // [n_mats][n_tokens][n_blocks], or null
+};
+
+Activations convert_activations(ThreadPool& pool, DType act_type, const float* x, int64_t x_token_stride, int64_t x_mat_stride,
+                                int64_t n_mats, int64_t n_tokens, int64_t n_cols, bool with_offsets, MatmulScratch& scratch) {
+  if (act_type == DType::f32) {
+    const int64_t f = int64_t(sizeof(float));
+    return {reinterpret_cast<const uint8_t*>(x), x_token_stride * f, x_mat_stride * f, nullptr};
   }
+  const int64_t act_row_bytes = row_bytes(act_type, n_cols), n_blocks = n_cols / k_qk, n_rows = n_mats * n_tokens;
+  const size_t needed = size_t(act_row_bytes * n_rows);
+  if (scratch.activations.size() < needed) scratch.activations.resize(needed);
+  if (with_offsets && scratch.block_offsets.size() < size_t(n_rows * n_blocks)) scratch.block_offsets.resize(size_t(n_rows * n_blocks));
   uint8_t* converted = scratch.activations.data();
   auto convert = [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      quantize_activations(act_type, x + t * n_cols, converted + t * act_row_bytes, n_cols);
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t m = row / n_tokens, t = row % n_tokens;
+      quantize_activations(act_type, x + m * x_mat_stride + t * x_token_stride, converted + row * act_row_bytes, n_cols);
       if (!with_offsets) continue;
-      const auto* blocks = reinterpret_cast<const BlockQ8_0*>(converted + t * act_row_bytes);
+      const auto* blocks = reinterpret_cast<const BlockQ8_0*>(converted + row * act_row_bytes);
       for (int64_t b = 0; b < n_blocks; ++b) {
         int32_t sum = 0;
         for (int8_t q : blocks[b].qs) sum += q;
-        scratch.block_offsets[size_t(t * n_blocks + b)] = 8 * sum;
+        scratch.block_offsets[size_t(row * n_blocks + b)] = 8 * sum;
       }
     }
   };
-  if (n_tokens == 1) convert(0, 1);
-  else pool.parallel_for(n_tokens, convert);
-  return converted;
+  if (n_rows == 1) convert(0, 1);
+  else pool.parallel_for(n_rows, convert);
+  return {converted, act_row_bytes, act_row_bytes * n_tokens, with_offsets ? scratch.block_offsets.data() : nullptr};
 }
 
 // A few tokens: memory-bound, so each thread streams one contiguous part of
@@ -61,81 +71,96 @@ void for_row_tiles(ThreadPool& pool, int64_t n_tiles, int64_t n_tokens, Function
   }
 }
 
-void matmul_rows(ThreadPool& pool, const WeightMatrix& w, const VecDotKernel& kernel, const uint8_t* act,
-                 int64_t n_tokens, float* y) {
-  const int64_t act_row_bytes = row_bytes(kernel.activation_type, w.n_cols);
+// Rows [row_begin, row_end) of one matrix in the row layout against every
+// token: act + t * act_stride (bytes) in, y + t * y_stride + r out.
+void rows_against_tokens(const WeightMatrix& w, const VecDotKernel& kernel, const uint8_t* act, int64_t act_stride,
+                         int64_t n_tokens, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
   const int64_t w_row_bytes = w.row_stride_bytes();
-  const int64_t n_row_tiles = (w.n_rows + k_row_tile - 1) / k_row_tile;
-  for_row_tiles(pool, n_row_tiles, n_tokens, [&](int64_t tile_begin, int64_t tile_end) {
-    const int64_t row_begin = tile_begin * k_row_tile;
-    const int64_t row_end = std::min(w.n_rows, tile_end * k_row_tile);
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += k_row_tile) {
-      const int64_t r1 = std::min(row_end, r0 + k_row_tile);
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += k_token_tile) {
-        const int64_t t1 = std::min(n_tokens, t0 + k_token_tile);
-        int64_t r = r0;
-        if (kernel.dot2x4) {
-          for (; r + 2 <= r1; r += 2) {
-            const uint8_t* w_rows = w.data + r * w_row_bytes;
-            int64_t t = t0;
-            for (; t + 4 <= t1; t += 4) {
-              float out[8];
-              kernel.dot2x4(w.n_cols, w_rows, w_row_bytes, act + t * act_row_bytes, act_row_bytes, out);
-              for (int j = 0; j < 4; ++j) {
-                y[(t + j) * w.n_rows + r] = out[j];
-                y[(t + j) * w.n_rows + r + 1] = out[4 + j];
-              }
-            }
-            for (; t < t1; ++t) {
-              y[t * w.n_rows + r] = kernel.dot(w.n_cols, w_rows, act + t * act_row_bytes);
-              y[t * w.n_rows + r + 1] = kernel.dot(w.n_cols, w_rows + w_row_bytes, act + t * act_row_bytes);
-            }
-          }
-        }
-        for (; r < r1; ++r) {
-          const uint8_t* w_row = w.data + r * w_row_bytes;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += k_row_tile) {
+    const int64_t r1 = std::min(row_end, r0 + k_row_tile);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += k_token_tile) {
+      const int64_t t1 = std::min(n_tokens, t0 + k_token_tile);
+      int64_t r = r0;
+      if (kernel.dot2x4) {
+        for (; r + 2 <= r1; r += 2) {
+          const uint8_t* w_rows = w.data + r * w_row_bytes;
           int64_t t = t0;
-          if (kernel.dot4) {
-            for (; t + 4 <= t1; t += 4) {
-              float out[4];
-              kernel.dot4(w.n_cols, w_row, act + t * act_row_bytes, act_row_bytes, out);
-              for (int j = 0; j < 4; ++j) y[(t + j) * w.n_rows + r] = out[j];
+          for (; t + 4 <= t1; t += 4) {
+            float out[8];
+            kernel.dot2x4(w.n_cols, w_rows, w_row_bytes, act + t * act_stride, act_stride, out);
+            for (int j = 0; j < 4; ++j) {
+              y[(t + j) * y_stride + r] = out[j];
+              y[(t + j) * y_stride + r + 1] = out[4 + j];
             }
           }
-          for (; t < t1; ++t) y[t * w.n_rows + r] = kernel.dot(w.n_cols, w_row, act + t * act_row_bytes);
+          for (; t < t1; ++t) {
+            y[t * y_stride + r] = kernel.dot(w.n_cols, w_rows, act + t * act_stride);
+            y[t * y_stride + r + 1] = kernel.dot(w.n_cols, w_rows + w_row_bytes, act + t * act_stride);
+          }
         }
       }
+      for (; r < r1; ++r) {
+        const uint8_t* w_row = w.data + r * w_row_bytes;
+        int64_t t = t0;
+        if (kernel.dot4) {
+          for (; t + 4 <= t1; t += 4) {
+            float out[4];
+            kernel.dot4(w.n_cols, w_row, act + t * act_stride, act_stride, out);
+            for (int j = 0; j < 4; ++j) y[(t + j) * y_stride + r] = out[j];
+          }
+        }
+        for (; t < t1; ++t) y[t * y_stride + r] = kernel.dot(w.n_cols, w_row, act + t * act_stride);
+      }
     }
-  });
-}
-
-// Each group of eight rows against every token: the group's weights stay in
-// L1/L2 while the tokens pass.
-void matmul_interleaved(ThreadPool& pool, const WeightMatrix& w, const uint8_t* act, const int32_t* offsets,
-                        int64_t n_tokens, float* y) {
-  const int64_t act_row_bytes = row_bytes(activation_type_for(w.type), w.n_cols);
-  const int64_t n_blocks = w.n_cols / dtype_traits(w.type).block_elements;
-  const int64_t group_bytes = k_interleave * w.row_stride_bytes();
-  const InterleavedGroupFn kernel = interleaved_kernel_avx2(w.type);
-  for_row_tiles(pool, w.n_rows / k_interleave, n_tokens, [&](int64_t group_begin, int64_t group_end) {
-    for (int64_t g = group_begin; g < group_end; ++g) {
-      kernel(n_blocks, w.data + g * group_bytes, act, act_row_bytes, offsets, n_tokens, y + g * k_interleave, w.n_rows);
-    }
-  });
+  }
 }
 
 }  // namespace
 
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
             MatmulScratch& scratch) {
-  const VecDotKernel kernel = vec_dot_kernel(w.type);
-  const bool needs_offsets = w.interleaved && w.type == DType::q4_0;
-  const uint8_t* act = convert_activations(pool, kernel.activation_type, x, n_tokens, w.n_cols, needs_offsets, scratch);
-  if (w.interleaved) {
-    matmul_interleaved(pool, w, act, needs_offsets ? scratch.block_offsets.data() : nullptr, n_tokens, y);
-  } else {
-    matmul_rows(pool, w, kernel, act, n_tokens, y);
+  matmul_batched(pool, &w, 1, x, w.n_cols, 0, n_tokens, y, w.n_rows, 0, scratch);
+}
+
+void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, const float* x, int64_t x_token_stride,
+                    int64_t x_mat_stride, int64_t n_tokens, float* y, int64_t y_token_stride, int64_t y_mat_stride,
+                    MatmulScratch& scratch) {
+  const WeightMatrix& first = w[0];
+  for (int64_t m = 1; m < n_mats; ++m) {
+    DS_CHECK(w[m].type == first.type && w[m].n_rows == first.n_rows && w[m].n_cols == first.n_cols &&
+                 w[m].interleaved == first.interleaved,
+             "matmul_batched: the matrices differ in type, shape or layout");
   }
+  const VecDotKernel kernel = vec_dot_kernel(first.type);
+  const bool needs_offsets = first.interleaved && first.type == DType::q4_0;
+  const Activations act = convert_activations(pool, kernel.activation_type, x, x_token_stride, x_mat_stride, n_mats, n_tokens,
+                                              first.n_cols, needs_offsets, scratch);
+  if (first.interleaved) {
+    // Each group of eight rows against every token: the group's weights stay
+    // in L1/L2 while the tokens pass.
+    const int64_t n_blocks = first.n_cols / dtype_traits(first.type).block_elements;
+    const int64_t group_bytes = k_interleave * first.row_stride_bytes(), groups = first.n_rows / k_interleave;
+    const InterleavedGroupFn group_kernel = interleaved_kernel_avx2(first.type);
+    for_row_tiles(pool, n_mats * groups, n_tokens, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t m = i / groups, g = i % groups;
+        const int32_t* offsets = act.offsets ? act.offsets + m * n_tokens * n_blocks : nullptr;
+        group_kernel(n_blocks, w[m].data + g * group_bytes, act.data + m * act.mat_stride, act.token_stride, offsets, n_tokens,
+                     y + m * y_mat_stride + g * k_interleave, y_token_stride);
+      }
+    });
+    return;
+  }
+  const int64_t tiles = (first.n_rows + k_row_tile - 1) / k_row_tile;
+  for_row_tiles(pool, n_mats * tiles, n_tokens, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end;) {
+      // A run of tiles within one matrix at a time.
+      const int64_t m = i / tiles, tile_end = std::min(end, (m + 1) * tiles);
+      rows_against_tokens(w[m], kernel, act.data + m * act.mat_stride, act.token_stride, n_tokens, y + m * y_mat_stride,
+                          y_token_stride, (i - m * tiles) * k_row_tile, std::min(first.n_rows, (tile_end - m * tiles) * k_row_tile));
+      i = tile_end;
+    }
+  });
 }
 
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {

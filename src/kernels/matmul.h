@@ -34,6 +34,14 @@ struct MatmulScratch {
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
             MatmulScratch& scratch);
 
+// n_mats matrices of one type, shape and layout (per-head slices), each
+// against its own strided activations, in one dispatch: for m < n_mats and
+// t < n_tokens, y[m * y_mat_stride + t * y_token_stride + r] = x row (m, t) ·
+// w[m] row r, where x row (m, t) starts at x + m * x_mat_stride + t * x_token_stride.
+void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, const float* x, int64_t x_token_stride,
+                    int64_t x_mat_stride, int64_t n_tokens, float* y, int64_t y_token_stride, int64_t y_mat_stride,
+                    MatmulScratch& scratch);
+
 // The plain reference: dequantize the weights (either layout) and the
 // activations' converted form to f32 and accumulate in double.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);

@@ -25,9 +25,32 @@ struct RopeParams {
   float yarn_attn_factor = 1.0f;  // multiplies the YaRN magnitude correction
 };
 
+// What the scaling makes of the rotation for a batch whose longest context is
+// n_ctx_current: pair i of a token at position p turns by theta_i, where
+// theta_extrap = p * theta_scale^i (a running product, one float multiply per
+// pair), theta = freq_scale * theta_extrap, mixed back toward theta_extrap by
+// the YaRN ramp between corr_low and corr_high (times ext_factor), and the
+// result is scaled by mscale. Every backend rotates with these same factors.
+struct RopeFactors {
+  float theta_scale = 1.0f;
+  float freq_scale = 1.0f;
+  float ext_factor = 0.0f;
+  float mscale = 1.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;
+};
+RopeFactors rope_factors(const RopeParams& params, int64_t n_ctx_current);
+
+// The YaRN ramp of pair dimension i0 (even): 1 below corr_low, 0 above corr_high.
+float rope_yarn_ramp(float low, float high, int i0);
+
 // Rotates x: [n_tokens, n_heads, head_dim] in place; token t is at positions[t].
 // n_ctx_current is the longest context in the batch, used by dynamic NTK.
 void rope(const RopeParams& params, float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
           const int32_t* positions, int64_t n_ctx_current);
+
+// The same over heads laid out with strides: element i of head h of token t
+// at x[t * token_stride + h * head_stride + i] (the RoPE part of a wider row).
+void rope_strided(const RopeParams& params, float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                  int64_t token_stride, int64_t head_stride, const int32_t* positions, int64_t n_ctx_current);
 
 }  // namespace ds

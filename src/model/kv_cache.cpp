@@ -1,14 +1,12 @@
 #include "model/kv_cache.h"
 
-#include <sys/mman.h>
-
 namespace ds {
 
 int64_t KvCache::bytes_per_token(const ModelConfig& config, DType dtype) {
   return (row_bytes(dtype, config.cache_k_dim()) + row_bytes(dtype, config.cache_v_dim())) * config.n_layer;
 }
 
-Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, const KvCacheOptions& options) {
+Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelConfig& config, const KvCacheOptions& options) {
   if (options.dtype != DType::f16 && options.dtype != DType::f32 && options.dtype != DType::q8_0) {
     return Status::error("kv cache: dtype must be f16, f32 or q8_0");
   }
@@ -29,21 +27,15 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const ModelConfig& config, cons
   cache->n_kv_heads_ = config.mla ? 1 : config.n_head_kv;
   cache->k_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->k_dim_);
   cache->v_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->v_dim_);
-  cache->memory_bytes_ = size_t((cache->k_page_bytes_ + cache->v_page_bytes_) * options.n_pages * config.n_layer);
-  void* mem = mmap(nullptr, cache->memory_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return Status::error("kv cache: cannot allocate " + std::to_string(cache->memory_bytes_) + " bytes");
-  madvise(mem, cache->memory_bytes_, MADV_HUGEPAGE);
-  cache->memory_ = static_cast<uint8_t*>(mem);
+  auto memory = backend.allocate(size_t((cache->k_page_bytes_ + cache->v_page_bytes_) * options.n_pages * config.n_layer));
+  if (!memory.ok()) return Status::error("kv cache: " + memory.message());
+  cache->memory_ = memory.take();
   return cache;
-}
-
-KvCache::~KvCache() {
-  if (memory_) munmap(memory_, memory_bytes_);
 }
 
 KvLayerView KvCache::layer(int64_t index) const {
   const size_t k_bytes = size_t(k_page_bytes_ * options_.n_pages), v_bytes = size_t(v_page_bytes_ * options_.n_pages);
-  uint8_t* k = memory_ + size_t(index) * (k_bytes + v_bytes);
+  uint8_t* k = memory_.data() + size_t(index) * (k_bytes + v_bytes);
   // With MLA there are no values: v is null and kv_dim is the latent-plus-RoPE row.
   return KvLayerView{options_.dtype, k, v_dim_ > 0 ? k + k_bytes : nullptr, options_.page_tokens, k_dim_, n_kv_heads_};
 }

@@ -1,5 +1,5 @@
 #pragma once
-// KV page memory: for each layer one K and one V buffer of n_pages pages of
+// KV page memory, in the backend's memory: for each layer one K and one V buffer of n_pages pages of
 // page_tokens slots (for multi-head latent attention one buffer of latent
 // rows, no V). Which page belongs to which sequence is not known here:
 // callers pass block tables (the engine's page pool decides them).
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "device/backend.h"
 #include "kernels/paged_attention.h"
 #include "model/model_config.h"
 
@@ -21,8 +22,7 @@ struct KvCacheOptions {
 
 class KvCache {
  public:
-  static Result<std::unique_ptr<KvCache>> create(const ModelConfig& config, const KvCacheOptions& options);
-  ~KvCache();
+  static Result<std::unique_ptr<KvCache>> create(Backend& backend, const ModelConfig& config, const KvCacheOptions& options);
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
@@ -41,8 +41,7 @@ class KvCache {
   int64_t k_dim_ = 0, v_dim_ = 0;  // elements per token and layer (v_dim_ = 0: MLA, keys only)
   int64_t n_kv_heads_ = 1;         // MLA: one latent row shared by all heads
   int64_t k_page_bytes_ = 0, v_page_bytes_ = 0;  // one page of one layer
-  uint8_t* memory_ = nullptr;
-  size_t memory_bytes_ = 0;
+  DeviceBuffer memory_;  // in the backend's memory
 };
 
 }  // namespace ds

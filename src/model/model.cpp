@@ -1,22 +1,9 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
-
-#include "kernels/elementwise.h"
-#include "kernels/matmul.h"
-#include "kernels/rope.h"
-#include "tensor/quantize.h"
 
 namespace ds {
-namespace {
-
-template <typename T>
-void grow(std::vector<T>& v, int64_t n) {
-  if (int64_t(v.size()) < n) v.resize(size_t(n));
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options) {
   return catching_exceptions("model", [&]() -> Result<std::unique_ptr<Model>> {
@@ -24,55 +11,55 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
     if (!file.ok()) return file.status();
     auto config = ModelConfig::from_gguf(*file.value());
     if (!config.ok()) return config.status();
-    auto weights = ModelWeights::load(file.take(), config.value(), options.load_mode, options.interleave);
+    auto backend = create_backend(options.backend, options.n_threads);
+    if (!backend.ok()) return backend.status();
+    std::unique_ptr<Model> model(new Model(config.value(), backend.take()));
+    auto weights = ModelWeights::load(file.take(), model->config_, options.load_mode, options.interleave, *model->backend_);
     if (!weights.ok()) return weights.status();
-    return std::unique_ptr<Model>(new Model(config.value(), weights.take(), options.n_threads));
+    model->weights_ = weights.take();
+    return model;
   });
 }
 
-Model::Model(const ModelConfig& config, std::unique_ptr<ModelWeights> weights, int n_threads)
-    : config_(config), weights_(std::move(weights)), pool_(n_threads) {}
+Model::Model(const ModelConfig& config, std::unique_ptr<Backend> backend) : config_(config), backend_(std::move(backend)) {}
 
-void Model::ensure_workspace(int64_t n, int64_t n_logits) {
+Status Model::DeviceArray::reserve(Backend& backend, int64_t n) {
+  const size_t bytes = size_t(n) * sizeof(float);
+  if (buffer_.bytes() >= bytes) return Status();
+  auto grown = backend.allocate(bytes);
+  if (!grown.ok()) return grown.status();
+  buffer_ = grown.take();
+  return Status();
+}
+
+Status Model::ensure_workspace(int64_t n, int64_t n_logits, int64_t n_hidden) {
   const ModelConfig& c = config_;
-  grow(x_, n * c.n_embd);
-  grow(h_, n * c.n_embd);
+  Backend& b = *backend_;
+  int64_t ff = c.n_ff, attn = c.q_dim();
   if (c.mla) {
     const MlaConfig& m = c.mla_config;
-    grow(q_a_, n * m.q_lora_rank);
-    grow(latent_, n * m.cache_dim());
-    grow(q_pe_, n * c.n_head * m.qk_rope_dim);
-    grow(head_in_, n * std::max(m.qk_nope_dim, m.kv_lora_rank));
-    grow(head_out_, n * std::max(m.kv_lora_rank, m.v_head_dim));
-    grow(q_full_, n * c.n_head * m.cache_dim());
-    grow(attn_latent_, n * c.n_head * m.kv_lora_rank);
-    grow(attn_, n * c.n_head * m.v_head_dim);
+    DS_RETURN_IF_ERROR(q_a_.reserve(b, n * m.q_lora_rank));
+    DS_RETURN_IF_ERROR(latent_.reserve(b, n * m.cache_dim()));
+    DS_RETURN_IF_ERROR(q_full_.reserve(b, n * c.n_head * m.cache_dim()));
+    DS_RETURN_IF_ERROR(attn_latent_.reserve(b, n * c.n_head * m.kv_lora_rank));
+    attn = std::max(attn, c.n_head * m.v_head_dim);
   }
   if (c.moe.n_expert > 0) {
-    const MoeConfig& moe = c.moe;
-    grow(router_logits_, n * moe.n_expert);
-    grow(slot_out_, n * moe.n_expert_used * c.n_embd);
-    grow(shared_out_, n * c.n_embd);
-    grow(routed_expert_, n * moe.n_expert_used);
-    grow(routed_weight_, n * moe.n_expert_used);
-    grow(ffn_.gate, n * moe.expert_ff * std::max<int64_t>(1, moe.n_expert_shared));
-    grow(ffn_.up, n * moe.expert_ff * std::max<int64_t>(1, moe.n_expert_shared));
-    while (int(expert_workers_.size()) < pool_.n_threads()) expert_workers_.push_back(std::make_unique<ExpertWorker>());
-    for (auto& worker : expert_workers_) {
-      grow(worker->in, n * c.n_embd);
-      grow(worker->out, n * c.n_embd);
-      grow(worker->ffn.gate, n * moe.expert_ff);
-      grow(worker->ffn.up, n * moe.expert_ff);
-    }
+    DS_RETURN_IF_ERROR(router_logits_.reserve(b, n * c.moe.n_expert));
+    DS_RETURN_IF_ERROR(shared_out_.reserve(b, n * c.n_embd));
+    ff = std::max(ff, c.moe.expert_ff * std::max<int64_t>(1, c.moe.n_expert_shared));
   }
-  grow(q_, n * c.q_dim());
-  grow(k_, n * c.kv_dim());
-  grow(v_, n * c.kv_dim());
-  grow(attn_, n * c.q_dim());
-  grow(proj_, n * c.n_embd);
-  grow(ffn_.gate, n * c.n_ff);
-  grow(ffn_.up, n * c.n_ff);
-  grow(last_, n_logits * c.n_embd);
+  DS_RETURN_IF_ERROR(x_.reserve(b, n * c.n_embd));
+  DS_RETURN_IF_ERROR(h_.reserve(b, n * c.n_embd));
+  DS_RETURN_IF_ERROR(q_.reserve(b, n * c.q_dim()));
+  DS_RETURN_IF_ERROR(k_.reserve(b, n * c.kv_dim()));
+  DS_RETURN_IF_ERROR(v_.reserve(b, n * c.kv_dim()));
+  DS_RETURN_IF_ERROR(attn_.reserve(b, n * attn));
+  DS_RETURN_IF_ERROR(proj_.reserve(b, n * c.n_embd));
+  DS_RETURN_IF_ERROR(gate_.reserve(b, n * ff));
+  DS_RETURN_IF_ERROR(up_.reserve(b, n * ff));
+  DS_RETURN_IF_ERROR(last_.reserve(b, std::max(n_logits, n_hidden) * c.n_embd));
+  return logits_.reserve(b, n_logits * c.n_vocab);
 }
 
 Status Model::validate(const Batch& batch, const KvCache& cache) const {
@@ -111,98 +98,88 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
   trace_ = batch.trace;
   TraceScope forward_scope(trace_, "forward");
   const ModelConfig& c = config_;
+  Backend& b = *backend_;
   const int64_t n = batch.n_tokens();
   const int64_t n_logits = int64_t(batch.logit_tokens.size());
+  StepIndex step;
   {
     TraceScope scope(trace_, "validate_and_workspace");
     DS_RETURN_IF_ERROR(validate(batch, cache));
-    ensure_workspace(n, n_logits);
+    DS_RETURN_IF_ERROR(ensure_workspace(n, n_logits, hidden ? int64_t(batch.hidden_tokens.size()) : 0));
+    int64_t n_ctx = 0;
+    for (int32_t p : batch.positions) n_ctx = std::max<int64_t>(n_ctx, p + 1);
+    step = b.upload_step(StepIndex{n, n_ctx, batch.tokens.data(), batch.positions.data(), batch.seq_of_token.data(),
+                                   batch.block_tables.data(), int64_t(batch.block_tables.size())});
   }
-
-  const int64_t embd_row_bytes = weights_->token_embd.row_stride_bytes();
   {
     TraceScope scope(trace_, "embed", dtype_name(weights_->token_embd.type));
-    pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        dequantize_row(weights_->token_embd.type, weights_->token_embd.data + batch.tokens[t] * embd_row_bytes,
-                       x_.data() + t * c.n_embd, c.n_embd);
-      }
-    });
+    b.embed(weights_->token_embd, step, x_.data());
   }
 
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     TraceScope scope(trace_, "layer", c.moe.is_moe_layer(layer) ? "moe" : "dense");
-    attention_block(layer, batch, cache);
+    attention_block(layer, step, cache);
     ffn_block(layer, n);
-    if (observer) observer(layer, x_.data(), n);
+    if (observer) {
+      host_rows_.resize(size_t(n * c.n_embd));
+      b.download(host_rows_.data(), x_.data(), host_rows_.size() * sizeof(float));
+      observer(layer, host_rows_.data(), n);
+    }
   }
 
-  if (hidden) {
-    TraceScope scope(trace_, "hidden_states");
-    for (size_t i = 0; i < batch.hidden_tokens.size(); ++i) {
-      const float* row = x_.data() + int64_t(batch.hidden_tokens[i]) * c.n_embd;
-      rms_norm(row, weights_->output_norm.data(), c.norm_eps, 1, c.n_embd, hidden + int64_t(i) * c.n_embd);
-    }
+  const auto final_norm = [&](const std::vector<int32_t>& rows, float* out) {
+    TraceScope scope(trace_, "rms_norm");
+    b.gather_rows(x_.data(), c.n_embd, rows.data(), int64_t(rows.size()), last_.data());
+    b.rms_norm(last_.data(), c.n_embd, weights_->output_norm.data, c.norm_eps, int64_t(rows.size()), c.n_embd, out, c.n_embd);
+  };
+  if (hidden && !batch.hidden_tokens.empty()) {
+    final_norm(batch.hidden_tokens, last_.data());
+    b.download(hidden, last_.data(), batch.hidden_tokens.size() * size_t(c.n_embd) * sizeof(float));
   }
   if (n_logits == 0) return Status();
-  {
-    TraceScope scope(trace_, "rms_norm");
-    for (int64_t i = 0; i < n_logits; ++i) {
-      std::memcpy(last_.data() + i * c.n_embd, x_.data() + int64_t(batch.logit_tokens[i]) * c.n_embd, c.n_embd * sizeof(float));
-    }
-    rms_norm(last_.data(), weights_->output_norm.data(), c.norm_eps, n_logits, c.n_embd, last_.data());
-  }
-  traced_matmul(weights_->output, last_.data(), n_logits, logits);
+  final_norm(batch.logit_tokens, last_.data());
+  traced_matmul(weights_->output, last_.data(), n_logits, logits_.data());
+  b.download(logits, logits_.data(), size_t(n_logits * c.n_vocab) * sizeof(float));
   return Status();
 }
 
 void Model::traced_matmul(const WeightMatrix& w, const float* in, int64_t n, float* out) {
   TraceScope scope(trace_, "matmul", dtype_name(w.type));
-  matmul(pool_, w, in, n, out, matmul_scratch_);
+  backend_->matmul(w, in, n, out);
 }
 
-void Model::rms_norm_rows(const float* in, const std::vector<float>& weight, int64_t n, int64_t dim, int64_t stride,
-                          float* out) {
+void Model::rms_norm_rows(const float* in, const WeightVector& weight, int64_t n, int64_t dim, int64_t stride, float* out) {
   TraceScope scope(trace_, "rms_norm");
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) rms_norm(in + t * stride, weight.data(), config_.norm_eps, 1, dim, out + t * stride);
-  });
+  backend_->rms_norm(in, stride, weight.data, config_.norm_eps, n, dim, out, stride);
 }
 
-void Model::attention_block(int64_t layer, const Batch& batch, KvCache& cache) {
-  if (config_.mla) return mla_attention_block(layer, batch, cache);
+void Model::attention_block(int64_t layer, const StepIndex& step, KvCache& cache) {
+  if (config_.mla) return mla_attention_block(layer, step, cache);
   const ModelConfig& c = config_;
+  Backend& b = *backend_;
   const LayerWeights& w = weights_->layers[size_t(layer)];
-  const int64_t n = batch.n_tokens();
+  const int64_t n = step.n_tokens;
   rms_norm_rows(x_.data(), w.attn_norm, n, c.n_embd, c.n_embd, h_.data());
   traced_matmul(w.wq, h_.data(), n, q_.data());
   traced_matmul(w.wk, h_.data(), n, k_.data());
   traced_matmul(w.wv, h_.data(), n, v_.data());
   if (!w.bq.empty() || !w.bk.empty() || !w.bv.empty()) {
     TraceScope scope(trace_, "bias");
-    if (!w.bq.empty()) add_bias(q_.data(), w.bq.data(), n, c.q_dim());
-    if (!w.bk.empty()) add_bias(k_.data(), w.bk.data(), n, c.kv_dim());
-    if (!w.bv.empty()) add_bias(v_.data(), w.bv.data(), n, c.kv_dim());
+    if (!w.bq.empty()) b.add_bias(q_.data(), w.bq.data, n, c.q_dim());
+    if (!w.bk.empty()) b.add_bias(k_.data(), w.bk.data, n, c.kv_dim());
+    if (!w.bv.empty()) b.add_bias(v_.data(), w.bv.data, n, c.kv_dim());
   }
-
-  int64_t n_ctx = 0;
-  for (int32_t p : batch.positions) n_ctx = std::max<int64_t>(n_ctx, p + 1);
   const KvLayerView kv = cache.layer(layer);
   {
     TraceScope scope(trace_, "rope_kv_write");
-    pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
-      const int32_t* positions = batch.positions.data() + begin;
-      rope(c.rope, q_.data() + begin * c.q_dim(), end - begin, c.n_head, c.head_dim, positions, n_ctx);
-      rope(c.rope, k_.data() + begin * c.kv_dim(), end - begin, c.n_head_kv, c.head_dim, positions, n_ctx);
-      kv_write(kv, k_.data() + begin * c.kv_dim(), v_.data() + begin * c.kv_dim(), end - begin, positions,
-               batch.seq_of_token.data() + begin, batch.block_tables.data());
-    });
+    const HeadRows q{q_.data(), c.n_head, c.head_dim, c.q_dim(), c.head_dim};
+    const HeadRows k{k_.data(), c.n_head_kv, c.head_dim, c.kv_dim(), c.head_dim};
+    b.rope_kv_write(c.rope, step, q, k, kv, k_.data(), v_.data());
   }
   {
     TraceScope scope(trace_, "attention");
     const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
-    paged_attention(pool_, kv, shape, q_.data(), n, batch.positions.data(), batch.seq_of_token.data(),
-                    batch.block_tables.data(), attn_.data(), attention_scratch_);
+    b.paged_attention(kv, shape, step, q_.data(), attn_.data());
   }
   traced_matmul(w.wo, attn_.data(), n, proj_.data());
   residual_add(proj_.data(), n);
@@ -210,7 +187,7 @@ void Model::attention_block(int64_t layer, const Batch& batch, KvCache& cache) {
 
 void Model::residual_add(const float* block_out, int64_t n) {
   TraceScope scope(trace_, "add");
-  add_inplace(x_.data(), block_out, n * config_.n_embd);
+  backend_->add(x_.data(), block_out, n * config_.n_embd);
 }
 
 void Model::ffn_block(int64_t layer, int64_t n) {
@@ -218,29 +195,19 @@ void Model::ffn_block(int64_t layer, int64_t n) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_->layers[size_t(layer)];
   rms_norm_rows(x_.data(), w.ffn_norm, n, c.n_embd, c.n_embd, h_.data());
-  gated_ffn(pool_, ffn_, w.w_gate, w.w_up, w.w_down, h_.data(), n, proj_.data(), trace_);
+  gated_ffn(w.w_gate, w.w_up, w.w_down, h_.data(), n, proj_.data());
   residual_add(proj_.data(), n);
 }
 
-void Model::gated_ffn(ThreadPool& pool, FfnWorkspace& ws, const WeightMatrix& w_gate, const WeightMatrix& w_up,
-                      const WeightMatrix& w_down, const float* in, int64_t n, float* out, StepTrace* trace) {
-  const int64_t ff = w_gate.n_rows;
+void Model::gated_ffn(const WeightMatrix& w_gate, const WeightMatrix& w_up, const WeightMatrix& w_down, const float* in, int64_t n,
+                      float* out) {
+  traced_matmul(w_gate, in, n, gate_.data());
+  traced_matmul(w_up, in, n, up_.data());
   {
-    TraceScope scope(trace, "matmul", dtype_name(w_gate.type));
-    matmul(pool, w_gate, in, n, ws.gate.data(), ws.scratch);
+    TraceScope scope(trace_, "silu_mul");
+    backend_->silu_mul(gate_.data(), up_.data(), n * w_gate.n_rows);
   }
-  {
-    TraceScope scope(trace, "matmul", dtype_name(w_up.type));
-    matmul(pool, w_up, in, n, ws.up.data(), ws.scratch);
-  }
-  {
-    TraceScope scope(trace, "silu_mul");
-    pool.parallel_for(n, [&](int64_t begin, int64_t end) {
-      silu_mul(ws.gate.data() + begin * ff, ws.up.data() + begin * ff, (end - begin) * ff);
-    });
-  }
-  TraceScope scope(trace, "matmul", dtype_name(w_down.type));
-  matmul(pool, w_down, ws.gate.data(), n, out, ws.scratch);
+  traced_matmul(w_down, gate_.data(), n, out);
 }
 
 }  // namespace ds

@@ -3,8 +3,10 @@
 // query attention, dense FFN) and DeepSeek-V2/V3 (multi-head latent attention,
 // DeepSeekMoE), which swap in their own blocks (model_mla.cpp, model_moe.cpp).
 //
-// Only the engine thread calls forward(); the model owns its thread pool and
-// its scratch buffers, which grow to the largest batch seen and are reused.
+// The forward pass composes the ops of a Backend (device/backend.h), which the
+// model owns with its weights; it names no ISA and no device. Only the engine
+// thread calls forward(); the workspace lives in the backend's memory and
+// grows to the largest batch seen.
 
 #include <functional>
 #include <memory>
@@ -12,7 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "base/thread_pool.h"
+#include "device/backend.h"
 #include "model/batch.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
@@ -21,9 +23,10 @@
 namespace ds {
 
 struct ModelOptions {
-  int n_threads = 2;
+  int n_threads = 2;  // the CPU backend's threads; a GPU backend's host threads
   LoadMode load_mode = LoadMode::mmap;
-  bool interleave = true;  // Q8_0/Q4_0/Q4_K matrices copied into the kernels' layout
+  bool interleave = true;       // matrices stored in the backend's own layout where it has one
+  std::string backend = "cpu";  // create_backend's device: "cpu" or "cuda:N"
 };
 
 // Called after each layer with its output hidden states [n_tokens, n_embd] f32.
@@ -36,7 +39,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return *weights_; }
   const GgufFile& file() const { return weights_->file(); }
-  ThreadPool& pool() { return pool_; }
+  // The backend the model runs on: KV caches for it are made in its memory.
+  Backend& backend() { return *backend_; }
 
   // Runs every token of the batch; writes logits [batch.logit_tokens.size(), n_vocab]
   // and, where batch.hidden_tokens asks, final hidden states [hidden_tokens.size(), n_embd].
@@ -49,61 +53,53 @@ class Model {
   const std::vector<int64_t>& last_expert_tokens() const { return expert_tokens_; }
 
  private:
-  Model(const ModelConfig& config, std::unique_ptr<ModelWeights> weights, int n_threads);
+  // f32 rows in the backend's memory, grown to the largest step seen.
+  class DeviceArray {
+   public:
+    Status reserve(Backend& backend, int64_t n);
+    float* data() const { return buffer_.f32(); }
+
+   private:
+    DeviceBuffer buffer_;
+  };
+
+  Model(const ModelConfig& config, std::unique_ptr<Backend> backend);
   Status validate(const Batch& batch, const KvCache& cache) const;
-  void ensure_workspace(int64_t n_tokens, int64_t n_logits);
-  void attention_block(int64_t layer, const Batch& batch, KvCache& cache);
-  void mla_attention_block(int64_t layer, const Batch& batch, KvCache& cache);
+  Status ensure_workspace(int64_t n_tokens, int64_t n_logits, int64_t n_hidden);
+  void attention_block(int64_t layer, const StepIndex& step, KvCache& cache);
+  void mla_attention_block(int64_t layer, const StepIndex& step, KvCache& cache);
   void ffn_block(int64_t layer, int64_t n_tokens);
   void moe_ffn_block(int64_t layer, int64_t n_tokens);
-  // The routed experts of one MoE layer, tokens already routed.
-  void routed_experts(int64_t layer, int64_t n_tokens);
-
-  // Buffers of one gated FFN: its hidden activations and converted inputs.
-  struct FfnWorkspace {
-    std::vector<float> gate, up;
-    MatmulScratch scratch;
-  };
-  // out = down(silu(gate(in)) * up(in)) for n rows, on `pool`; its ops traced when `trace` records.
-  static void gated_ffn(ThreadPool& pool, FfnWorkspace& ws, const WeightMatrix& w_gate, const WeightMatrix& w_up,
-                        const WeightMatrix& w_down, const float* in, int64_t n, float* out, StepTrace* trace);
-  // out = in x w^T for n rows on the model's pool, traced as "matmul TYPE".
+  // out = down(silu(gate(in)) * up(in)) for n rows.
+  void gated_ffn(const WeightMatrix& w_gate, const WeightMatrix& w_up, const WeightMatrix& w_down, const float* in, int64_t n,
+                 float* out);
+  // out = in x w^T for n rows, traced as "matmul TYPE".
   void traced_matmul(const WeightMatrix& w, const float* in, int64_t n, float* out);
   // The residual stream += a block's output [n, n_embd], traced as "add".
   void residual_add(const float* block_out, int64_t n);
-  void rms_norm_rows(const float* in, const std::vector<float>& weight, int64_t n, int64_t dim, int64_t stride, float* out);
+  void rms_norm_rows(const float* in, const WeightVector& weight, int64_t n, int64_t dim, int64_t stride, float* out);
 
   ModelConfig config_;
+  std::unique_ptr<Backend> backend_;        // declared before the weights: their memory is the backend's
   std::unique_ptr<ModelWeights> weights_;
-  ThreadPool pool_;
   StepTrace* trace_ = nullptr;  // the forward's batch.trace, for the forward's length
 
   // Workspace, rows of the step's tokens.
-  std::vector<float> x_;       // [n, n_embd] residual stream
-  std::vector<float> h_;       // [n, n_embd] normalised input of a block
-  std::vector<float> q_;       // [n, q_dim]
-  std::vector<float> k_, v_;   // [n, kv_dim]
-  std::vector<float> attn_;    // [n, q_dim]
-  std::vector<float> proj_;    // [n, n_embd]
-  FfnWorkspace ffn_;           // [n, n_ff] gate and up
-  std::vector<float> last_;    // [n_logits, n_embd]
-  // MLA: [n, 576]-style latent rows, per-head gathers, absorbed queries.
-  std::vector<float> q_a_, latent_, q_pe_, head_in_, head_out_, q_full_, attn_latent_;
-  // MoE: router scores, routing, per-(token, slot) outputs, the shared experts' output.
-  std::vector<float> router_logits_, slot_out_, shared_out_;
-  std::vector<int32_t> routed_expert_;  // [n, n_expert_used]
-  std::vector<float> routed_weight_;    // [n, n_expert_used]
+  DeviceArray x_;       // [n, n_embd] residual stream
+  DeviceArray h_;       // [n, n_embd] normalised input of a block
+  DeviceArray q_;       // [n, q_dim]
+  DeviceArray k_, v_;   // [n, kv_dim]
+  DeviceArray attn_;    // [n, q_dim]
+  DeviceArray proj_;    // [n, n_embd]
+  DeviceArray gate_, up_;  // [n, n_ff] the gated FFN's hidden rows
+  DeviceArray last_;    // [n_logits, n_embd]
+  DeviceArray logits_;  // [n_logits, n_vocab]
+  // MLA: [n, 576]-style latent rows, absorbed queries, attended latents.
+  DeviceArray q_a_, latent_, q_full_, attn_latent_;
+  // MoE: router scores, the shared experts' output.
+  DeviceArray router_logits_, shared_out_;
   std::vector<int64_t> expert_tokens_;
-  // One per pool thread: a pool of its own thread alone and buffers, so that
-  // each thread can run whole experts (model_moe.cpp).
-  struct ExpertWorker {
-    ThreadPool serial{1};
-    FfnWorkspace ffn;
-    std::vector<float> in, out;  // the expert's tokens, gathered, and its outputs
-  };
-  std::vector<std::unique_ptr<ExpertWorker>> expert_workers_;
-  MatmulScratch matmul_scratch_;
-  AttentionScratch attention_scratch_;
+  std::vector<float> host_rows_;  // layer outputs copied back for an observer
 };
 
 }  // namespace ds

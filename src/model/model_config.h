@@ -7,6 +7,7 @@
 
 #include "base/status.h"
 #include "gguf/gguf_file.h"
+#include "kernels/moe_route.h"
 #include "kernels/rope.h"
 
 namespace ds {
@@ -37,21 +38,13 @@ struct MlaConfig {
   int64_t cache_dim() const { return kv_lora_rank + qk_rope_dim; }
 };
 
-enum class ExpertGating { softmax, sigmoid };
-
 // DeepSeekMoE: after the leading dense layers, each token's FFN is the sum of
-// its top-k routed experts (weighted) plus the always-on shared experts.
-struct MoeConfig {
-  int64_t n_expert = 0;
-  int64_t n_expert_used = 0;
+// its top-k routed experts (weighted; the routing is kernels/moe_route.h's)
+// plus the always-on shared experts.
+struct MoeConfig : ExpertRouting {
   int64_t n_expert_shared = 0;
   int64_t expert_ff = 0;      // one expert's hidden width
   int64_t leading_dense = 0;  // layers before the first MoE layer
-  ExpertGating gating = ExpertGating::softmax;
-  bool normalize_weights = false;
-  float weights_scale = 1.0f;
-  int64_t n_group = 1;        // group-limited routing: experts in n_group groups ...
-  int64_t n_group_used = 1;   // ... of which the best n_group_used may be chosen
   bool is_moe_layer(int64_t layer) const { return n_expert > 0 && layer >= leading_dense; }
 };
 

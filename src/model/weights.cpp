@@ -1,7 +1,5 @@
 #include "model/weights.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -11,7 +9,6 @@
 
 #include "base/log.h"
 #include "device/device.h"
-#include "kernels/interleaved_rows.h"
 #include "tensor/quantize.h"
 
 namespace ds {
@@ -27,7 +24,7 @@ std::string shape_string(const GgufTensorInfo& t) {
 
 class Loader {
  public:
-  Loader(const GgufFile& file, LoadMode mode) : file_(file), mode_(mode) {}
+  Loader(const GgufFile& file, Backend& backend) : file_(file), backend_(backend) {}
 
   const GgufTensorInfo* find(const std::string& name) const { return file_.find_tensor(name); }
 
@@ -61,12 +58,16 @@ class Loader {
     const size_t offset = size_t(first * row_bytes(t->type, t->ne[0]));
     *out = WeightMatrix{t->type, n, t->ne[0], file_.tensor_data(*t) + offset};
     const int64_t tensor_rows = t->n_elements() / t->ne[0];
-    const bool interleave = for_matmul && interleavable(t->type, n) && first % k_interleave == 0 &&
-                            tensor_rows % k_interleave == 0;
+    const bool interleave = for_matmul && backend_.repacks(t->type, n) && backend_.repacks(t->type, first) &&
+                            backend_.repacks(t->type, tensor_rows);
     matrices_.push_back({out, t, offset, interleave});
   }
 
   Status check_type(const std::string& name, const GgufTensorInfo& t) const {
+    if (is_compute_supported(t.type) && !backend_.supports(t.type)) {
+      return Status::error("model: tensor '" + name + "' has type " + dtype_name(t.type) + ", which the " + backend_.name() +
+                           " backend does not run");
+    }
     if (is_compute_supported(t.type)) return Status();
     return Status::error("model: tensor '" + name + "' has type " + dtype_name(t.type) +
                          ", which dsinfer does not support (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
@@ -86,7 +87,7 @@ class Loader {
     return Status();
   }
 
-  Status vector(const std::string& name, int64_t n, std::vector<float>* out, bool optional = false) {
+  Status vector(const std::string& name, int64_t n, WeightVector* out, bool optional = false) {
     const GgufTensorInfo* t = file_.find_tensor(name);
     if (!t) return optional ? Status() : Status::error("model: tensor '" + name + "' is missing");
     if (t->n_elements() != n || t->ne[0] != n) {
@@ -95,37 +96,54 @@ class Loader {
     if (t->type != DType::f32 && t->type != DType::f16 && t->type != DType::bf16) {
       return Status::error("model: tensor '" + name + "' has type " + dtype_name(t->type) + "; vectors must be F32, F16 or BF16");
     }
-    out->resize(size_t(n));
-    dequantize_row(t->type, file_.tensor_data(*t), out->data(), n);
+    std::vector<float> values(static_cast<size_t>(n));
+    dequantize_row(t->type, file_.tensor_data(*t), values.data(), n);
+    out->n = n;
+    staged_.push_back({&out->data, nullptr, reinterpret_cast<const uint8_t*>(values.data()), size_t(n) * sizeof(float)});
+    staged_vectors_.push_back(std::move(values));
     return Status();
   }
 
-  // Copies into one huge-page-backed anonymous region every tensor that is
-  // to be interleaved (interleave) or every tensor (mode copy), and points
-  // the matrices at their copies; the rest stay in the mapping.
-  Status place(LoadMode mode, bool interleave, void** region, size_t* region_bytes, size_t* total_bytes) {
-    // Offsets in the region, by tensor and layout (interleaved or not).
+  // A matrix made at load from host bytes in the row layout (k_b transposed out of kv_b).
+  void derived(DType type, int64_t n_rows, int64_t n_cols, std::vector<uint8_t> bytes, WeightMatrix* out) {
+    *out = WeightMatrix{type, n_rows, n_cols, nullptr};
+    staged_.push_back({nullptr, out, bytes.data(), bytes.size()});
+    staged_bytes_.push_back(std::move(bytes));
+  }
+
+  // Copies into one allocation of the backend's memory every tensor that is
+  // to be repacked (interleave) or every tensor (mode copy, or a backend that
+  // cannot read the mapping), and the vectors and derived matrices; points
+  // the weights at their copies. The rest stay in the mapping.
+  Status place(LoadMode mode, bool interleave, DeviceBuffer* memory, size_t* total_bytes) {
+    const bool in_place = mode == LoadMode::mmap && backend_.reads_host_memory();
+    // Offsets in the allocation, by tensor and layout (repacked or not).
     std::map<std::pair<const GgufTensorInfo*, bool>, size_t> copies;
     std::unordered_map<const GgufTensorInfo*, bool> stays_mapped;
-    size_t total = 0, copy_bytes = 0;
+    size_t total = 0, bytes = 0;
+    const auto take = [&bytes](size_t n) {
+      const size_t at = bytes;
+      bytes += (n + 63) / 64 * 64;
+      return at;
+    };
     for (auto& m : matrices_) {
       m.interleave = m.interleave && interleave;
       if (!stays_mapped.count(m.info)) total += m.info->n_bytes;
       bool& mapped = stays_mapped[m.info];
-      if (mode == LoadMode::mmap && !m.interleave) {
+      if (in_place && !m.interleave) {
         mapped = true;
         continue;
       }
-      if (copies.emplace(std::make_pair(m.info, m.interleave), copy_bytes).second) {
-        copy_bytes += (m.info->n_bytes + 63) / 64 * 64;
-      }
+      const auto key = std::make_pair(m.info, m.interleave);
+      if (!copies.count(key)) copies[key] = take(m.info->n_bytes);
     }
+    std::vector<size_t> staged_at;
+    for (const Staged& s : staged_) staged_at.push_back(take(s.n_bytes));
     *total_bytes = total;
-    if (copy_bytes == 0) return Status();
-    void* mem = mmap(nullptr, copy_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) return Status::error("model: cannot allocate " + std::to_string(copy_bytes) + " bytes for weights");
-    madvise(mem, copy_bytes, MADV_HUGEPAGE);
-    auto* base = static_cast<uint8_t*>(mem);
+    auto allocated = backend_.allocate(bytes);
+    if (!allocated.ok()) return Status::error("model: weights: " + allocated.message());
+    *memory = allocated.take();
+    uint8_t* base = memory->data();
     // Tensors are copied in parallel, largest first, each by one thread: the
     // copy is bound by memory bandwidth and by the kernel zeroing the new pages,
     // and one thread alone reaches neither limit.
@@ -136,11 +154,7 @@ class Loader {
       for (size_t j; (j = next++) < jobs.size();) {
         const auto& [key, offset] = jobs[j];
         const GgufTensorInfo& t = *key.first;
-        if (key.second) {
-          interleave_rows(t.type, t.n_elements() / t.ne[0], t.ne[0], file_.tensor_data(t), base + offset);
-        } else {
-          std::memcpy(base + offset, file_.tensor_data(t), t.n_bytes);
-        }
+        backend_.store_matrix(t.type, t.n_elements() / t.ne[0], t.ne[0], file_.tensor_data(t), base + offset, key.second);
         // At once, so that the process never holds a whole second copy.
         if (!stays_mapped.at(key.first)) file_.release_tensor_pages(t);
       }
@@ -155,8 +169,12 @@ class Loader {
       m.matrix->data = base + it->second + m.offset;
       m.matrix->interleaved = m.interleave;
     }
-    *region = mem;
-    *region_bytes = copy_bytes;
+    for (size_t i = 0; i < staged_.size(); ++i) {
+      uint8_t* at = base + staged_at[i];
+      backend_.upload(at, staged_[i].host, staged_[i].n_bytes);
+      if (staged_[i].vector) *staged_[i].vector = reinterpret_cast<const float*>(at);
+      if (staged_[i].matrix) staged_[i].matrix->data = at;
+    }
     return Status();
   }
 
@@ -165,18 +183,28 @@ class Loader {
     WeightMatrix* matrix;
     const GgufTensorInfo* info;
     size_t offset;    // of the matrix's first row in the tensor
-    bool interleave;  // the kernels would read it interleaved
+    bool interleave;  // the backend would store it in its own layout
+  };
+  // Host data bound for the backend's memory: a vector's values or a derived matrix.
+  struct Staged {
+    const float** vector;
+    WeightMatrix* matrix;
+    const uint8_t* host;
+    size_t n_bytes;
   };
   const GgufFile& file_;
-  LoadMode mode_;
+  Backend& backend_;
   std::vector<Placed> matrices_;
+  std::vector<Staged> staged_;
+  std::vector<std::vector<float>> staged_vectors_;
+  std::vector<std::vector<uint8_t>> staged_bytes_;
 };
 
 Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFile> file, const ModelConfig& c,
-                                                         LoadMode mode, bool interleave) {
+                                                         LoadMode mode, bool interleave, Backend& backend) {
   std::unique_ptr<ModelWeights> w(new ModelWeights());
   w->file_ = std::move(file);
-  Loader loader(*w->file_, mode);
+  Loader loader(*w->file_, backend);
   if (c.n_vocab <= 0) return Status::error("model: tensor 'token_embd.weight' is missing");
   DS_RETURN_IF_ERROR(loader.matrix("token_embd.weight", c.n_vocab, c.n_embd, &w->token_embd, /*for_matmul=*/false));
   DS_RETURN_IF_ERROR(loader.vector("output_norm.weight", c.n_embd, &w->output_norm));
@@ -205,7 +233,7 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFil
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
   }
-  DS_RETURN_IF_ERROR(loader.place(mode, interleave, &w->copy_, &w->copy_bytes_, &w->weight_bytes));
+  DS_RETURN_IF_ERROR(loader.place(mode, interleave, &w->memory_, &w->weight_bytes));
   return w;
 }
 
@@ -247,11 +275,11 @@ Status ModelWeights::load_mla(Loader& loader, const ModelConfig& c, const std::s
       for (int64_t r = 0; r < m.kv_lora_rank; ++r) transposed[size_t(r * m.qk_nope_dim + d)] = row[size_t(r)];
     }
     const int64_t k_row_bytes = row_bytes(k_type, m.qk_nope_dim);
-    std::vector<uint8_t>& k = derived_.emplace_back(size_t(m.kv_lora_rank * k_row_bytes));
+    std::vector<uint8_t> k(static_cast<size_t>(m.kv_lora_rank * k_row_bytes));
     for (int64_t r = 0; r < m.kv_lora_rank; ++r) {
       quantize_row(k_type, transposed.data() + r * m.qk_nope_dim, k.data() + r * k_row_bytes, m.qk_nope_dim);
     }
-    l.k_b[size_t(h)] = WeightMatrix{k_type, m.kv_lora_rank, m.qk_nope_dim, k.data()};
+    loader.derived(k_type, m.kv_lora_rank, m.qk_nope_dim, std::move(k), &l.k_b[size_t(h)]);
     loader.rows(t, first + m.qk_nope_dim, m.v_head_dim, &l.v_b[size_t(h)]);
   }
   return Status();
@@ -276,10 +304,6 @@ Status ModelWeights::load_moe(Loader& loader, const ModelConfig& c, int64_t laye
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_down_shexp.weight", c.n_embd, shared_ff, &l.w_down));
   }
   return Status();
-}
-
-ModelWeights::~ModelWeights() {
-  if (copy_) munmap(copy_, copy_bytes_);
 }
 
 }  // namespace ds

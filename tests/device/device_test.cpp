@@ -27,9 +27,13 @@ TEST(Device, ParsesCoreListsAndRefusesWhatIsNotACpuDevice) {
   auto absent = parse_device("cpu:" + std::to_string(sysconf(_SC_NPROCESSORS_CONF)));
   ASSERT_FALSE(absent.ok());
   EXPECT_NE(absent.message().find("does not exist"), std::string::npos) << absent.message();
-  auto cuda = parse_device("cuda:0");
-  ASSERT_FALSE(cuda.ok());
-  EXPECT_NE(cuda.message().find("no cuda backend"), std::string::npos) << cuda.message();
+  auto cuda = parse_device("cuda:1");
+  ASSERT_TRUE(cuda.ok()) << cuda.message();
+  EXPECT_EQ(cuda.value().gpu, 1);
+  EXPECT_TRUE(cuda.value().cores.empty());
+  EXPECT_EQ(cuda.value().backend(), "cuda:1");
+  EXPECT_EQ(parse_device("cpu:0").value().backend(), "cpu");
+  for (const char* bad : {"cuda:", "cuda:x", "cuda:-1", "npu:0"}) EXPECT_FALSE(parse_device(bad).ok()) << bad;
 }
 
 TEST(Device, NumaNodesComeFromSysfs) {

@@ -52,7 +52,7 @@ struct RunStats {
 };
 
 std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool one_at_a_time, RunStats* stats = nullptr) {
-  auto memory = KvCache::create(model.config(), KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages});
+  auto memory = KvCache::create(model.backend(), model.config(), KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages});
   EXPECT_TRUE(memory.ok());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{s.max_batched_tokens, 16, 512};
@@ -165,7 +165,7 @@ TEST_P(EngineCoreTest, SharedPrefixesAreReused) {
 TEST_P(EngineCoreTest, PromptLogprobsDoNotDependOnChunksCacheOrPreemption) {
   const std::vector<std::vector<int32_t>> all = prompts();
   auto score = [&](const RunShape& s) {
-    auto memory = KvCache::create(model_->config(), KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages});
+    auto memory = KvCache::create(model_->backend(), model_->config(), KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages});
     EXPECT_TRUE(memory.ok());
     EngineCoreConfig config;
     config.scheduler = SchedulerConfig{s.max_batched_tokens, 16, 512};
@@ -217,7 +217,7 @@ TEST(EngineCorePrefix, LongSharedPrefixIsComputedOnce) {
   for (int i = 0; i < 100; ++i) second.push_back(int32_t(rng() % 300));
 
   auto run = [&](bool prefix_cache, const std::vector<std::pair<std::vector<int32_t>, uint64_t>>& requests) {
-    auto memory = KvCache::create(model.value()->config(), KvCacheOptions{DType::f16, k_page, 512});
+    auto memory = KvCache::create(model.value()->backend(), model.value()->config(), KvCacheOptions{DType::f16, k_page, 512});
     EXPECT_TRUE(memory.ok());
     EngineCoreConfig config;
     config.scheduler = SchedulerConfig{512, 4, 4096};
@@ -288,7 +288,7 @@ TEST(EngineConstrained, BatchedMasksEqualSingleRuns) {
   const grammar::TokenMatcher prototype(std::make_shared<const grammar::Grammar>(g.take()), trie, tokenizer.value()->vocab().end_of_generation);
   const std::vector<std::vector<int32_t>> all = prompts();
   auto run = [&](bool together) {
-    auto memory = KvCache::create(model.value()->config(), KvCacheOptions{DType::f16, 16, 256});
+    auto memory = KvCache::create(model.value()->backend(), model.value()->config(), KvCacheOptions{DType::f16, 16, 256});
     EngineCoreConfig config;
     config.scheduler = SchedulerConfig{512, 16, 512};
     EngineCore core(*model.value(), *memory.value(), config, tokenizer.value()->vocab().end_of_generation);

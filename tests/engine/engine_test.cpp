@@ -21,7 +21,7 @@ struct Fixture {
   Fixture(int32_t n_pages = 512) {
     model = Model::load(k_stories, ModelOptions{2, LoadMode::mmap}).take();
     tokenizer = Tokenizer::from_gguf(model->file()).take();
-    memory = KvCache::create(model->config(), KvCacheOptions{DType::f16, 16, n_pages}).take();
+    memory = KvCache::create(model->backend(), model->config(), KvCacheOptions{DType::f16, 16, n_pages}).take();
   }
 };
 

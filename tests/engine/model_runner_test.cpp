@@ -16,7 +16,7 @@ TEST(ModelRunner, BuildsTheStepAHandWrittenBatchWouldBe) {
   ASSERT_TRUE(model.ok()) << model.message();
   Model& m = *model.value();
   const KvCacheOptions options{DType::f32, 4, 16};
-  auto cache_a = KvCache::create(m.config(), options), cache_b = KvCache::create(m.config(), options);
+  auto cache_a = KvCache::create(m.backend(), m.config(), options), cache_b = KvCache::create(m.backend(), m.config(), options);
   ASSERT_TRUE(cache_a.ok() && cache_b.ok());
   const std::vector<int32_t> a = {1, 403, 407, 261, 378}, b = {1, 30, 85};
   const std::vector<int32_t> pages_a = {5, 1}, pages_b = {0, 12};

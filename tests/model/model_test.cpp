@@ -29,7 +29,7 @@ std::vector<float> run(Model& model, const std::vector<int32_t>& tokens, int64_t
   options.dtype = DType::f32;
   options.page_tokens = page_tokens;
   options.n_pages = 64;
-  auto cache = KvCache::create(model.config(), options);
+  auto cache = KvCache::create(model.backend(), model.config(), options);
   EXPECT_TRUE(cache.ok());
   std::vector<int32_t> pages = page_order;
   if (pages.empty()) {
@@ -135,7 +135,7 @@ TEST(Model, TwoSequencesInOneBatchEqualEachAlone) {
   const std::vector<int32_t> a(k_tokens.begin(), k_tokens.begin() + 9), b(k_tokens.begin() + 4, k_tokens.end());
   const std::vector<float> alone_a = run(*model, a, 64, 4), alone_b = run(*model, b, 64, 4);
   KvCacheOptions options{DType::f32, 4, 16};
-  auto cache = KvCache::create(model->config(), options);
+  auto cache = KvCache::create(model->backend(), model->config(), options);
   ASSERT_TRUE(cache.ok());
   const std::vector<int32_t> pages_a = {5, 1, 9}, pages_b = {0, 12, 3};
   Batch batch;
@@ -155,7 +155,7 @@ TEST(Model, TwoSequencesInOneBatchEqualEachAlone) {
 TEST(Model, MalformedBatchesAreErrors) {
   auto model = load_stories();
   ASSERT_NE(model, nullptr);
-  auto cache = KvCache::create(model->config(), KvCacheOptions{DType::f16, 4, 2});
+  auto cache = KvCache::create(model->backend(), model->config(), KvCacheOptions{DType::f16, 4, 2});
   ASSERT_TRUE(cache.ok());
   const std::vector<int32_t> pages = {0, 1};
   Batch batch;
@@ -220,11 +220,11 @@ TEST(Model, MlaCachesOnlyTheLatentAndTheRopeKey) {
   EXPECT_EQ(c.mla_config.qk_rope_dim, 32);
   EXPECT_EQ(KvCache::bytes_per_token(c, DType::f16), (64 + 32) * 3 * 2);
   EXPECT_EQ(KvCache::bytes_per_token(c, DType::f32), (64 + 32) * 3 * 4);
-  auto cache = KvCache::create(c, KvCacheOptions{DType::f16, 16, 4});
+  auto cache = KvCache::create(model.value()->backend(), c, KvCacheOptions{DType::f16, 16, 4});
   ASSERT_TRUE(cache.ok());
   EXPECT_EQ(cache.value()->page_bytes(), 16 * (64 + 32) * 3 * 2);
   EXPECT_EQ(cache.value()->layer(0).v, nullptr);
-  EXPECT_FALSE(KvCache::create(c, KvCacheOptions{DType::q8_0, 16, 4}).ok());
+  EXPECT_FALSE(KvCache::create(model.value()->backend(), c, KvCacheOptions{DType::q8_0, 16, 4}).ok());
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+#include "device/backend_plugin.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+
+namespace ds {
+namespace {
+
+std::string plugin_dir() {
+  if (const char* dir = std::getenv("DSINFER_BACKEND_DIR"); dir && *dir) return dir;
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return ".";
+  const std::string path(exe, size_t(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+// Every plugin's entry point: `dsinfer_<library>_backend`.
+using Factory = Backend* (*)(int device, int n_host_threads, char* error, size_t error_size);
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> load_plugin_backend(const std::string& library, int device, int n_host_threads) {
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  const std::string path = plugin_dir() + "/libdsinfer_" + library + ".so";
+  // Never closed: the backends it makes run its code until the process ends.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    return Status::error("device " + library + ":" + std::to_string(device) + ": this build has no " + library + " backend (" + dlerror() +
+                         "; it is built where its compiler is present, and installed beside the binary)");
+  }
+  const std::string symbol = "dsinfer_" + library + "_backend";
+  auto factory = reinterpret_cast<Factory>(dlsym(handle, symbol.c_str()));
+  if (!factory) return Status::error(path + " has no " + symbol);
+  char error[512] = "";
+  Backend* backend = factory(device, n_host_threads, error, sizeof error);
+  if (!backend) return Status::error("device " + library + ":" + std::to_string(device) + ": " + error);
+  return std::unique_ptr<Backend>(backend);
+}
+
+}  // namespace ds

@@ -1,0 +1,18 @@
+#pragma once
+// Backends built as shared objects beside the binary (libdsinfer_cuda.so,
+// later Ascend's), loaded on first use, as llama.cpp loads its dynamic
+// backends: the binary links nothing of a device's libraries, so it runs
+// where they are absent. The directory is $DSINFER_BACKEND_DIR, else the
+// binary's own.
+
+#include <memory>
+#include <string>
+
+#include "device/backend.h"
+
+namespace ds {
+
+// The backend `library` (e.g. "cuda") makes for device number `device`.
+Result<std::unique_ptr<Backend>> load_plugin_backend(const std::string& library, int device, int n_host_threads);
+
+}  // namespace ds

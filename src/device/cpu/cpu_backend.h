@@ -1,0 +1,74 @@
+#pragma once
+// The CPU backend: today's kernels (kernels/) on a thread pool, the ISA chosen
+// once at start-up (kernels/cpu_features.h), Q8_0/Q4_0/Q4_K matrices repacked
+// into the interleaved layout where this CPU has kernels for it, and memory
+// in anonymous mappings backed by transparent huge pages. Device memory is
+// host memory: upload and download are copies, and the file mapping serves
+// as weight memory in place.
+
+#include <memory>
+#include <vector>
+
+#include "device/backend.h"
+
+namespace ds {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads);
+  ~CpuBackend() override;
+
+  std::string name() const override;
+  MemoryInfo memory_info() const override;
+  Result<DeviceBuffer> allocate(size_t bytes) override;
+  void upload(void* device_dst, const void* host_src, size_t bytes) override;
+  void download(void* host_dst, const void* device_src, size_t bytes) override;
+  bool reads_host_memory() const override { return true; }
+  bool supports(DType type) const override { return is_compute_supported(type); }
+  bool repacks(DType type, int64_t n_rows) const override;
+  void store_matrix(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* host_rows, uint8_t* device_dst, bool repack) override;
+  ThreadPool& host_pool() override { return pool_; }
+  StepIndex upload_step(const StepIndex& host) override { return host; }
+
+  void embed(const WeightMatrix& table, const StepIndex& step, float* out) override;
+  void rms_norm(const float* in, int64_t in_stride, const float* weight, float eps, int64_t n, int64_t dim, float* out,
+                int64_t out_stride) override;
+  void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) override;
+  void matmul_batched(const WeightMatrix* w, int64_t n_mats, const float* x, int64_t x_token_stride, int64_t x_mat_stride, int64_t n,
+                      float* y, int64_t y_token_stride, int64_t y_mat_stride) override;
+  void add_bias(float* y, const float* bias, int64_t n, int64_t dim) override;
+  void rope_kv_write(const RopeParams& rope, const StepIndex& step, const HeadRows& q, const HeadRows& k, const KvLayerView& kv,
+                     const float* k_rows, const float* v_rows) override;
+  void copy_heads(const HeadRows& dst, const HeadRows& src, int64_t n) override;
+  void paged_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q,
+                       float* out) override;
+  void silu_mul(float* gate, const float* up, int64_t n) override;
+  void add(float* y, const float* x, int64_t n) override;
+  void gather_rows(const float* src, int64_t dim, const int32_t* rows, int64_t n, float* dst) override;
+  void moe_experts(const ExpertRouting& routing, const float* router_logits, const float* bias, const ExpertWeights& experts,
+                   const float* in, int64_t n, float* out, int64_t* expert_tokens) override;
+
+ protected:
+  void release(void* data, size_t bytes) override;
+
+ private:
+  // One per pool thread: a pool of its own thread alone and buffers, so that
+  // each thread can run whole experts (cpu_experts.cpp).
+  struct ExpertWorker {
+    ThreadPool serial{1};
+    MatmulScratch scratch;
+    std::vector<float> in, gate, up, out;  // the expert's tokens, gathered, its hidden rows and outputs
+  };
+  void run_expert(const ExpertWeights& experts, int64_t e, const std::vector<int64_t>& pairs, int64_t k, const float* in,
+                  ThreadPool& pool, ExpertWorker& worker);
+
+  ThreadPool pool_;
+  MatmulScratch matmul_scratch_;
+  AttentionScratch attention_scratch_;
+  std::vector<std::unique_ptr<ExpertWorker>> expert_workers_;
+  std::vector<int32_t> routed_expert_;  // [n, n_expert_used]
+  std::vector<float> routed_weight_;    // [n, n_expert_used]
+  std::vector<float> slot_out_;         // [n, n_expert_used, n_embd]
+};
+
+}  // namespace ds

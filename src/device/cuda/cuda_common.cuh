@@ -1,0 +1,163 @@
+#pragma once
+// Device helpers shared by the CUDA backend's kernels: the GGUF block layouts
+// read element by element, and the conversions to the activation and KV types,
+// each written to give bit for bit what the host reference (tensor/quantize.cpp)
+// gives. The backend is compiled with -fmad=false so that no product and sum
+// are contracted into an FMA the reference does not do.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+#define DS_CUDA_CHECK(call)                                                                                  \
+  do {                                                                                                     \
+    const cudaError_t ds_cuda_error = (call);                                                              \
+    DS_CHECK(ds_cuda_error == cudaSuccess, std::string(#call) + ": " + cudaGetErrorString(ds_cuda_error)); \
+  } while (0)
+
+namespace ds::cuda {
+
+// DType as the kernels switch on it (the enum's values, as plain ints).
+enum Type : int {
+  t_f32 = 0, t_f16 = 1, t_q4_0 = 2, t_q4_1 = 3, t_q5_0 = 6, t_q5_1 = 7, t_q8_0 = 8, t_q8_1 = 9,
+  t_q4_k = 12, t_q5_k = 13, t_q6_k = 14, t_q8_k = 15, t_bf16 = 30,
+};
+
+__device__ inline float half_at(const uint8_t* p) { return __half2float(*reinterpret_cast<const __half*>(p)); }
+
+__device__ inline float bf16_bits_to_float(uint16_t bits) { return __uint_as_float(uint32_t(bits) << 16); }
+
+// tensor/quantize.cpp's fp32_to_bf16: round to nearest even, NaN kept quiet.
+__device__ inline uint16_t float_to_bf16_bits(float f) {
+  const uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 64);
+  return uint16_t((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
+}
+
+__device__ inline void k_scale_min(int j, const uint8_t* q, int* scale, int* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Element j of a row in the GGUF layout, as dequantize_row computes it.
+__device__ inline float element(int type, const uint8_t* row, int64_t j) {
+  switch (type) {
+    case t_f32: return reinterpret_cast<const float*>(row)[j];
+    case t_f16: return __half2float(reinterpret_cast<const __half*>(row)[j]);
+    case t_bf16: return bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[j]);
+    case t_q4_0: {
+      const uint8_t* b = row + (j / 32) * 18;
+      const int i = int(j % 32);
+      const int q = i < 16 ? (b[2 + i] & 0x0F) : (b[2 + i - 16] >> 4);
+      return float(q - 8) * half_at(b);
+    }
+    case t_q4_1: {
+      const uint8_t* b = row + (j / 32) * 20;
+      const int i = int(j % 32);
+      const int q = i < 16 ? (b[4 + i] & 0x0F) : (b[4 + i - 16] >> 4);
+      return float(q) * half_at(b) + half_at(b + 2);
+    }
+    case t_q5_0:
+    case t_q5_1: {
+      const bool with_min = type == t_q5_1;
+      const uint8_t* b = row + (j / 32) * (with_min ? 24 : 22);
+      const uint8_t* qh_bytes = b + (with_min ? 4 : 2);
+      const uint32_t qh = uint32_t(qh_bytes[0]) | uint32_t(qh_bytes[1]) << 8 | uint32_t(qh_bytes[2]) << 16 | uint32_t(qh_bytes[3]) << 24;
+      const uint8_t* qs = qh_bytes + 4;
+      const int i = int(j % 32);
+      int q;
+      if (i < 16) {
+        q = (qs[i] & 0x0F) | int(((qh >> i) << 4) & 0x10);
+      } else {
+        q = (qs[i - 16] >> 4) | int((qh >> (i - 16 + 12)) & 0x10);
+      }
+      return with_min ? float(q) * half_at(b) + half_at(b + 2) : float(q - 16) * half_at(b);
+    }
+    case t_q8_0:
+    case t_q8_1: {
+      const int64_t bytes = type == t_q8_0 ? 34 : 36, quants = type == t_q8_0 ? 2 : 4;
+      const uint8_t* b = row + (j / 32) * bytes;
+      return float(reinterpret_cast<const int8_t*>(b + quants)[j % 32]) * half_at(b);
+    }
+    case t_q8_k: {
+      const uint8_t* b = row + (j / 256) * 292;
+      return *reinterpret_cast<const float*>(b) * float(reinterpret_cast<const int8_t*>(b + 4)[j % 256]);
+    }
+    case t_q4_k:
+    case t_q5_k: {
+      const bool five = type == t_q5_k;
+      const uint8_t* b = row + (j / 256) * (five ? 176 : 144);
+      const float d = half_at(b), dmin = half_at(b + 2);
+      const uint8_t* scales = b + 4;
+      const uint8_t* qh = b + 16;
+      const uint8_t* qs = b + (five ? 48 : 16);
+      const int w = int(j % 256), chunk = w / 64, within = w % 64, l = within % 32;
+      const bool high = within >= 32;
+      int sc, m;
+      k_scale_min(2 * chunk + (high ? 1 : 0), scales, &sc, &m);
+      const uint8_t byte = qs[32 * chunk + l];
+      int q = high ? byte >> 4 : byte & 0xF;
+      if (five) q += (qh[l] & ((high ? 2 : 1) << (2 * chunk))) ? 16 : 0;
+      return (d * float(sc)) * float(q) - dmin * float(m);
+    }
+    case t_q6_k: {
+      const uint8_t* b = row + (j / 256) * 210;
+      const int w = int(j % 256), half = w / 128, r = w % 128, quarter = r / 32, l = r % 32;
+      const uint8_t* ql = b + 64 * half;
+      const uint8_t* qh = b + 128 + 32 * half;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * half;
+      const float d = half_at(b + 208);
+      const int low = quarter & 1 ? ql[l + 32] : ql[l];
+      const int q = (quarter < 2 ? low & 0xF : low >> 4) | (((qh[l] >> (2 * quarter)) & 3) << 4);
+      return (d * float(sc[l / 16 + 2 * quarter])) * float(q - 32);
+    }
+    default: return __int_as_float(0x7fc00000);  // refused at load (CudaBackend::supports)
+  }
+}
+
+// Block b of a row rounded to Q8_0 and back (quantize_q8 then dequantize).
+__device__ inline void q8_0_block(const float* x, float* out) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  const float d_rounded = __half2float(__float2half_rn(d));
+  for (int j = 0; j < 32; ++j) out[j] = float(int8_t(rintf(x[j] * id))) * d_rounded;
+}
+
+// A Q8_0 block stored (the KV cache's type): the same rounding, as bytes.
+__device__ inline void q8_0_store(const float* x, uint8_t* block) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(x[j]));
+  const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  *reinterpret_cast<__half*>(block) = __float2half_rn(d);
+  for (int j = 0; j < 32; ++j) reinterpret_cast<int8_t*>(block + 2)[j] = int8_t(rintf(x[j] * id));
+}
+
+// A block of 256 rounded to Q8_K and back (quantize_q8_k: the first largest magnitude sets the sign).
+__device__ inline void q8_k_block(const float* x, float* out) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < 256; ++j) {
+    if (fabsf(x[j]) > amax) {
+      amax = fabsf(x[j]);
+      max = x[j];
+    }
+  }
+  if (amax == 0.0f) {
+    for (int j = 0; j < 256; ++j) out[j] = 0.0f;
+    return;
+  }
+  const float iscale = -127.0f / max, d = 1.0f / iscale;
+  for (int j = 0; j < 256; ++j) out[j] = d * float(min(127, int(rintf(iscale * x[j]))));
+}
+
+}  // namespace ds::cuda

@@ -1,0 +1,40 @@
+#pragma once
+// The CUDA backend's kernel launches (cuda_ops.cu, cuda_matmul.cu), each on
+// the given stream; cuda_backend.cu composes them into the Backend's ops.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "device/backend.h"
+
+namespace ds::cuda {
+
+// out row t = row tokens[t] of table (the GGUF layout), as f32.
+void embed(cudaStream_t s, const WeightMatrix& table, const int32_t* tokens, int64_t n, float* out);
+void rms_norm(cudaStream_t s, const float* in, int64_t in_stride, const float* weight, float eps, int64_t n, int64_t dim, float* out,
+              int64_t out_stride);
+void add(cudaStream_t s, float* y, const float* x, int64_t n);
+void add_bias(cudaStream_t s, float* y, const float* bias, int64_t n, int64_t dim);
+void silu_mul(cudaStream_t s, float* gate, const float* up, int64_t n);
+void copy_heads(cudaStream_t s, const HeadRows& dst, const HeadRows& src, int64_t n);
+void rope(cudaStream_t s, const RopeFactors& f, int n_rot, RopeLayout layout, const int32_t* positions, int64_t n, const HeadRows& x);
+void kv_write(cudaStream_t s, const KvLayerView& kv, const StepIndex& step, const float* k_rows, const float* v_rows);
+// Online-softmax attention: one block per (token, head) over the token's pages.
+void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, float* out);
+
+// x rows (stride x_stride) rounded to `act_type` and back to f32: out [n, n_cols].
+void round_activations(cudaStream_t s, DType act_type, const float* x, int64_t x_stride, int64_t n, int64_t n_cols, float* out);
+// x rows to f16 or bf16 for cuBLAS: out [n, n_cols].
+void to_half_type(cudaStream_t s, DType type, const float* x, int64_t x_stride, int64_t n, int64_t n_cols, void* out);
+// y[t * y_stride + r] = sum_j w_r[j] * xa[t * n_cols + j] in f32, n <= 8 tokens: one warp per row.
+void matvec(cudaStream_t s, const WeightMatrix& w, const float* xa, int64_t n, float* y, int64_t y_stride);
+// Rows [first, first + n_rows) of w as f32 into out [n_rows, n_cols].
+void dequantize_rows(cudaStream_t s, const WeightMatrix& w, int64_t first, int64_t n_rows, float* out);
+
+// MoE: rows[i] = in row pairs[i] / k; slots[pairs[i]] = out row i * weight[i]; out row t = sum of its k slots in order.
+void gather_pair_rows(cudaStream_t s, const float* in, const int64_t* pairs, int64_t k, int64_t n, int64_t dim, float* rows);
+void scatter_weighted(cudaStream_t s, const float* rows, const int64_t* pairs, const float* weights, int64_t n, int64_t dim, float* slots);
+void sum_slots(cudaStream_t s, const float* slots, int64_t n, int64_t k, int64_t dim, float* out);
+
+}  // namespace ds::cuda

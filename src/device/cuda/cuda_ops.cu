@@ -1,0 +1,270 @@
+// The CUDA backend's row-wise, element-wise and attention kernels. Each mirrors
+// its host reference's order of operations (kernels/, tensor/quantize.cpp).
+
+#include <cfloat>
+
+#include "device/cuda/cuda_common.cuh"
+#include "device/cuda/cuda_launch.h"
+
+namespace ds::cuda {
+namespace {
+
+constexpr int k_threads = 256;
+
+unsigned blocks_for(int64_t n, int per_block = k_threads) { return unsigned((n + per_block - 1) / per_block); }
+
+__global__ void embed_kernel(int type, const uint8_t* table, int64_t row_bytes, const int32_t* tokens, int64_t n_cols, float* out) {
+  const int64_t t = blockIdx.x;
+  const uint8_t* row = table + int64_t(tokens[t]) * row_bytes;
+  for (int64_t j = threadIdx.x; j < n_cols; j += blockDim.x) out[t * n_cols + j] = element(type, row, j);
+}
+
+// Squares in f32, summed in f64 (per thread, then across the block), as the reference.
+__global__ void rms_norm_kernel(const float* in, int64_t in_stride, const float* weight, float eps, int64_t dim, float* out,
+                                int64_t out_stride) {
+  __shared__ double partial[k_threads];
+  const float* x = in + blockIdx.x * in_stride;
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += double(x[i] * x[i]);
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  const float scale = 1.0f / sqrtf(float(partial[0] / double(dim)) + eps);
+  float* y = out + blockIdx.x * out_stride;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * scale * weight[i];
+}
+
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t n, int64_t dim) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n * dim) y[i] += bias[i % dim];
+}
+
+__global__ void silu_mul_kernel(float* gate, const float* up, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+__global__ void copy_heads_kernel(HeadRows dst, HeadRows src, int64_t n) {
+  const int64_t item = blockIdx.x;  // (token, head)
+  const int64_t t = item / src.n_heads, h = item % src.n_heads;
+  const float* from = src.data + t * src.token_stride + h * src.head_stride;
+  float* to = dst.data + t * dst.token_stride + h * dst.head_stride;
+  for (int64_t i = threadIdx.x; i < src.head_dim; i += blockDim.x) to[i] = from[i];
+}
+
+__device__ inline float yarn_ramp(float low, float high, int i0) {
+  const float y = (float(i0 / 2) - low) / fmaxf(0.001f, high - low);
+  return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
+// One thread per rotated pair of one (token, head). The angle's running
+// product is the reference's: one float multiply per pair below this one.
+__global__ void rope_kernel(RopeFactors f, int n_rot, bool neox, const int32_t* positions, HeadRows x) {
+  const int64_t item = blockIdx.x;  // (token, head)
+  const int64_t t = item / x.n_heads, h = item % x.n_heads;
+  const int half = n_rot / 2;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    float theta_extrap = float(positions[t]);
+    for (int k = 0; k < i; ++k) theta_extrap *= f.theta_scale;
+    const float theta_interp = f.freq_scale * theta_extrap;
+    float theta = theta_interp;
+    if (f.ext_factor != 0.0f) {
+      const float mix = yarn_ramp(f.corr_low, f.corr_high, 2 * i) * f.ext_factor;
+      theta = theta_interp * (1.0f - mix) + theta_extrap * mix;
+    }
+    const float c = cosf(theta) * f.mscale, s = sinf(theta) * f.mscale;
+    float* v = x.data + t * x.token_stride + h * x.head_stride;
+    const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+  }
+}
+
+// Byte offset of (position, kv_head) in a layer's K or V memory.
+__device__ inline int64_t slot_offset(const KvLayerView& kv, const BlockTableView& table, int64_t position, int64_t kv_head,
+                                      int64_t head_bytes) {
+  const int64_t page = int64_t(table.pages[position / kv.page_tokens]) * kv.n_kv_heads + kv_head;
+  return (page * kv.page_tokens + position % kv.page_tokens) * head_bytes;
+}
+
+__device__ inline int64_t kv_head_bytes(const KvLayerView& kv) {
+  const int64_t d = kv.kv_dim / kv.n_kv_heads;
+  return kv.dtype == DType::f32 ? 4 * d : kv.dtype == DType::f16 ? 2 * d : d / 32 * 34;
+}
+
+// One block per (token, kv head): the row stored in the cache's type.
+__global__ void kv_write_kernel(KvLayerView kv, StepIndex step, const float* k_rows, const float* v_rows) {
+  const int64_t t = blockIdx.x / kv.n_kv_heads, h = blockIdx.x % kv.n_kv_heads, dim = kv.kv_dim / kv.n_kv_heads;
+  const int64_t bytes = kv_head_bytes(kv);
+  const int64_t offset = slot_offset(kv, step.tables[step.seq_of_token[t]], step.positions[t], h, bytes);
+  for (int which = 0; which < (kv.v ? 2 : 1); ++which) {
+    const float* row = (which ? v_rows : k_rows) + t * kv.kv_dim + h * dim;
+    uint8_t* to = (which ? kv.v : kv.k) + offset;
+    if (kv.dtype == DType::f32) {
+      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) reinterpret_cast<float*>(to)[i] = row[i];
+    } else if (kv.dtype == DType::f16) {
+      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) reinterpret_cast<__half*>(to)[i] = __float2half_rn(row[i]);
+    } else {
+      for (int64_t b = threadIdx.x; b < dim / 32; b += blockDim.x) q8_0_store(row + 32 * b, to + 34 * b);
+    }
+  }
+}
+
+constexpr int k_attention_threads = 128;
+constexpr int k_max_value_per_thread = 8;  // value_dim <= 1024
+
+// One block per (token, head): the query rounded to the cache's type, then
+// chunks of 128 positions, each thread one position's score; the running
+// maximum rescales the sums (online softmax); each thread accumulates its
+// share of the value dimensions.
+__global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, StepIndex step, const float* q, float* out) {
+  extern __shared__ float shared[];
+  const int64_t head_dim = shape.head_dim, v_dim = shape.v_dim > 0 ? shape.v_dim : shape.head_dim;
+  float* query = shared;                        // [head_dim]
+  float* weights = shared + head_dim;           // [k_attention_threads]
+  __shared__ float reduce[k_attention_threads];
+  const int64_t t = blockIdx.x / shape.n_head, h = blockIdx.x % shape.n_head;
+  const int64_t kv_head = h / (shape.n_head / shape.n_head_kv);
+  const float* q_row = q + (t * shape.n_head + h) * head_dim;
+  const int type = int(kv.dtype);
+  if (kv.dtype == DType::q8_0) {
+    for (int64_t b = threadIdx.x; b < head_dim / 32; b += blockDim.x) q8_0_block(q_row + 32 * b, query + 32 * b);
+  } else {
+    for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) {
+      query[i] = kv.dtype == DType::f16 ? __half2float(__float2half_rn(q_row[i])) : q_row[i];
+    }
+  }
+  __syncthreads();
+  const BlockTableView table = step.tables[step.seq_of_token[t]];
+  const int64_t n_ctx = int64_t(step.positions[t]) + 1, bytes = kv_head_bytes(kv);
+  const uint8_t* values = kv.v ? kv.v : kv.k;
+  float acc[k_max_value_per_thread] = {};
+  float running_max = -FLT_MAX, running_sum = 0.0f;
+  for (int64_t p0 = 0; p0 < n_ctx; p0 += blockDim.x) {
+    const int64_t p = p0 + threadIdx.x;
+    float score = -FLT_MAX;
+    if (p < n_ctx) {
+      const uint8_t* key = kv.k + slot_offset(kv, table, p, kv_head, bytes);
+      float dot = 0.0f;
+      for (int64_t i = 0; i < head_dim; ++i) dot = fmaf(query[i], element(type, key, i), dot);
+      score = dot * shape.scale;
+    }
+    reduce[threadIdx.x] = score;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (int(threadIdx.x) < half) reduce[threadIdx.x] = fmaxf(reduce[threadIdx.x], reduce[threadIdx.x + half]);
+      __syncthreads();
+    }
+    const float chunk_max = fmaxf(running_max, reduce[0]);
+    __syncthreads();
+    const float rescale = expf(running_max - chunk_max);
+    running_max = chunk_max;
+    const float w = p < n_ctx ? expf(score - chunk_max) : 0.0f;
+    weights[threadIdx.x] = w;
+    reduce[threadIdx.x] = w;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (int(threadIdx.x) < half) reduce[threadIdx.x] += reduce[threadIdx.x + half];
+      __syncthreads();
+    }
+    running_sum = running_sum * rescale + reduce[0];
+    const int64_t n_here = min(int64_t(blockDim.x), n_ctx - p0);
+    for (int k = 0; k < k_max_value_per_thread; ++k) {
+      const int64_t d = threadIdx.x + int64_t(k) * blockDim.x;
+      if (d >= v_dim) break;
+      float sum = acc[k] * rescale;
+      for (int64_t j = 0; j < n_here; ++j) {
+        sum = fmaf(weights[j], element(type, values + slot_offset(kv, table, p0 + j, kv_head, bytes), d), sum);
+      }
+      acc[k] = sum;
+    }
+    __syncthreads();
+  }
+  float* o = out + (t * shape.n_head + h) * v_dim;
+  for (int k = 0; k < k_max_value_per_thread; ++k) {
+    const int64_t d = threadIdx.x + int64_t(k) * blockDim.x;
+    if (d < v_dim) o[d] = acc[k] / running_sum;
+  }
+}
+
+__global__ void gather_pair_rows_kernel(const float* in, const int64_t* pairs, int64_t k, int64_t dim, float* rows) {
+  const float* from = in + pairs[blockIdx.x] / k * dim;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) rows[blockIdx.x * dim + j] = from[j];
+}
+
+__global__ void scatter_weighted_kernel(const float* rows, const int64_t* pairs, const float* weights, int64_t dim, float* slots) {
+  const float w = weights[blockIdx.x];
+  float* to = slots + pairs[blockIdx.x] * dim;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) to[j] = rows[blockIdx.x * dim + j] * w;
+}
+
+__global__ void sum_slots_kernel(const float* slots, int64_t k, int64_t dim, float* out) {
+  const int64_t t = blockIdx.x;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    float sum = slots[t * k * dim + j];
+    for (int64_t s = 1; s < k; ++s) sum += slots[(t * k + s) * dim + j];
+    out[t * dim + j] = sum;
+  }
+}
+
+}  // namespace
+
+void embed(cudaStream_t s, const WeightMatrix& table, const int32_t* tokens, int64_t n, float* out) {
+  embed_kernel<<<unsigned(n), k_threads, 0, s>>>(int(table.type), table.data, table.row_stride_bytes(), tokens, table.n_cols, out);
+}
+
+void rms_norm(cudaStream_t s, const float* in, int64_t in_stride, const float* weight, float eps, int64_t n, int64_t dim, float* out,
+              int64_t out_stride) {
+  rms_norm_kernel<<<unsigned(n), k_threads, 0, s>>>(in, in_stride, weight, eps, dim, out, out_stride);
+}
+
+void add(cudaStream_t s, float* y, const float* x, int64_t n) { add_kernel<<<blocks_for(n), k_threads, 0, s>>>(y, x, n); }
+
+void add_bias(cudaStream_t s, float* y, const float* bias, int64_t n, int64_t dim) {
+  add_bias_kernel<<<blocks_for(n * dim), k_threads, 0, s>>>(y, bias, n, dim);
+}
+
+void silu_mul(cudaStream_t s, float* gate, const float* up, int64_t n) {
+  silu_mul_kernel<<<blocks_for(n), k_threads, 0, s>>>(gate, up, n);
+}
+
+void copy_heads(cudaStream_t s, const HeadRows& dst, const HeadRows& src, int64_t n) {
+  if (n * src.n_heads > 0) copy_heads_kernel<<<unsigned(n * src.n_heads), 64, 0, s>>>(dst, src, n);
+}
+
+void rope(cudaStream_t s, const RopeFactors& f, int n_rot, RopeLayout layout, const int32_t* positions, int64_t n, const HeadRows& x) {
+  if (n * x.n_heads > 0) rope_kernel<<<unsigned(n * x.n_heads), 64, 0, s>>>(f, n_rot, layout == RopeLayout::neox, positions, x);
+}
+
+void kv_write(cudaStream_t s, const KvLayerView& kv, const StepIndex& step, const float* k_rows, const float* v_rows) {
+  kv_write_kernel<<<unsigned(step.n_tokens * kv.n_kv_heads), 64, 0, s>>>(kv, step, k_rows, v_rows);
+}
+
+void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, float* out) {
+  DS_CHECK(shape.value_dim() <= int64_t(k_attention_threads) * k_max_value_per_thread, "paged_attention: value rows too wide");
+  const size_t shared = size_t(shape.head_dim + k_attention_threads) * sizeof(float);
+  paged_attention_kernel<<<unsigned(step.n_tokens * shape.n_head), k_attention_threads, shared, s>>>(kv, shape, step, q, out);
+}
+
+void gather_pair_rows(cudaStream_t s, const float* in, const int64_t* pairs, int64_t k, int64_t n, int64_t dim, float* rows) {
+  if (n > 0) gather_pair_rows_kernel<<<unsigned(n), k_threads, 0, s>>>(in, pairs, k, dim, rows);
+}
+
+void scatter_weighted(cudaStream_t s, const float* rows, const int64_t* pairs, const float* weights, int64_t n, int64_t dim, float* slots) {
+  if (n > 0) scatter_weighted_kernel<<<unsigned(n), k_threads, 0, s>>>(rows, pairs, weights, dim, slots);
+}
+
+void sum_slots(cudaStream_t s, const float* slots, int64_t n, int64_t k, int64_t dim, float* out) {
+  if (n > 0) sum_slots_kernel<<<unsigned(n), k_threads, 0, s>>>(slots, k, dim, out);
+}
+
+}  // namespace ds::cuda

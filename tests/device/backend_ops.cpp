@@ -1,0 +1,949 @@
+// Every op of the device layer, on every backend this build has, against the
+// host reference (llama.cpp's test-backend-ops is the model): one case per op,
+// shape and dtype. Each case runs the op in the backend's memory, copies the
+// result back, and measures the normalised error
+//
+//   e = max_j |got_j - want_j| / S_j
+//
+// where S_j is the magnitude the output's rounding scales with (for a sum of
+// products, the sum of the products' absolute values; for an element-wise op,
+// |want_j|). Each op states its bound on e from how it computes: 0 for ops
+// that only move or add values exactly, a few units of f32 rounding (u =
+// 2^-24) for element-wise functions, (K + 1)·u for an f32-accumulated sum of
+// K products (the worst case of recursive summation, Higham's γ_K). A
+// case fails when e exceeds its bound.
+//
+//   dsinfer_backend_ops [test|perf] [--op NAME]
+//
+// perf runs larger shapes and prints time, GB/s and GFLOP/s per op beside the
+// machine's limit: the memory read bandwidth measured here for the CPU, the
+// device's own figure (memory clock and bus width) for a GPU.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "device/backend.h"
+#include "kernels/elementwise.h"
+#include "kernels/vec_dot.h"
+#include "support/random_tensors.h"
+#include "tensor/quantize.h"
+
+namespace ds {
+namespace {
+
+constexpr double k_u = 0x1p-24;  // f32 unit roundoff
+
+struct Outcome {
+  Outcome(double e, double b) : error(e), bound(b) {}
+  double error;      // e above
+  double bound;
+  std::string note;  // what failed besides e, if anything
+};
+
+// e over all outputs; s: S_j per output.
+double normalised_error(const std::vector<float>& got, const std::vector<float>& want, const std::vector<double>& s) {
+  double e = 0.0;
+  for (size_t j = 0; j < want.size(); ++j) {
+    const double diff = std::fabs(double(got[j]) - double(want[j]));
+    if (diff == 0.0) continue;
+    if (!std::isfinite(diff)) return INFINITY;
+    e = std::max(e, diff / std::max(s[j], 1e-30));
+  }
+  return e;
+}
+
+std::vector<double> magnitudes(const std::vector<float>& want) {
+  std::vector<double> s(want.size());
+  for (size_t j = 0; j < want.size(); ++j) s[j] = std::fabs(double(want[j]));
+  return s;
+}
+
+// Buffers in a backend's memory, held for one case.
+class DeviceData {
+ public:
+  explicit DeviceData(Backend& backend) : backend_(backend) {}
+  uint8_t* bytes(const void* host, size_t n) {
+    auto buffer = backend_.allocate(std::max<size_t>(n, 64));
+    DS_CHECK(buffer.ok(), buffer.message());
+    uint8_t* data = buffer.value().data();
+    if (host) backend_.upload(data, host, n);
+    buffers_.push_back(buffer.take());
+    return data;
+  }
+  float* floats(const std::vector<float>& host) { return reinterpret_cast<float*>(bytes(host.data(), host.size() * sizeof(float))); }
+  float* zeros(size_t n) { return floats(std::vector<float>(n, 0.0f)); }
+  std::vector<float> read(const float* data, size_t n) {
+    std::vector<float> host(n);
+    backend_.download(host.data(), data, n * sizeof(float));
+    return host;
+  }
+  // A matrix stored as the backend stores it, repacked when `repack` and the
+  // backend has a layout for it; host: the same rows in the GGUF layout.
+  WeightMatrix matrix(DType type, int64_t n_rows, int64_t n_cols, const std::vector<uint8_t>& rows, bool repack) {
+    uint8_t* data = bytes(nullptr, rows.size());
+    const bool repacked = repack && backend_.repacks(type, n_rows);
+    backend_.store_matrix(type, n_rows, n_cols, rows.data(), data, repacked);
+    return WeightMatrix{type, n_rows, n_cols, data, repacked};
+  }
+
+ private:
+  Backend& backend_;
+  std::vector<DeviceBuffer> buffers_;
+};
+
+std::vector<float> dequantized(DType type, const std::vector<uint8_t>& rows, int64_t n_rows, int64_t n_cols) {
+  std::vector<float> out(size_t(n_rows * n_cols));
+  for (int64_t r = 0; r < n_rows; ++r) dequantize_row(type, rows.data() + r * row_bytes(type, n_cols), out.data() + r * n_cols, n_cols);
+  return out;
+}
+
+// x as the matmul kernels see it: converted to the weight type's activation type and back.
+std::vector<float> as_activations(DType weight_type, const std::vector<float>& x, int64_t n_cols) {
+  const DType act = activation_type_for(weight_type);
+  std::vector<float> out(x.size());
+  std::vector<uint8_t> row(size_t(row_bytes(act, n_cols)));
+  for (size_t r = 0; r * size_t(n_cols) < x.size(); ++r) {
+    quantize_row(act, x.data() + r * n_cols, row.data(), n_cols);
+    dequantize_row(act, row.data(), out.data() + r * n_cols, n_cols);
+  }
+  return out;
+}
+
+// S_j of y = x · wᵀ: sum_i |x_i w_ji| over the converted operands.
+std::vector<double> product_magnitudes(const std::vector<float>& w, const std::vector<float>& x, int64_t n_rows, int64_t n_cols,
+                                       int64_t n_tokens) {
+  std::vector<double> s(size_t(n_rows * n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < n_cols; ++i) sum += std::fabs(double(w[size_t(r * n_cols + i)]) * x[size_t(t * n_cols + i)]);
+      s[size_t(t * n_rows + r)] = sum;
+    }
+  }
+  return s;
+}
+
+// The bound of a K-term product sum: γ_K, and for Q8_1 activations the f16
+// rounding of the stored d·sum(q) that the *_1 types' min term uses.
+double matmul_bound(DType weight_type, int64_t k) {
+  return double(k + 1) * k_u + (activation_type_for(weight_type) == DType::q8_1 ? 2e-3 : 0.0);
+}
+
+class OpCase {
+ public:
+  virtual ~OpCase() = default;
+  std::string op, shape, dtype;
+  double flops = 0.0, bytes = 0.0;  // per run, for perf
+  virtual void setup(Backend& backend, DeviceData& data) = 0;
+  virtual void run(Backend& backend) = 0;
+  virtual Outcome check(Backend& backend, DeviceData& data) = 0;
+};
+
+// perf: `copies` stores of the matrix taken in turn, so that the weights come
+// from memory as a model's do, not from a cache that holds one matrix.
+class MatmulCase : public OpCase {
+ public:
+  MatmulCase(DType type, int64_t rows, int64_t cols, int64_t tokens, bool repack, int copies = 1)
+      : type_(type), rows_(rows), cols_(cols), tokens_(tokens), repack_(repack), copies_(copies) {
+    op = "matmul";
+    shape = std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(tokens);
+    dtype = std::string(dtype_name(type)) + (repack ? "" : " rows");
+    flops = 2.0 * double(rows * cols * tokens);
+    bytes = double(row_bytes(type, cols) * rows + 4 * (cols + rows) * tokens);
+  }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(rows_ * 31 + cols_ + tokens_));
+    w_rows_ = random_weights(rng, type_, rows_, cols_);
+    x_ = random_floats(rng, tokens_ * cols_);
+    for (int c = 0; c < copies_; ++c) w_.push_back(data.matrix(type_, rows_, cols_, w_rows_, repack_));
+    x_dev_ = data.floats(x_);
+    y_dev_ = data.zeros(size_t(rows_ * tokens_));
+  }
+  void run(Backend& b) override { b.matmul(w_[size_t(next_++ % copies_)], x_dev_, tokens_, y_dev_); }
+  Outcome check(Backend& b, DeviceData& data) override {
+    std::vector<float> want(size_t(rows_ * tokens_));
+    matmul_reference(WeightMatrix{type_, rows_, cols_, w_rows_.data()}, x_.data(), tokens_, want.data());
+    const auto s = product_magnitudes(dequantized(type_, w_rows_, rows_, cols_), as_activations(type_, x_, cols_), rows_, cols_, tokens_);
+    return {normalised_error(data.read(y_dev_, want.size()), want, s), matmul_bound(type_, cols_)};
+  }
+
+ private:
+  DType type_;
+  int64_t rows_, cols_, tokens_;
+  bool repack_;
+  int copies_;
+  int64_t next_ = 0;
+  std::vector<uint8_t> w_rows_;
+  std::vector<float> x_;
+  std::vector<WeightMatrix> w_;
+  float *x_dev_ = nullptr, *y_dev_ = nullptr;
+};
+
+// Per-head matrices against the heads' strided rows (MLA's k_b and v_b).
+class MatmulBatchedCase : public OpCase {
+ public:
+  MatmulBatchedCase(DType type, int64_t heads, int64_t rows, int64_t cols, int64_t tokens)
+      : type_(type), heads_(heads), rows_(rows), cols_(cols), tokens_(tokens) {
+    op = "matmul_batched";
+    shape = std::to_string(heads) + "x" + std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(tokens);
+    dtype = dtype_name(type);
+    flops = 2.0 * double(heads * rows * cols * tokens);
+    bytes = double(heads * (row_bytes(type, cols) * rows + 4 * (cols + rows) * tokens));
+  }
+  // x rows (head, token) at head * x_head + token * x_token, padded; y likewise.
+  int64_t x_head() const { return cols_ + 16; }
+  int64_t x_token() const { return heads_ * x_head() + 8; }
+  int64_t y_head() const { return rows_ + 4; }
+  int64_t y_token() const { return heads_ * y_head(); }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(heads_ * 7 + rows_ + tokens_));
+    for (int64_t h = 0; h < heads_; ++h) {
+      w_rows_.push_back(random_weights(rng, type_, rows_, cols_));
+      w_.push_back(data.matrix(type_, rows_, cols_, w_rows_.back(), true));
+    }
+    x_ = random_floats(rng, tokens_ * x_token());
+    x_dev_ = data.floats(x_);
+    y_dev_ = data.zeros(size_t(tokens_ * y_token()));
+  }
+  void run(Backend& b) override {
+    b.matmul_batched(w_.data(), heads_, x_dev_, x_token(), x_head(), tokens_, y_dev_, y_token(), y_head());
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    const std::vector<float> all = data.read(y_dev_, size_t(tokens_ * y_token()));
+    std::vector<float> got, want;
+    std::vector<double> s;
+    for (int64_t h = 0; h < heads_; ++h) {
+      std::vector<float> x(size_t(tokens_ * cols_)), y(size_t(tokens_ * rows_));
+      for (int64_t t = 0; t < tokens_; ++t) std::copy_n(x_.data() + t * x_token() + h * x_head(), cols_, x.data() + t * cols_);
+      matmul_reference(WeightMatrix{type_, rows_, cols_, w_rows_[size_t(h)].data()}, x.data(), tokens_, y.data());
+      const auto head_s = product_magnitudes(dequantized(type_, w_rows_[size_t(h)], rows_, cols_), as_activations(type_, x, cols_), rows_,
+                                             cols_, tokens_);
+      for (int64_t t = 0; t < tokens_; ++t) {
+        for (int64_t r = 0; r < rows_; ++r) {
+          got.push_back(all[size_t(t * y_token() + h * y_head() + r)]);
+          want.push_back(y[size_t(t * rows_ + r)]);
+          s.push_back(head_s[size_t(t * rows_ + r)]);
+        }
+      }
+    }
+    Outcome outcome{normalised_error(got, want, s), matmul_bound(type_, cols_)};
+    // The padding between heads and tokens stays as it was.
+    for (int64_t t = 0; t < tokens_; ++t) {
+      for (int64_t h = 0; h < heads_; ++h) {
+        for (int64_t r = rows_; r < y_head(); ++r) {
+          if (all[size_t(t * y_token() + h * y_head() + r)] != 0.0f) outcome.note = "wrote into the padding between heads";
+        }
+      }
+    }
+    return outcome;
+  }
+
+ private:
+  DType type_;
+  int64_t heads_, rows_, cols_, tokens_;
+  std::vector<std::vector<uint8_t>> w_rows_;
+  std::vector<WeightMatrix> w_;
+  std::vector<float> x_;
+  float *x_dev_ = nullptr, *y_dev_ = nullptr;
+};
+
+// Dequantization is specified bit for bit by the format's order of
+// operations: every backend must reproduce it (bound 0).
+class EmbedCase : public OpCase {
+ public:
+  EmbedCase(DType type, int64_t vocab, int64_t dim, int64_t tokens) : type_(type), vocab_(vocab), dim_(dim), tokens_(tokens) {
+    op = "embed";
+    shape = std::to_string(vocab) + "x" + std::to_string(dim) + " n=" + std::to_string(tokens);
+    dtype = dtype_name(type);
+    bytes = double((row_bytes(type, dim) + 4 * dim) * tokens);
+  }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(vocab_ + dim_));
+    rows_ = random_weights(rng, type_, vocab_, dim_);
+    for (int64_t t = 0; t < tokens_; ++t) tokens_host_.push_back(int32_t((t * 37 + 5) % vocab_));
+    table_ = data.matrix(type_, vocab_, dim_, rows_, false);
+    tokens_dev_ = reinterpret_cast<int32_t*>(data.bytes(tokens_host_.data(), tokens_host_.size() * sizeof(int32_t)));
+    out_ = data.zeros(size_t(tokens_ * dim_));
+  }
+  void run(Backend& b) override {
+    StepIndex step;
+    step.n_tokens = tokens_;
+    step.tokens = tokens_dev_;
+    b.embed(table_, step, out_);
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    const std::vector<float> all = dequantized(type_, rows_, vocab_, dim_);
+    std::vector<float> want;
+    for (int32_t token : tokens_host_) want.insert(want.end(), all.begin() + token * dim_, all.begin() + (token + 1) * dim_);
+    return {normalised_error(data.read(out_, want.size()), want, magnitudes(want)), 0.0};
+  }
+
+ private:
+  DType type_;
+  int64_t vocab_, dim_, tokens_;
+  std::vector<uint8_t> rows_;
+  std::vector<int32_t> tokens_host_;
+  WeightMatrix table_;
+  int32_t* tokens_dev_ = nullptr;
+  float* out_ = nullptr;
+};
+
+// The mean square over dim in f32 differs from the exact one by at most
+// (dim/2 + 1)·u relative (pairwise or recursive sums of positive terms), the
+// square root halves it, and the scaling adds three roundings.
+class RmsNormCase : public OpCase {
+ public:
+  RmsNormCase(int64_t n, int64_t dim, int64_t stride) : n_(n), dim_(dim), stride_(stride) {
+    op = "rms_norm";
+    shape = std::to_string(n) + "x" + std::to_string(dim) + (stride != dim ? " strided" : "");
+    dtype = "f32";
+    flops = 4.0 * double(n * dim);
+    bytes = 4.0 * double(2 * n * dim + dim);
+  }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(n_ + dim_));
+    x_ = random_floats(rng, n_ * stride_, 3.0f);
+    weight_ = random_floats(rng, dim_);
+    x_dev_ = data.floats(x_);
+    weight_dev_ = data.floats(weight_);
+    out_ = data.zeros(size_t(n_ * stride_));
+  }
+  void run(Backend& b) override { b.rms_norm(x_dev_, stride_, weight_dev_, 1e-5f, n_, dim_, out_, stride_); }
+  Outcome check(Backend& b, DeviceData& data) override {
+    const std::vector<float> all = data.read(out_, size_t(n_ * stride_));
+    std::vector<float> got, want;
+    for (int64_t t = 0; t < n_; ++t) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < dim_; ++i) sum += double(x_[size_t(t * stride_ + i)]) * x_[size_t(t * stride_ + i)];
+      const double scale = 1.0 / std::sqrt(sum / double(dim_) + 1e-5);
+      for (int64_t i = 0; i < dim_; ++i) {
+        got.push_back(all[size_t(t * stride_ + i)]);
+        want.push_back(float(double(x_[size_t(t * stride_ + i)]) * scale * weight_[size_t(i)]));
+      }
+    }
+    return {normalised_error(got, want, magnitudes(want)), (double(dim_) / 2.0 + 5.0) * k_u};
+  }
+
+ private:
+  int64_t n_, dim_, stride_;
+  std::vector<float> x_, weight_;
+  float *x_dev_ = nullptr, *weight_dev_ = nullptr, *out_ = nullptr;
+};
+
+// An f32 op over rows x dim values.
+class RowsCase : public OpCase {
+ public:
+  RowsCase(std::string name, int64_t rows, int64_t dim) : rows_(rows), dim_(dim) {
+    op = std::move(name);
+    shape = std::to_string(rows) + "x" + std::to_string(dim);
+    dtype = "f32";
+  }
+
+ protected:
+  int64_t rows_, dim_;
+};
+
+// add, add_bias, silu_mul: element by element. A sum of two floats is
+// correctly rounded everywhere (bound 0); silu(g)·u takes exp (within 2 ulp
+// in libm and CUDA's expf, and silu's relative sensitivity to it is at most
+// 1), a sum, a division and a product: 6u with the reference's own rounding.
+class ElementwiseCase : public RowsCase {
+ public:
+  ElementwiseCase(std::string name, int64_t rows, int64_t dim) : RowsCase(std::move(name), rows, dim) {
+    flops = double(rows * dim) * (op == "silu_mul" ? 5.0 : 1.0);
+    bytes = 12.0 * double(rows * dim);
+  }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(rows_ * dim_));
+    a_ = random_floats(rng, rows_ * dim_, 4.0f);
+    b_ = random_floats(rng, op == "add_bias" ? dim_ : rows_ * dim_);
+    a_dev_ = data.floats(a_);
+    b_dev_ = data.floats(b_);
+  }
+  void run(Backend& b) override {
+    if (op == "add") b.add(a_dev_, b_dev_, rows_ * dim_);
+    if (op == "add_bias") b.add_bias(a_dev_, b_dev_, rows_, dim_);
+    if (op == "silu_mul") b.silu_mul(a_dev_, b_dev_, rows_ * dim_);
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    std::vector<float> want = a_;
+    if (op == "add") add_inplace(want.data(), b_.data(), rows_ * dim_);
+    if (op == "add_bias") add_bias(want.data(), b_.data(), rows_, dim_);
+    if (op == "silu_mul") {
+      for (size_t i = 0; i < want.size(); ++i) want[i] = float(double(a_[i]) / (1.0 + std::exp(-double(a_[i]))) * b_[i]);
+    }
+    return {normalised_error(data.read(a_dev_, want.size()), want, magnitudes(want)), op == "silu_mul" ? 6.0 * k_u : 0.0};
+  }
+
+ private:
+  std::vector<float> a_, b_;
+  float *a_dev_ = nullptr, *b_dev_ = nullptr;
+};
+
+// gather_rows and copy_heads move values: bound 0.
+class MoveCase : public RowsCase {
+ public:
+  MoveCase(std::string name, int64_t rows, int64_t dim) : RowsCase(std::move(name), rows, dim) {
+    bytes = 8.0 * double(rows * dim);
+  }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(rows_ + dim_));
+    src_ = random_floats(rng, rows_ * 2 * dim_);
+    src_dev_ = data.floats(src_);
+    dst_dev_ = data.zeros(size_t(rows_ * 2 * dim_));
+    for (int64_t i = 0; i < rows_; ++i) picked_.push_back(int32_t((i * 5 + 3) % (2 * rows_)));
+  }
+  // copy_heads: 4 heads of dim/4 from rows of 2·dim (head stride dim/2) to packed rows of dim.
+  void run(Backend& b) override {
+    if (op == "gather_rows") b.gather_rows(src_dev_, dim_, picked_.data(), rows_, dst_dev_);
+    if (op == "copy_heads") b.copy_heads(HeadRows{dst_dev_, 4, dim_ / 4, dim_, dim_ / 4}, HeadRows{src_dev_, 4, dim_ / 4, 2 * dim_, dim_ / 2}, rows_);
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    std::vector<float> want(size_t(rows_ * dim_));
+    for (int64_t i = 0; i < rows_; ++i) {
+      for (int64_t d = 0; d < dim_; ++d) {
+        want[size_t(i * dim_ + d)] = op == "gather_rows" ? src_[size_t(picked_[size_t(i)] * dim_ + d)]
+                                                         : src_[size_t(i * 2 * dim_ + d / (dim_ / 4) * (dim_ / 2) + d % (dim_ / 4))];
+      }
+    }
+    return {normalised_error(data.read(dst_dev_, want.size()), want, magnitudes(want)), 0.0};
+  }
+
+ private:
+  std::vector<float> src_;
+  std::vector<int32_t> picked_;
+  float *src_dev_ = nullptr, *dst_dev_ = nullptr;
+};
+
+// Sequences of a step over shuffled pages: `lengths` tokens each, the last
+// `new_tokens` of each in the step.
+struct PagedStep {
+  int64_t page_tokens = 4;
+  std::vector<std::vector<int32_t>> pages;
+  std::vector<BlockTableView> tables;
+  std::vector<int32_t> tokens, positions, seq_of_token;
+  int64_t n_pages = 0, n_ctx = 0;
+
+  PagedStep(const std::vector<int64_t>& lengths, int64_t new_tokens) {
+    for (int64_t len : lengths) n_pages += (len + page_tokens - 1) / page_tokens;
+    std::vector<int32_t> order(static_cast<size_t>(n_pages));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(5));
+    size_t next = 0;
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      const int64_t len = lengths[s];
+      pages.emplace_back(order.begin() + int64_t(next), order.begin() + int64_t(next) + (len + page_tokens - 1) / page_tokens);
+      next += pages.back().size();
+      for (int64_t p = std::max<int64_t>(0, len - new_tokens); p < len; ++p) {
+        tokens.push_back(0);
+        positions.push_back(int32_t(p));
+        seq_of_token.push_back(int32_t(s));
+      }
+      n_ctx = std::max(n_ctx, len);
+    }
+    for (const auto& p : pages) tables.push_back(BlockTableView{p.data(), int32_t(p.size())});
+  }
+  StepIndex host() const {
+    return StepIndex{int64_t(tokens.size()), n_ctx, tokens.data(), positions.data(), seq_of_token.data(), tables.data(), int64_t(tables.size())};
+  }
+};
+
+// A layer's KV memory in the backend and a host copy for the reference.
+struct PagedKv {
+  KvLayerView device, host;
+  std::vector<uint8_t> host_k, host_v;
+  size_t k_bytes = 0, v_bytes = 0;
+  PagedKv(DeviceData& data, DType dtype, int64_t n_pages, int64_t page_tokens, int64_t n_kv_heads, int64_t head_dim, bool with_v) {
+    const int64_t kv_dim = n_kv_heads * head_dim;
+    k_bytes = size_t(n_pages * page_tokens * row_bytes(dtype, kv_dim));
+    v_bytes = with_v ? k_bytes : 0;
+    host_k.assign(k_bytes, 0);
+    host_v.assign(v_bytes, 0);
+    host = KvLayerView{dtype, host_k.data(), with_v ? host_v.data() : nullptr, page_tokens, kv_dim, n_kv_heads};
+    device = host;
+    device.k = data.bytes(host_k.data(), k_bytes);
+    device.v = with_v ? data.bytes(host_v.data(), v_bytes) : nullptr;
+  }
+};
+
+// The rounding unit of a KV type, relative to a row's largest magnitude: a
+// value one f32 ulp away on either backend may round to the neighbouring code.
+double kv_unit(DType dtype) { return dtype == DType::f32 ? 8.0 * k_u : dtype == DType::f16 ? 0x1p-11 : 1.0 / 127.0; }
+
+// RoPE of q and k (contiguous heads or the strided RoPE part of MLA rows),
+// then the rows stored at each token's slot. Rotations: cos/sin (1 ulp each),
+// the YaRN magnitude, two products and a sum: 8u of the pair's magnitude. The
+// stored rows may differ by one code of the KV type (kv_unit).
+class RopeKvWriteCase : public OpCase {
+ public:
+  RopeKvWriteCase(RopeLayout layout, RopeScaling scaling, DType kv_dtype, int64_t n_head, int64_t n_head_kv, int64_t head_dim, bool mla)
+      : kv_dtype_(kv_dtype), n_head_(n_head), n_head_kv_(n_head_kv), head_dim_(head_dim), mla_(mla), step_({21, 9, 3}, 7) {
+    rope_.layout = layout;
+    rope_.n_rot = int(mla ? head_dim : head_dim - 16);  // partial rotation off MLA
+    rope_.freq_base = 10000.0f;
+    rope_.scaling = scaling;
+    rope_.scaling_factor = 4.0f;
+    rope_.n_ctx_orig = 8;
+    op = "rope_kv_write";
+    shape = std::to_string(n_head) + "/" + std::to_string(n_head_kv) + "x" + std::to_string(head_dim) + (mla ? " mla" : "") +
+            (layout == RopeLayout::neox ? " neox" : " normal") +
+            (scaling == RopeScaling::yarn ? " yarn" : scaling == RopeScaling::dynamic_ntk ? " ntk" : "");
+    dtype = std::string("kv ") + dtype_name(kv_dtype);
+  }
+  // MLA: q rows of n_head × (16 + head_dim) with the RoPE part after 16; the
+  // cache row: a 32-wide latent then the shared RoPE key (head_dim).
+  int64_t q_head() const { return mla_ ? 16 + head_dim_ : head_dim_; }
+  int64_t q_offset() const { return mla_ ? 16 : 0; }
+  int64_t kv_row() const { return mla_ ? 32 + head_dim_ : n_head_kv_ * head_dim_; }
+  int64_t k_offset() const { return mla_ ? 32 : 0; }
+  int64_t n() const { return int64_t(step_.tokens.size()); }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(n_head_ + head_dim_));
+    q_ = random_floats(rng, n() * n_head_ * q_head());
+    k_ = random_floats(rng, n() * kv_row());
+    v_ = random_floats(rng, n() * kv_row());
+    q_dev_ = data.floats(q_);
+    k_dev_ = data.floats(k_);
+    v_dev_ = mla_ ? nullptr : data.floats(v_);
+    kv_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, mla_ ? 1 : n_head_kv_, mla_ ? kv_row() : head_dim_, !mla_);
+    step_dev_ = b.upload_step(step_.host());
+  }
+  HeadRows q_rows(float* q) const { return HeadRows{q + q_offset(), n_head_, head_dim_, n_head_ * q_head(), q_head()}; }
+  HeadRows k_rows(float* k) const {
+    return mla_ ? HeadRows{k + k_offset(), 1, head_dim_, kv_row(), head_dim_} : HeadRows{k, n_head_kv_, head_dim_, kv_row(), head_dim_};
+  }
+  void run(Backend& b) override { b.rope_kv_write(rope_, step_dev_, q_rows(q_dev_), k_rows(k_dev_), kv_->device, k_dev_, v_dev_); }
+  // The reference rotation: each head gathered, rotated by the contiguous kernel, put back.
+  void rotate(const HeadRows& rows) const {
+    std::vector<float> head(static_cast<size_t>(head_dim_));
+    for (int64_t t = 0; t < n(); ++t) {
+      for (int64_t h = 0; h < rows.n_heads; ++h) {
+        float* at = rows.data + t * rows.token_stride + h * rows.head_stride;
+        std::copy_n(at, head_dim_, head.data());
+        ds::rope(rope_, head.data(), 1, 1, head_dim_, step_.positions.data() + t, step_.n_ctx);
+        std::copy_n(head.data(), head_dim_, at);
+      }
+    }
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    std::vector<float> q_want = q_, k_want = k_;
+    rotate(q_rows(q_want.data()));
+    rotate(k_rows(k_want.data()));
+    // A rotated pair's magnitude, for every element of it (others: |x|).
+    const auto pair_magnitudes = [&](const std::vector<float>& before, const HeadRows& rows) {
+      std::vector<double> s = magnitudes(before);
+      const int half = rope_.n_rot / 2;
+      for (int64_t t = 0; t < n(); ++t) {
+        for (int64_t h = 0; h < rows.n_heads; ++h) {
+          const size_t at = size_t((rows.data - before.data()) + t * rows.token_stride + h * rows.head_stride);
+          for (int i = 0; i < half; ++i) {
+            const size_t a = at + size_t(rope_.layout == RopeLayout::normal ? 2 * i : i);
+            const size_t c = at + size_t(rope_.layout == RopeLayout::normal ? 2 * i + 1 : i + half);
+            s[a] = s[c] = (std::fabs(before[a]) + std::fabs(before[c])) * 2.0;  // the YaRN magnitude is at most ~1.2
+          }
+        }
+      }
+      return s;
+    };
+    std::vector<float> q_copy = q_, k_copy = k_;
+    const double e_q = normalised_error(data.read(q_dev_, q_.size()), q_want, pair_magnitudes(q_copy, q_rows(q_copy.data())));
+    const double e_k = normalised_error(data.read(k_dev_, k_.size()), k_want, pair_magnitudes(k_copy, k_rows(k_copy.data())));
+    // The stored rows against the reference store of the reference rotation.
+    kv_write(kv_->host, k_want.data(), mla_ ? nullptr : v_.data(), n(), step_.positions.data(), step_.seq_of_token.data(), step_.tables.data());
+    const int64_t dim = kv_->host.kv_dim, n_slots = step_.n_pages * step_.page_tokens;
+    double e_kv = 0.0;
+    for (int which = 0; which < (mla_ ? 1 : 2); ++which) {
+      std::vector<uint8_t> got_bytes(which ? kv_->v_bytes : kv_->k_bytes);
+      b.download(got_bytes.data(), which ? kv_->device.v : kv_->device.k, got_bytes.size());
+      const std::vector<float> got = dequantized(kv_dtype_, got_bytes, n_slots, dim);
+      const std::vector<float> want = dequantized(kv_dtype_, which ? kv_->host_v : kv_->host_k, n_slots, dim);
+      std::vector<double> s(want.size());
+      for (int64_t r = 0; r < n_slots; ++r) {
+        double row_max = 0.0;
+        for (int64_t i = 0; i < dim; ++i) row_max = std::max(row_max, std::fabs(double(want[size_t(r * dim + i)])));
+        for (int64_t i = 0; i < dim; ++i) s[size_t(r * dim + i)] = row_max;
+      }
+      e_kv = std::max(e_kv, normalised_error(got, want, s));
+    }
+    // Three outputs with bounds of their own: e in units of each one's bound.
+    return {std::max({e_q / (8.0 * k_u), e_k / (8.0 * k_u), e_kv / kv_unit(kv_dtype_)}), 1.0};
+  }
+
+ private:
+  RopeParams rope_;
+  DType kv_dtype_;
+  int64_t n_head_, n_head_kv_, head_dim_;
+  bool mla_;
+  PagedStep step_;
+  StepIndex step_dev_;
+  std::vector<float> q_, k_, v_;
+  float *q_dev_ = nullptr, *k_dev_ = nullptr, *v_dev_ = nullptr;
+  std::unique_ptr<PagedKv> kv_;
+};
+
+// Attention over the pages of a step's sequences. A score q·k·scale carries at
+// most δs = D·u·scale·|q|₁·max|k| of f32 error; the softmax weights then
+// differ by at most 2δs + 2L·u relative (L positions), and the output, a
+// convex combination of values, by that times max|v| plus its own L·u sum.
+class PagedAttentionCase : public OpCase {
+ public:
+  PagedAttentionCase(DType kv_dtype, int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t v_dim, std::vector<int64_t> lengths,
+                     int64_t new_tokens)
+      : kv_dtype_(kv_dtype), step_(lengths, new_tokens) {
+    shape_ = AttentionShape{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim)), v_dim};
+    op = "paged_attention";
+    shape = std::to_string(n_head) + "/" + std::to_string(n_head_kv) + "x" + std::to_string(head_dim) + (v_dim ? " latent" : "") +
+            " ctx " + std::to_string(step_.n_ctx) + " n=" + std::to_string(step_.tokens.size());
+    dtype = std::string("kv ") + dtype_name(kv_dtype);
+    int64_t pairs = 0;
+    for (int32_t p : step_.positions) pairs += p + 1;
+    flops = 2.0 * double(pairs * n_head * (head_dim + shape_.value_dim()));
+    bytes = double(pairs * n_head_kv * (row_bytes(kv_dtype, head_dim) + (v_dim ? 0 : row_bytes(kv_dtype, head_dim))));
+  }
+  int64_t n() const { return int64_t(step_.tokens.size()); }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(shape_.n_head * 3 + step_.n_ctx));
+    const bool latent = shape_.v_dim > 0;
+    const int64_t kv_dim = shape_.n_head_kv * shape_.head_dim, n_slots = step_.n_pages * step_.page_tokens;
+    kv_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, shape_.n_head_kv, shape_.head_dim, !latent);
+    // Every slot written through the reference store, the bytes then copied to the backend.
+    std::vector<int32_t> positions, seqs;
+    for (size_t s = 0; s < step_.pages.size(); ++s) {
+      for (int64_t p = 0; p < int64_t(step_.pages[s].size()) * step_.page_tokens; ++p) {
+        positions.push_back(int32_t(p));
+        seqs.push_back(int32_t(s));
+      }
+    }
+    const std::vector<float> k = random_floats(rng, n_slots * kv_dim, 2.0f), v = random_floats(rng, n_slots * kv_dim);
+    kv_write(kv_->host, k.data(), latent ? nullptr : v.data(), int64_t(positions.size()), positions.data(), seqs.data(), step_.tables.data());
+    b.upload(kv_->device.k, kv_->host_k.data(), kv_->k_bytes);
+    if (!latent) b.upload(kv_->device.v, kv_->host_v.data(), kv_->v_bytes);
+    max_k_ = 0.0;
+    for (float x : dequantized(kv_dtype_, kv_->host_k, n_slots, kv_dim)) max_k_ = std::max(max_k_, std::fabs(double(x)));
+    max_v_ = latent ? max_k_ : 0.0;
+    if (!latent) {
+      for (float x : dequantized(kv_dtype_, kv_->host_v, n_slots, kv_dim)) max_v_ = std::max(max_v_, std::fabs(double(x)));
+    }
+    q_ = random_floats(rng, n() * shape_.n_head * shape_.head_dim);
+    q_dev_ = data.floats(q_);
+    out_ = data.zeros(size_t(n() * shape_.n_head * shape_.value_dim()));
+    step_dev_ = b.upload_step(step_.host());
+  }
+  void run(Backend& b) override { b.paged_attention(kv_->device, shape_, step_dev_, q_dev_, out_); }
+  Outcome check(Backend& b, DeviceData& data) override {
+    std::vector<float> want(size_t(n() * shape_.n_head * shape_.value_dim()));
+    paged_attention_reference(kv_->host, shape_, q_.data(), n(), step_.positions.data(), step_.seq_of_token.data(), step_.tables.data(),
+                              want.data());
+    double q_l1 = 0.0;
+    for (int64_t r = 0; r < n() * shape_.n_head; ++r) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < shape_.head_dim; ++i) sum += std::fabs(q_[size_t(r * shape_.head_dim + i)]) * 1.001;  // the query's rounding to the KV type
+      q_l1 = std::max(q_l1, sum);
+    }
+    const double ds = double(shape_.head_dim) * k_u * shape_.scale * q_l1 * max_k_;
+    const double bound = 2.0 * ds + 3.0 * double(step_.n_ctx + shape_.head_dim) * k_u;
+    return {normalised_error(data.read(out_, want.size()), want, std::vector<double>(want.size(), max_v_)), bound};
+  }
+
+ private:
+  DType kv_dtype_;
+  AttentionShape shape_;
+  PagedStep step_;
+  StepIndex step_dev_;
+  std::unique_ptr<PagedKv> kv_;
+  std::vector<float> q_;
+  double max_k_ = 0.0, max_v_ = 0.0;
+  float *q_dev_ = nullptr, *out_ = nullptr;
+};
+
+// The routed experts of one MoE layer. The reference routes with
+// moe_route and runs each (token, slot) through the reference matmuls. The
+// bound is first order through the chain: gate and up carry γ_K of their
+// products; silu(g)·u passes that on (|silu'| ≤ 1.1) with 2u of its own, and
+// may round to the neighbouring code of the down projection's activation
+// type; down adds γ_ff; the slots' sum k·u. Expert token counts must agree.
+class MoeCase : public OpCase {
+ public:
+  MoeCase(DType type, ExpertGating gating, int64_t n_group, int64_t n_tokens) : type_(type), n_(n_tokens) {
+    routing_.n_expert = 8;
+    routing_.n_expert_used = 2;
+    routing_.gating = gating;
+    routing_.normalize_weights = gating == ExpertGating::sigmoid;
+    routing_.weights_scale = gating == ExpertGating::sigmoid ? 2.5f : 1.0f;
+    routing_.n_group = n_group;
+    routing_.n_group_used = n_group > 1 ? 2 : 1;
+    op = "moe_experts";
+    shape = "8 experts top-2" + std::string(n_group > 1 ? " 4 groups" : "") + (gating == ExpertGating::sigmoid ? " sigmoid" : " softmax") +
+            " " + std::to_string(k_embd) + "/" + std::to_string(k_ff) + " n=" + std::to_string(n_tokens);
+    dtype = dtype_name(type);
+    flops = 6.0 * double(n_tokens * routing_.n_expert_used * k_embd * k_ff);
+    bytes = 3.0 * double(routing_.n_expert * k_ff * row_bytes(type, k_embd));
+  }
+  static constexpr int64_t k_embd = 256, k_ff = 256;  // whole K-type blocks
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(n_ * 13 + routing_.n_group));
+    for (int64_t e = 0; e < routing_.n_expert; ++e) {
+      for (auto [rows, cols] : {std::pair{k_ff, k_embd}, std::pair{k_ff, k_embd}, std::pair{k_embd, k_ff}}) {
+        host_rows_.push_back(random_weights(rng, type_, rows, cols));
+        matrices_.push_back(data.matrix(type_, rows, cols, host_rows_.back(), true));
+      }
+    }
+    for (int64_t e = 0; e < routing_.n_expert; ++e) {
+      gate_.push_back(matrices_[size_t(3 * e)]);
+      up_.push_back(matrices_[size_t(3 * e + 1)]);
+      down_.push_back(matrices_[size_t(3 * e + 2)]);
+    }
+    logits_ = random_floats(rng, n_ * routing_.n_expert);
+    bias_ = random_floats(rng, routing_.n_expert, 0.1f);
+    h_ = random_floats(rng, n_ * k_embd);
+    logits_dev_ = data.floats(logits_);
+    bias_dev_ = routing_.n_group > 1 ? data.floats(bias_) : nullptr;
+    h_dev_ = data.floats(h_);
+    out_ = data.zeros(size_t(n_ * k_embd));
+  }
+  void run(Backend& b) override {
+    counts_.assign(size_t(routing_.n_expert), 0);
+    b.moe_experts(routing_, logits_dev_, bias_dev_, ExpertWeights{gate_.data(), up_.data(), down_.data()}, h_dev_, n_, out_, counts_.data());
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    const int64_t k = routing_.n_expert_used;
+    const DType act = activation_type_for(type_);
+    const double act_unit = act == DType::f32 ? 0.0 : act == DType::f16 ? 0x1p-11 : act == DType::bf16 ? 0x1p-8 : 1.0 / 127.0;
+    std::vector<float> want(size_t(n_ * k_embd), 0.0f);
+    std::vector<double> s(want.size(), 0.0);
+    std::vector<int64_t> counts(size_t(routing_.n_expert), 0);
+    const std::vector<float> h_act = as_activations(type_, h_, k_embd);
+    for (int64_t t = 0; t < n_; ++t) {
+      std::vector<int32_t> experts(static_cast<size_t>(k));
+      std::vector<float> weights(static_cast<size_t>(k));
+      moe_route(routing_, logits_.data() + t * routing_.n_expert, bias_dev_ ? bias_.data() : nullptr, experts.data(), weights.data());
+      for (int64_t slot = 0; slot < k; ++slot) {
+        const int64_t e = experts[size_t(slot)];
+        ++counts[size_t(e)];
+        const auto& gate_rows = host_rows_[size_t(3 * e)], &up_rows = host_rows_[size_t(3 * e + 1)], &down_rows = host_rows_[size_t(3 * e + 2)];
+        std::vector<float> g(static_cast<size_t>(k_ff)), u(static_cast<size_t>(k_ff)), a(static_cast<size_t>(k_ff)), d(static_cast<size_t>(k_embd));
+        matmul_reference(WeightMatrix{type_, k_ff, k_embd, gate_rows.data()}, h_.data() + t * k_embd, 1, g.data());
+        matmul_reference(WeightMatrix{type_, k_ff, k_embd, up_rows.data()}, h_.data() + t * k_embd, 1, u.data());
+        const std::vector<float> h_row(h_act.begin() + t * k_embd, h_act.begin() + (t + 1) * k_embd);
+        const auto sg = product_magnitudes(dequantized(type_, gate_rows, k_ff, k_embd), h_row, k_ff, k_embd, 1);
+        const auto su = product_magnitudes(dequantized(type_, up_rows, k_ff, k_embd), h_row, k_ff, k_embd, 1);
+        std::vector<double> da(static_cast<size_t>(k_ff));
+        for (int64_t i = 0; i < k_ff; ++i) {
+          const double silu = double(g[size_t(i)]) / (1.0 + std::exp(-double(g[size_t(i)])));
+          a[size_t(i)] = float(silu * u[size_t(i)]);
+          const double gamma = matmul_bound(type_, k_embd);
+          da[size_t(i)] = 1.1 * (std::fabs(u[size_t(i)]) * gamma * sg[size_t(i)] + std::fabs(silu) * gamma * su[size_t(i)]) +
+                          2.0 * k_u * std::fabs(a[size_t(i)]);
+        }
+        // The down projection's activation rounding: one code step of its block.
+        const std::vector<float> a_act = as_activations(type_, a, k_ff);
+        const int64_t block = dtype_traits(act).block_elements;
+        for (int64_t b0 = 0; b0 < k_ff; b0 += block) {
+          double block_max = 0.0;
+          for (int64_t i = b0; i < b0 + block; ++i) block_max = std::max(block_max, std::fabs(double(a[size_t(i)])) + da[size_t(i)]);
+          for (int64_t i = b0; i < b0 + block; ++i) da[size_t(i)] += act_unit * (block == 1 ? std::fabs(a[size_t(i)]) : block_max);
+        }
+        matmul_reference(WeightMatrix{type_, k_embd, k_ff, down_rows.data()}, a.data(), 1, d.data());
+        const std::vector<float> down = dequantized(type_, down_rows, k_embd, k_ff);
+        for (int64_t j = 0; j < k_embd; ++j) {
+          double products = 0.0, propagated = 0.0;
+          for (int64_t i = 0; i < k_ff; ++i) {
+            products += std::fabs(double(down[size_t(j * k_ff + i)]) * a_act[size_t(i)]);
+            propagated += std::fabs(double(down[size_t(j * k_ff + i)])) * da[size_t(i)];
+          }
+          want[size_t(t * k_embd + j)] += d[size_t(j)] * weights[size_t(slot)];
+          s[size_t(t * k_embd + j)] += std::fabs(weights[size_t(slot)]) *
+                                       (matmul_bound(type_, k_ff) * products + propagated + double(k + 2) * k_u * std::fabs(d[size_t(j)]));
+        }
+      }
+    }
+    // s holds each output's absolute error bound: e is measured against it, with bound 1.
+    Outcome outcome{normalised_error(data.read(out_, want.size()), want, s), 1.0};
+    if (counts != counts_) outcome.note = "expert token counts differ from the reference routing";
+    return outcome;
+  }
+
+ private:
+  DType type_;
+  int64_t n_;
+  ExpertRouting routing_;
+  std::vector<std::vector<uint8_t>> host_rows_;
+  std::vector<WeightMatrix> matrices_, gate_, up_, down_;
+  std::vector<float> logits_, bias_, h_;
+  std::vector<int64_t> counts_;
+  float *logits_dev_ = nullptr, *bias_dev_ = nullptr, *h_dev_ = nullptr, *out_ = nullptr;
+};
+
+const DType k_weight_types[] = {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
+                                DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+
+std::vector<std::unique_ptr<OpCase>> test_cases() {
+  std::vector<std::unique_ptr<OpCase>> cases;
+  const auto add = [&](OpCase* c) { cases.emplace_back(c); };
+  for (DType type : k_weight_types) {
+    const int64_t cols = dtype_traits(type).block_elements == 256 ? 512 : 96;
+    for (int64_t tokens : {1, 5, 33}) {
+      add(new MatmulCase(type, 40, cols, tokens, true));  // whole groups of eight rows: repacked where the backend does
+      add(new MatmulCase(type, 40, cols, tokens, false));
+      add(new MatmulCase(type, 19, cols, tokens, true));  // rows off the group size
+    }
+    add(new EmbedCase(type, 50, cols, 9));
+  }
+  for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0}) {
+    for (int64_t tokens : {1, 9}) add(new MatmulBatchedCase(type, 4, 64, 64, tokens));
+  }
+  for (auto [n, dim, stride] : {std::tuple{1, 64, 64}, {5, 576, 576}, {3, 512, 576}, {7, 4096, 4096}}) add(new RmsNormCase(n, dim, stride));
+  for (const char* name : {"add", "add_bias", "silu_mul"}) {
+    add(new ElementwiseCase(name, 3, 100));
+    add(new ElementwiseCase(name, 40, 2048));  // past the CPU's threshold for threads
+  }
+  for (const char* name : {"gather_rows", "copy_heads"}) add(new MoveCase(name, 6, 64));
+  for (DType kv : {DType::f32, DType::f16, DType::q8_0}) {
+    add(new RopeKvWriteCase(RopeLayout::normal, RopeScaling::none, kv, 8, 2, 64, false));
+    add(new RopeKvWriteCase(RopeLayout::neox, RopeScaling::yarn, kv, 4, 4, 32, false));
+    add(new PagedAttentionCase(kv, 8, 2, 64, 0, {21, 9, 3}, 5));
+    add(new PagedAttentionCase(kv, 4, 4, 32, 0, {40}, 40));
+  }
+  for (DType kv : {DType::f32, DType::f16}) {
+    add(new RopeKvWriteCase(RopeLayout::neox, RopeScaling::dynamic_ntk, kv, 4, 1, 32, true));
+    add(new PagedAttentionCase(kv, 4, 1, 96, 64, {17, 30}, 6));  // MLA: latent rows, values the first 64
+  }
+  for (DType type : {DType::f32, DType::f16, DType::q8_0, DType::q4_k}) {
+    for (int64_t n : {1, 3, 17}) {
+      add(new MoeCase(type, ExpertGating::softmax, 1, n));
+      add(new MoeCase(type, ExpertGating::sigmoid, 4, n));
+    }
+  }
+  return cases;
+}
+
+// Decode- and prefill-sized shapes of the 1.1B benchmark models and
+// DeepSeek-V2-Lite; operands larger than the caches (256 MiB of weights in
+// turn, 32K-token contexts) where the op is bound by memory.
+std::vector<std::unique_ptr<OpCase>> perf_cases() {
+  std::vector<std::unique_ptr<OpCase>> cases;
+  const auto add = [&](OpCase* c) { cases.emplace_back(c); };
+  for (DType type : {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
+    const int copies = int((int64_t(256) << 20) / (2048 * row_bytes(type, 2048))) + 1;
+    add(new MatmulCase(type, 2048, 2048, 1, true, copies));
+    add(new MatmulCase(type, 2048, 2048, 128, true));
+  }
+  add(new MatmulBatchedCase(DType::f32, 16, 512, 128, 1));
+  add(new MatmulBatchedCase(DType::f32, 16, 512, 128, 64));
+  add(new RmsNormCase(128, 2048, 2048));
+  add(new ElementwiseCase("silu_mul", 128, 8192));
+  add(new ElementwiseCase("add", 128, 2048));
+  add(new PagedAttentionCase(DType::f16, 32, 8, 64, 0, {32768}, 1));
+  add(new PagedAttentionCase(DType::f16, 16, 1, 576, 512, {32768}, 1));
+  add(new PagedAttentionCase(DType::f16, 32, 8, 64, 0, {512}, 512));
+  add(new MoeCase(DType::q8_0, ExpertGating::softmax, 1, 16));
+  return cases;
+}
+
+// The CPU's read bandwidth: a sum over 512 MiB on the backend's threads, best of three.
+double measured_read_bandwidth(Backend& backend) {
+  const size_t n = size_t(512) << 20 >> 3;
+  std::vector<uint64_t> data(n, 1);
+  ThreadPool& pool = backend.host_pool();
+  std::vector<uint64_t> sums(size_t(pool.n_threads()), 0);
+  double best = 0.0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    pool.parallel_for(int64_t(n), [&](int64_t begin, int64_t end) {
+      uint64_t a = 0, b = 0, c = 0, d = 0;
+      for (int64_t i = begin; i + 4 <= end; i += 4) {
+        a += data[size_t(i)];
+        b += data[size_t(i + 1)];
+        c += data[size_t(i + 2)];
+        d += data[size_t(i + 3)];
+      }
+      sums[size_t(begin * int64_t(sums.size()) / int64_t(n))] = a + b + c + d;
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, double(n * 8) / seconds / 1e9);
+  }
+  return best;
+}
+
+int run_tests(Backend& backend, const std::string& only) {
+  int failed = 0, ran = 0;
+  for (auto& c : test_cases()) {
+    if (!only.empty() && c->op != only) continue;
+    DeviceData data(backend);
+    c->setup(backend, data);
+    c->run(backend);
+    const Outcome outcome = c->check(backend, data);
+    const bool ok = outcome.error <= outcome.bound && outcome.note.empty();
+    ++ran;
+    if (!ok) ++failed;
+    std::printf("%-4s %-16s %-44s %-10s e=%.3g bound=%.3g%s%s\n", ok ? "ok" : "FAIL", c->op.c_str(), c->shape.c_str(), c->dtype.c_str(),
+                outcome.error, outcome.bound, outcome.note.empty() ? "" : "  ", outcome.note.c_str());
+  }
+  std::printf("%s: %d cases, %d failed\n", backend.name().c_str(), ran, failed);
+  return failed == 0 && ran > 0 ? 0 : 1;
+}
+
+int run_perf(Backend& backend, const std::string& only) {
+  const double peak = backend.memory_info().bandwidth_bytes_per_s / 1e9;
+  const double bandwidth = peak > 0.0 ? peak : measured_read_bandwidth(backend);
+  std::printf("%s: %s bandwidth %.1f GB/s\n\n", backend.name().c_str(), peak > 0.0 ? "peak memory" : "measured read", bandwidth);
+  std::printf("| op | shape | dtype | us | GB/s | of bandwidth | GFLOP/s |\n| --- | --- | --- | ---: | ---: | ---: | ---: |\n");
+  for (auto& c : perf_cases()) {
+    if (!only.empty() && c->op != only) continue;
+    DeviceData data(backend);
+    c->setup(backend, data);
+    c->run(backend);  // warm-up
+    const float* last = data.zeros(1);
+    std::vector<double> times;
+    for (int rep = 0; rep < 7; ++rep) {
+      const auto start = std::chrono::steady_clock::now();
+      c->run(backend);
+      float sync = 0.0f;  // a download waits for the op
+      backend.download(&sync, last, sizeof sync);
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(times.begin(), times.end());
+    const double t = times[times.size() / 2];
+    std::printf("| %s | %s | %s | %.1f | %.1f | %.0f%% | %.1f |\n", c->op.c_str(), c->shape.c_str(), c->dtype.c_str(), t * 1e6,
+                c->bytes / t / 1e9, 100.0 * c->bytes / t / 1e9 / bandwidth, c->flops / t / 1e9);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ds
+
+int main(int argc, char** argv) {
+  std::string mode = "test", only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "test" || arg == "perf") mode = arg;
+    else if (arg == "--op" && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: dsinfer_backend_ops [test|perf] [--op NAME]\n");
+      return 2;
+    }
+  }
+  int status = 0;
+  // Every backend there is: the CPU always; CUDA where its plugin was built
+  // and a GPU is present, else said not run (never passed).
+  for (const char* device : {"cpu", "cuda:0"}) {
+    auto backend = ds::create_backend(device, 2);
+    if (!backend.ok()) {
+      if (std::string(device) == "cpu") return 1;
+      std::printf("%s: not run: %s\n", device, backend.message().c_str());
+      continue;
+    }
+    status |= mode == "perf" ? ds::run_perf(*backend.value(), only) : ds::run_tests(*backend.value(), only);
+  }
+  return status;
+}
