@@ -40,10 +40,13 @@ Result<std::vector<int32_t>> parse_tokens(const std::string& list) {
 
 int cmd_logits(int argc, char** argv) {
   auto values = model_value_options();
-  values.insert("--device");  // cuda:N: the GPU the model runs on
+  values.merge(device_value_options());
   values.insert({"--tokens", "--out", "--dump-layers", "-b", "--batch-size"});
   auto args = Args::parse(argc, argv, values, model_flags());
   if (!args.ok()) return fail(args.message());
+  // The device first: the threads started from here on inherit its cores.
+  auto device = claim_device(args.value());
+  if (!device.ok()) return fail(device.message());
   auto options = parse_model_options(args.value());
   if (!options.ok()) return fail(options.message());
   const Args& a = args.value();

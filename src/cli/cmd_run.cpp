@@ -23,13 +23,16 @@ int fail(const std::string& message) {
 
 int cmd_run(int argc, char** argv) {
   auto values = model_value_options();
-  values.insert("--device");  // cuda:N: the GPU the model runs on
+  values.merge(device_value_options());
   values.insert({"-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size"});
   auto flags = model_flags();
   flags.insert({"--chat", "--ignore-eos", "--show-token-ids"});
   auto args = Args::parse(argc, argv, values, flags);
   if (!args.ok()) return fail(args.message());
+  // The device first: the threads started from here on inherit its cores.
+  auto device = claim_device(args.value());
+  if (!device.ok()) return fail(device.message());
   auto options = parse_model_options(args.value());
   if (!options.ok()) return fail(options.message());
   const Args& a = args.value();

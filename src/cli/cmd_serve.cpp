@@ -49,22 +49,8 @@ int cmd_serve(int argc, char** argv) {
   if (!args.ok()) return fail(args.message());
   const Args& a = args.value();
   // The device first: the threads started from here on inherit its cores.
-  std::optional<DeviceClaim> device;
-  if (a.has("--device")) {
-    auto spec = parse_device(a.get("--device"));
-    if (!spec.ok()) return fail(spec.message());
-    const std::string run_dir = a.has("--run-dir") ? a.get("--run-dir") : default_run_dir();
-    auto claim = DeviceClaim::claim(spec.value(), run_dir);
-    if (!claim.ok()) return fail(claim.message());
-    device.emplace(claim.take());
-    if (spec.value().gpu >= 0) {
-      DS_LOG_INFO("device %s: locked under %s; the model runs on its CUDA backend", a.get("--device").c_str(), run_dir.c_str());
-    } else {
-      DS_LOG_INFO("device %s: %zu cores pinned and locked under %s", a.get("--device").c_str(), spec.value().cores.size(), run_dir.c_str());
-    }
-  } else if (a.has("--run-dir")) {
-    return fail("--run-dir holds device locks: give --device too");
-  }
+  auto device = claim_device(a);
+  if (!device.ok()) return fail(device.message());
   auto options = parse_model_options(a);
   if (!options.ok()) return fail(options.message());
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "base/log.h"
 #include "base/memory_size.h"
 #include "device/device.h"
 
@@ -15,6 +16,26 @@ constexpr int64_t k_max_page_tokens = 4096;
 
 std::set<std::string> model_value_options() {
   return {"-m", "--model", "-t", "--threads", "-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype", "--kv-cache-memory"};
+}
+
+std::set<std::string> device_value_options() { return {"--device", "--run-dir"}; }
+
+Result<std::optional<DeviceClaim>> claim_device(const Args& args) {
+  if (!args.has("--device")) {
+    if (args.has("--run-dir")) return Status::error("--run-dir holds device locks: give --device too");
+    return std::optional<DeviceClaim>();
+  }
+  auto spec = parse_device(args.get("--device"));
+  if (!spec.ok()) return spec.status();
+  const std::string run_dir = args.has("--run-dir") ? args.get("--run-dir") : default_run_dir();
+  auto claim = DeviceClaim::claim(spec.value(), run_dir);
+  if (!claim.ok()) return claim.status();
+  if (spec.value().gpu >= 0) {
+    DS_LOG_INFO("device %s: locked under %s; the model runs on its CUDA backend", spec.value().text.c_str(), run_dir.c_str());
+  } else {
+    DS_LOG_INFO("device %s: %zu cores pinned and locked under %s", spec.value().text.c_str(), spec.value().cores.size(), run_dir.c_str());
+  }
+  return std::optional<DeviceClaim>(claim.take());
 }
 
 std::set<std::string> model_flags() { return {"--no-mmap", "--no-repack"}; }

@@ -1,11 +1,13 @@
 #pragma once
 // Options every model-loading command shares, and their parsing.
 
+#include <optional>
 #include <set>
 #include <string>
 
 #include "base/status.h"
 #include "cli/args.h"
+#include "device/device.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 
@@ -16,6 +18,8 @@ namespace ds {
 // --device, where the command takes it (cuda:N: the backend; device/device.h),
 // is read too; it is not a version's option (a swap stays on its device).
 std::set<std::string> model_value_options();
+// --device and --run-dir: what claim_device reads.
+std::set<std::string> device_value_options();
 std::set<std::string> model_flags();
 
 struct CommonModelOptions {
@@ -32,6 +36,12 @@ struct CommonModelOptions {
 Result<int64_t> kv_pool_pages(const CommonModelOptions& options, const ModelConfig& config, int64_t needed_pages);
 
 Result<CommonModelOptions> parse_model_options(const Args& args);
+
+// Claims --device when given (device/device.h: pins this process to its cores,
+// locks them or the GPU under --run-dir), to be called before any thread
+// starts and before parse_model_options (whose default thread count is the
+// cores it may run on); nullopt without --device (--run-dir alone is refused).
+Result<std::optional<DeviceClaim>> claim_device(const Args& args);
 
 // First value given among aliases (e.g. "-m", "--model").
 std::string first_value(const Args& args, std::initializer_list<const char*> names, const std::string& fallback = "");
