@@ -151,8 +151,9 @@ class Backend {
   virtual void release(void* data, size_t bytes) = 0;
 };
 
-// The backend for a device: "cpu" (n_threads threads), or "cuda" / "cuda:N"
-// (GPU N, n_threads host threads), loaded from libdsinfer_cuda.so beside the
+// The backend for a device as --device names it (device/device.h): "cpu" or
+// cpu:CORES (n_threads threads), or "cuda:N" (GPU N, n_threads host threads),
+// loaded from libdsinfer_cuda.so beside the
 // binary (device/backend_plugin.h) and refused, saying why, where it is absent
 // or finds no GPU.
 Result<std::unique_ptr<Backend>> create_backend(const std::string& device, int n_threads);
