@@ -6,12 +6,11 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/npy_writer.h"
-#include "engine/model_runner.h"
+#include "engine/teacher_forcing.h"
 
 namespace ds {
 namespace {
@@ -59,36 +58,22 @@ int cmd_logits(int argc, char** argv) {
   if (!model.ok()) return fail(model.message());
   const ModelConfig& config = model.value()->config();
   const int64_t n = int64_t(tokens.value().size());
-  KvCacheOptions kv = options.value().kv;
-  kv.n_pages = (n + kv.page_tokens - 1) / kv.page_tokens;
-  auto cache = KvCache::create(model.value()->backend(), config, kv);
-  if (!cache.ok()) return fail(cache.message());
+  auto run = TeacherForcing::create(*model.value(), options.value().kv, n);
+  if (!run.ok()) return fail(run.message());
 
   const std::string dump_dir = a.get("--dump-layers");
   if (!dump_dir.empty()) mkdir(dump_dir.c_str(), 0755);
-  const int64_t chunk = batch_size.value() > 0 ? batch_size.value() : n;
-  std::vector<int32_t> pages(size_t(kv.n_pages));
-  std::iota(pages.begin(), pages.end(), 0);
   std::vector<float> logits(size_t(n * config.n_vocab));
   std::vector<std::vector<float>> layer_outputs(dump_dir.empty() ? 0 : size_t(config.n_layer));
-  ModelRunner runner(*model.value(), *cache.value());
-
-  for (int64_t begin = 0; begin < n; begin += chunk) {
-    const int64_t end = std::min(n, begin + chunk);
-    runner.begin();
-    runner.add(tokens.value().data() + begin, int32_t(begin), int32_t(end - begin), {pages.data(), int32_t(pages.size())});
-    for (int64_t t = 0; t < end - begin; ++t) runner.want_logits(int32_t(t));
-    LayerObserver observer;
-    if (!dump_dir.empty()) {
-      observer = [&](int64_t layer, const float* hidden, int64_t n_tokens) {
-        auto& out = layer_outputs[size_t(layer)];
-        out.insert(out.end(), hidden, hidden + n_tokens * config.n_embd);
-      };
-    }
-    const Status status = runner.run(observer);
-    if (!status.ok()) return fail(status.message());
-    std::copy(runner.logits(0), runner.logits(0) + (end - begin) * config.n_vocab, logits.begin() + begin * config.n_vocab);
+  LayerObserver observer;
+  if (!dump_dir.empty()) {
+    observer = [&](int64_t layer, const float* hidden, int64_t n_tokens) {
+      auto& out = layer_outputs[size_t(layer)];
+      out.insert(out.end(), hidden, hidden + n_tokens * config.n_embd);
+    };
   }
+  const Status status = run.value()->run(tokens.value().data(), n, batch_size.value(), logits.data(), observer);
+  if (!status.ok()) return fail(status.message());
 
   const std::string out = a.get("--out", "logits.npy");
   const Status written = write_npy(out, logits.data(), n, config.n_vocab);

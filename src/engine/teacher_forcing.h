@@ -1,0 +1,35 @@
+#pragma once
+// Runs whole token sequences through a model teacher-forced: every position
+// sees the given tokens before it, and the logits of every position come
+// back. What `logits`, `eval` and calibration share: each sequence starts at
+// position 0 in the same KV pages, so one cache serves any number of them.
+
+#include <memory>
+#include <vector>
+
+#include "engine/model_runner.h"
+
+namespace ds {
+
+class TeacherForcing {
+ public:
+  // A cache of `kv`'s type for sequences of up to max_tokens tokens.
+  static Result<std::unique_ptr<TeacherForcing>> create(Model& model, KvCacheOptions kv, int64_t max_tokens);
+
+  // logits [n, n_vocab] for tokens[0..n), n <= max_tokens, in forward steps
+  // of at most `step_tokens` tokens (0: one step).
+  Status run(const int32_t* tokens, int64_t n, int64_t step_tokens, float* logits,
+             const LayerObserver& observer = nullptr);
+
+  Model& model() { return model_; }
+
+ private:
+  TeacherForcing(Model& model, std::unique_ptr<KvCache> cache, int64_t max_tokens);
+  Model& model_;
+  std::unique_ptr<KvCache> cache_;
+  std::vector<int32_t> pages_;
+  int64_t max_tokens_;
+  ModelRunner runner_;
+};
+
+}  // namespace ds
