@@ -7,6 +7,7 @@
 #include "cli/model_options.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
+#include "quant/quant_policy.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -64,6 +65,17 @@ int cmd_info(int argc, char** argv) {
   std::printf("tensor types:");
   for (const auto& [name, entry] : by_type) std::printf(" %s x%lld (%.1f MiB)", name.c_str(), (long long)entry.first, entry.second / 1048576.0);
   std::printf("\nweights: %.1f MiB\n", total / 1048576.0);
+  // The types per tensor group: what a quantization policy chose (W8A8 shows as I8 with its F32 _scale rows).
+  std::map<std::string, std::map<std::string, int64_t>> groups;
+  for (const GgufTensorInfo& t : f.tensors()) ++groups[tensor_group(t.name)][dtype_name(t.type)];
+  std::printf("tensor groups:\n");
+  for (const auto& [group, types] : groups) {
+    std::printf("  %-36s", group.c_str());
+    for (const auto& [type, count] : types) std::printf(" %s x%lld", type.c_str(), (long long)count);
+    std::printf("\n");
+  }
+  if (const GgufValue* target = f.find("dsinfer.quantize.target"); target && target->type == GgufType::string)
+    std::printf("quantized by dsinfer to %s\n", std::get<std::string>(target->data).c_str());
 
   auto config = ModelConfig::from_gguf(f);
   if (!config.ok()) {

@@ -7,6 +7,7 @@ namespace ds {
 int cmd_run(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_template(int argc, char** argv);

@@ -13,6 +13,7 @@ void print_usage() {
                "  run       generate text:  dsinfer run -m MODEL.gguf -p PROMPT [-n N] [--chat] [--temp T] [--seed S] [-t THREADS]\n"
                "  logits    teacher-forced logits:  dsinfer logits -m MODEL.gguf --tokens ID,ID,... [--out FILE.npy] [--dump-layers DIR]\n"
                "  eval      perplexity, KL and top-1 against a reference:  dsinfer eval -m MODEL.gguf [--ref REF.gguf] --text FILE [--json]\n"
+               "  quantize  write a model in other types:  dsinfer quantize -m IN.gguf -o OUT.gguf --type Q8_0|Q4_K_M|W8A8|... [--policy FILE] [--show-policy]\n"
                "  tokenize  text to token ids:  dsinfer tokenize -m MODEL.gguf [--no-bos] [--pieces] TEXT\n"
                "  info      model summary:  dsinfer info -m MODEL.gguf\n"
                "  bench     speed:  dsinfer bench -m MODEL.gguf [-p 512] [-n 128] [-r 3] [-t THREADS]\n"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(command, "run") == 0) return ds::cmd_run(argc - 2, argv + 2);
   if (std::strcmp(command, "logits") == 0) return ds::cmd_logits(argc - 2, argv + 2);
   if (std::strcmp(command, "eval") == 0) return ds::cmd_eval(argc - 2, argv + 2);
+  if (std::strcmp(command, "quantize") == 0) return ds::cmd_quantize(argc - 2, argv + 2);
   if (std::strcmp(command, "tokenize") == 0) return ds::cmd_tokenize(argc - 2, argv + 2);
   if (std::strcmp(command, "info") == 0) return ds::cmd_info(argc - 2, argv + 2);
   if (std::strcmp(command, "bench") == 0) return ds::cmd_bench(argc - 2, argv + 2);

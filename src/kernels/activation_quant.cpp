@@ -11,4 +11,8 @@ void quantize_activations(DType type, const float* x, void* out, int64_t n) {
   quantize_row(type, x, out, n);
 }
 
+float quantize_int8_activations(const float* x, int8_t* out, int64_t n) {
+  return use_avx2_kernels() ? quantize_int8_row_avx2(x, out, n) : quantize_int8_row(x, n, out);
+}
+
 }  // namespace ds

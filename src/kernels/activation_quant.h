@@ -12,7 +12,11 @@ namespace ds {
 // Any activation type; Q8_0 and Q8_K take the fastest path this CPU runs.
 void quantize_activations(DType type, const float* x, void* out, int64_t n);
 
+// W8A8's per-token rows: tensor/quantize's quantize_int8_row, on the fastest path.
+float quantize_int8_activations(const float* x, int8_t* out, int64_t n);
+
 void quantize_q8_0_avx2(const float* x, void* out, int64_t n);
+float quantize_int8_row_avx2(const float* x, int8_t* out, int64_t n);
 void quantize_q8_k_avx2(const float* x, void* out, int64_t n);
 
 }  // namespace ds

@@ -4,6 +4,9 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "base/fp16.h"
 #include "kernels/activation_quant.h"
 #include "tensor/quant_blocks.h"
@@ -84,6 +87,19 @@ void quantize_q8_k_avx2(const float* x, void* out, int64_t n) {
     y->d = 1.0f / iscale;
     ++y;
   }
+}
+
+float quantize_int8_row_avx2(const float* x, int8_t* out, int64_t n) {
+  __m256 max_abs = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) max_abs = _mm256_max_ps(max_abs, _mm256_and_ps(_mm256_loadu_ps(x + i), k_abs_mask));
+  float amax = horizontal_max(max_abs);
+  for (; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  i = 0;
+  for (; i + 32 <= n; i += 32) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), round_to_int8(x + i, _mm256_set1_ps(id)));
+  for (; i < n; ++i) out[i] = int8_t(std::nearbyint(x[i] * id));
+  return amax / 127.0f;
 }
 
 }  // namespace ds

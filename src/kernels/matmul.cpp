@@ -24,23 +24,31 @@ struct Activations {
   const uint8_t* data;
   int64_t token_stride, mat_stride;
   const int32_t* offsets;  // [n_mats][n_tokens][n_blocks], or null
+  const float* token_scales;  // I8: [n_mats][n_tokens], or null
 };
 
 Activations convert_activations(ThreadPool& pool, DType act_type, const float* x, int64_t x_token_stride, int64_t x_mat_stride,
                                 int64_t n_mats, int64_t n_tokens, int64_t n_cols, bool with_offsets, MatmulScratch& scratch) {
   if (act_type == DType::f32) {
     const int64_t f = int64_t(sizeof(float));
-    return {reinterpret_cast<const uint8_t*>(x), x_token_stride * f, x_mat_stride * f, nullptr};
+    return {reinterpret_cast<const uint8_t*>(x), x_token_stride * f, x_mat_stride * f, nullptr, nullptr};
   }
   const int64_t act_row_bytes = row_bytes(act_type, n_cols), n_blocks = n_cols / k_qk, n_rows = n_mats * n_tokens;
   const size_t needed = size_t(act_row_bytes * n_rows);
   if (scratch.activations.size() < needed) scratch.activations.resize(needed);
   if (with_offsets && scratch.block_offsets.size() < size_t(n_rows * n_blocks)) scratch.block_offsets.resize(size_t(n_rows * n_blocks));
+  const bool per_token_int8 = act_type == DType::i8;
+  if (per_token_int8 && scratch.token_scales.size() < size_t(n_rows)) scratch.token_scales.resize(size_t(n_rows));
   uint8_t* converted = scratch.activations.data();
   auto convert = [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t m = row / n_tokens, t = row % n_tokens;
-      quantize_activations(act_type, x + m * x_mat_stride + t * x_token_stride, converted + row * act_row_bytes, n_cols);
+      const float* in = x + m * x_mat_stride + t * x_token_stride;
+      if (per_token_int8) {
+        scratch.token_scales[size_t(row)] = quantize_int8_activations(in, reinterpret_cast<int8_t*>(converted + row * act_row_bytes), n_cols);
+        continue;
+      }
+      quantize_activations(act_type, in, converted + row * act_row_bytes, n_cols);
       if (!with_offsets) continue;
       const auto* blocks = reinterpret_cast<const BlockQ8_0*>(converted + row * act_row_bytes);
       for (int64_t b = 0; b < n_blocks; ++b) {
@@ -52,7 +60,8 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
   };
   if (n_rows == 1) convert(0, 1);
   else pool.parallel_for(n_rows, convert);
-  return {converted, act_row_bytes, act_row_bytes * n_tokens, with_offsets ? scratch.block_offsets.data() : nullptr};
+  return {converted, act_row_bytes, act_row_bytes * n_tokens, with_offsets ? scratch.block_offsets.data() : nullptr,
+          per_token_int8 ? scratch.token_scales.data() : nullptr};
 }
 
 // A few tokens: memory-bound, so each thread streams one contiguous part of
@@ -72,10 +81,15 @@ void for_row_tiles(ThreadPool& pool, int64_t n_tiles, int64_t n_tokens, Function
 }
 
 // Rows [row_begin, row_end) of one matrix in the row layout against every
-// token: act + t * act_stride (bytes) in, y + t * y_stride + r out.
+// token: act + t * act_stride (bytes) in, y + t * y_stride + r out. For I8 the
+// dot is the int32 sum, times the token's scale, times the row's.
 void rows_against_tokens(const WeightMatrix& w, const VecDotKernel& kernel, const uint8_t* act, int64_t act_stride,
-                         int64_t n_tokens, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
+                         const float* token_scales, int64_t n_tokens, float* y, int64_t y_stride, int64_t row_begin,
+                         int64_t row_end) {
   const int64_t w_row_bytes = w.row_stride_bytes();
+  const auto scaled = [&](int64_t t, int64_t r, float dot) {
+    return token_scales ? dot * token_scales[t] * w.row_scales[r] : dot;
+  };
   for (int64_t r0 = row_begin; r0 < row_end; r0 += k_row_tile) {
     const int64_t r1 = std::min(row_end, r0 + k_row_tile);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += k_token_tile) {
@@ -89,13 +103,13 @@ void rows_against_tokens(const WeightMatrix& w, const VecDotKernel& kernel, cons
             float out[8];
             kernel.dot2x4(w.n_cols, w_rows, w_row_bytes, act + t * act_stride, act_stride, out);
             for (int j = 0; j < 4; ++j) {
-              y[(t + j) * y_stride + r] = out[j];
-              y[(t + j) * y_stride + r + 1] = out[4 + j];
+              y[(t + j) * y_stride + r] = scaled(t + j, r, out[j]);
+              y[(t + j) * y_stride + r + 1] = scaled(t + j, r + 1, out[4 + j]);
             }
           }
           for (; t < t1; ++t) {
-            y[t * y_stride + r] = kernel.dot(w.n_cols, w_rows, act + t * act_stride);
-            y[t * y_stride + r + 1] = kernel.dot(w.n_cols, w_rows + w_row_bytes, act + t * act_stride);
+            y[t * y_stride + r] = scaled(t, r, kernel.dot(w.n_cols, w_rows, act + t * act_stride));
+            y[t * y_stride + r + 1] = scaled(t, r + 1, kernel.dot(w.n_cols, w_rows + w_row_bytes, act + t * act_stride));
           }
         }
       }
@@ -106,10 +120,10 @@ void rows_against_tokens(const WeightMatrix& w, const VecDotKernel& kernel, cons
           for (; t + 4 <= t1; t += 4) {
             float out[4];
             kernel.dot4(w.n_cols, w_row, act + t * act_stride, act_stride, out);
-            for (int j = 0; j < 4; ++j) y[(t + j) * y_stride + r] = out[j];
+            for (int j = 0; j < 4; ++j) y[(t + j) * y_stride + r] = scaled(t + j, r, out[j]);
           }
         }
-        for (; t < t1; ++t) y[t * y_stride + r] = kernel.dot(w.n_cols, w_row, act + t * act_stride);
+        for (; t < t1; ++t) y[t * y_stride + r] = scaled(t, r, kernel.dot(w.n_cols, w_row, act + t * act_stride));
       }
     }
   }
@@ -156,14 +170,35 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
     for (int64_t i = begin; i < end;) {
       // A run of tiles within one matrix at a time.
       const int64_t m = i / tiles, tile_end = std::min(end, (m + 1) * tiles);
-      rows_against_tokens(w[m], kernel, act.data + m * act.mat_stride, act.token_stride, n_tokens, y + m * y_mat_stride,
+      rows_against_tokens(w[m], kernel, act.data + m * act.mat_stride, act.token_stride,
+                          act.token_scales ? act.token_scales + m * n_tokens : nullptr, n_tokens, y + m * y_mat_stride,
                           y_token_stride, (i - m * tiles) * k_row_tile, std::min(first.n_rows, (tile_end - m * tiles) * k_row_tile));
       i = tile_end;
     }
   });
 }
 
+namespace {
+
+// W8A8: the per-token int8 row against each int8 weight row, summed in int64,
+// scaled as the kernels scale.
+void matmul_reference_i8(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
+  std::vector<int8_t> a(static_cast<size_t>(w.n_cols));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float a_scale = quantize_int8_row(x + t * w.n_cols, w.n_cols, a.data());
+    for (int64_t r = 0; r < w.n_rows; ++r) {
+      const auto* row = reinterpret_cast<const int8_t*>(w.data + r * w.n_cols);
+      int64_t sum = 0;
+      for (int64_t k = 0; k < w.n_cols; ++k) sum += int64_t(row[k]) * a[size_t(k)];
+      y[t * w.n_rows + r] = float(sum) * a_scale * w.row_scales[r];
+    }
+  }
+}
+
+}  // namespace
+
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
+  if (w.type == DType::i8) return matmul_reference_i8(w, x, n_tokens, y);
   const DType act_type = activation_type_for(w.type);
   std::vector<float> w_row(size_t(w.n_cols)), a_row(size_t(w.n_cols));
   std::vector<uint8_t> a_converted(size_t(row_bytes(act_type, w.n_cols)));

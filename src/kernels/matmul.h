@@ -13,13 +13,17 @@ namespace ds {
 
 // A weight matrix: n_rows rows of n_cols elements in `type`, one row after
 // another as in the file, or interleaved in groups of eight rows
-// (kernels/interleaved_rows.h), which the loader does where it can.
+// (kernels/interleaved_rows.h), which the loader does where it can. W8A8
+// matrices are I8 rows with one f32 scale per row: y = scale[r] * a_scale *
+// the int32 sum of products against the token's int8 activations (per-token
+// scale a_scale = max|x| / 127).
 struct WeightMatrix {
   DType type = DType::f32;
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   const uint8_t* data = nullptr;
   bool interleaved = false;
+  const float* row_scales = nullptr;  // I8 only: [n_rows]
   int64_t row_stride_bytes() const { return row_bytes(type, n_cols); }
 };
 
@@ -28,7 +32,11 @@ struct WeightMatrix {
 struct MatmulScratch {
   std::vector<uint8_t> activations;
   std::vector<int32_t> block_offsets;  // Q4_0 interleaved: 8 * sum(q) per activation block
+  std::vector<float> token_scales;     // I8: each activation row's scale
 };
+
+// The largest row an I8 matmul sums exactly in int32: 127 * 127 per product.
+constexpr int64_t k_max_i8_cols = INT32_MAX / (127 * 127);
 
 // x: [n_tokens, w.n_cols] f32; y: [n_tokens, w.n_rows] f32.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,

@@ -18,6 +18,7 @@ DType activation_type_for(DType weight_type) {
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k: return DType::q8_k;
+    case DType::i8: return DType::i8;  // W8A8: per-token int8 rows with their scales (matmul.cpp)
     default: DS_CHECK(false, std::string("no matmul for weight type ") + dtype_name(weight_type));
   }
   return DType::f32;

@@ -3,7 +3,9 @@
 // of every matrix multiply. As in llama.cpp, each weight type pairs with an
 // activation type (activations are converted once per matmul): F32 with F32,
 // F16 with F16, BF16 with BF16, Q4_0/Q5_0/Q8_0 with Q8_0, Q4_1/Q5_1 with Q8_1,
-// and the K types with Q8_K. Integer products are exact; only the per-block
+// the K types with Q8_K, and I8 (W8A8's per-output-channel weights) with
+// per-token I8 rows, whose dot is the exact int32 sum (the row and token
+// scales multiply outside). Integer products are exact; only the per-block
 // scaling is floating point.
 
 #include <cstdint>

@@ -83,6 +83,74 @@ float dot_q8_0(int64_t n, const void* w, const void* a) {
   return hsum(acc);
 }
 
+// W8A8: a row of int8 weights against rows of int8 activations, summed exactly
+// in int32 over the whole row (the scales multiply afterwards, matmul.cpp). Per
+// 32 products: vpsignb moves the activation's sign onto the weight, vpmaddubsw
+// multiplies by |a| (<= 127, so a pair sums to at most 2 * 127 * 127 < 2^15 and
+// never saturates: the pitfall of an unsigned operand up to 255) and vpmaddwd
+// and vpaddd widen into the int32 lanes: 4 instructions, |a| computed once per
+// activation chunk and shared by the rows of a tile.
+inline __m256i madd_i8(__m256i w, __m256i abs_a, __m256i a, __m256i acc) {
+  const __m256i pairs = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(w, a));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+inline __m256i load_i8(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// The products past the last whole 32, in order.
+inline int32_t dot_i8_tail(int64_t from, int64_t n, const int8_t* w, const int8_t* a) {
+  int32_t sum = 0;
+  for (int64_t i = from; i < n; ++i) sum += int32_t(w[i]) * int32_t(a[i]);
+  return sum;
+}
+
+float dot_i8(int64_t n, const void* wv, const void* av) {
+  const auto* w = static_cast<const int8_t*>(wv);
+  const auto* a = static_cast<const int8_t*>(av);
+  __m256i acc = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + i) + 1024, _MM_HINT_T0);  // decode streams the weights
+    const __m256i x = load_i8(a + i);
+    acc = madd_i8(load_i8(w + i), _mm256_sign_epi8(x, x), x, acc);
+  }
+  return float(hsum_i32(acc) + dot_i8_tail(i, n, w, a));
+}
+
+void dot4_i8(int64_t n, const void* wv, const void* av, int64_t a_stride, float* out) {
+  const auto* w = static_cast<const int8_t*>(wv);
+  const auto* a = static_cast<const int8_t*>(av);
+  __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i wi = load_i8(w + i);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i x = load_i8(a + j * a_stride + i);
+      acc[j] = madd_i8(wi, _mm256_sign_epi8(x, x), x, acc[j]);
+    }
+  }
+  for (int j = 0; j < 4; ++j) out[j] = float(hsum_i32(acc[j]) + dot_i8_tail(i, n, w, a + j * a_stride));
+}
+
+void dot2x4_i8(int64_t n, const void* wv, int64_t w_stride, const void* av, int64_t a_stride, float* out) {
+  const auto* w = static_cast<const int8_t*>(wv);
+  const auto* a = static_cast<const int8_t*>(av);
+  __m256i acc[2][4];
+  for (auto& row : acc)
+    for (auto& v : row) v = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i w0 = load_i8(w + i), w1 = load_i8(w + w_stride + i);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i x = load_i8(a + j * a_stride + i), abs_x = _mm256_sign_epi8(x, x);
+      acc[0][j] = madd_i8(w0, abs_x, x, acc[0][j]);
+      acc[1][j] = madd_i8(w1, abs_x, x, acc[1][j]);
+    }
+  }
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 4; ++j) out[r * 4 + j] = float(hsum_i32(acc[r][j]) + dot_i8_tail(i, n, w + r * w_stride, a + j * a_stride));
+}
+
 float dot_q4_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
@@ -445,6 +513,7 @@ VecDot2x4Fn vec_dot2x4_avx2(DType weight_type) {
     case DType::f16: return dot2x4_f16;
     case DType::q8_0: return dot2x4_q8_0;
     case DType::q4_0: return dot2x4_q4_0;
+    case DType::i8: return dot2x4_i8;
     default: return nullptr;
   }
 }
@@ -457,6 +526,7 @@ VecDot4Fn vec_dot4_avx2(DType weight_type) {
     case DType::q4_0: return dot4_q4_0;
     case DType::q4_k: return dot4_q4_k;
     case DType::q6_k: return dot4_q6_k;
+    case DType::i8: return dot4_i8;
     default: return nullptr;
   }
 }
@@ -470,6 +540,7 @@ VecDotFn vec_dot_avx2(DType weight_type) {
     case DType::q8_0: return dot_q8_0;
     case DType::q4_k: return dot_q4_k;
     case DType::q6_k: return dot_q6_k;
+    case DType::i8: return dot_i8;
     default: return nullptr;
   }
 }

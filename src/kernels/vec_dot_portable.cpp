@@ -23,6 +23,15 @@ float dot_plain(int64_t n, const T* w, const T* a, Convert convert) {
   return sum;
 }
 
+// W8A8: the exact int32 sum of int8 products (the scales multiply afterwards).
+float dot_i8(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const int8_t*>(w);
+  const auto* y = static_cast<const int8_t*>(a);
+  int32_t sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += int32_t(x[i]) * int32_t(y[i]);
+  return float(sum);
+}
+
 float dot_f32(int64_t n, const void* w, const void* a) {
   return dot_plain(n, static_cast<const float*>(w), static_cast<const float*>(a), [](float v) { return v; });
 }
@@ -149,6 +158,7 @@ float dot_q6_k(int64_t n, const void* w, const void* a) {
 VecDotFn vec_dot_portable(DType weight_type) {
   switch (weight_type) {
     case DType::f32: return dot_f32;
+    case DType::i8: return dot_i8;
     case DType::f16: return dot_f16;
     case DType::bf16: return dot_bf16;
     case DType::q4_0: return dot_q_q8_0<BlockQ4_0, unpack_q4_0>;

@@ -48,19 +48,46 @@ class Loader {
     auto t = stacked(name, n_slices, n_rows, n_cols);
     if (!t.ok()) return t.status();
     out->resize(size_t(n_slices));
-    for (int64_t i = 0; i < n_slices; ++i) rows(t.value(), i * n_rows, n_rows, &(*out)[size_t(i)]);
+    for (int64_t i = 0; i < n_slices; ++i) DS_RETURN_IF_ERROR(rows(t.value(), i * n_rows, n_rows, &(*out)[size_t(i)]));
     return Status();
   }
 
   // Rows [first, first + n) of a 2-D tensor already checked, as a matrix.
   // A matrix read row by row (the embedding lookup) keeps the row layout.
-  void rows(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out, bool for_matmul = true) {
+  Status rows(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out, bool for_matmul = true) {
     const size_t offset = size_t(first * row_bytes(t->type, t->ne[0]));
     *out = WeightMatrix{t->type, n, t->ne[0], file_.tensor_data(*t) + offset};
     const int64_t tensor_rows = t->n_elements() / t->ne[0];
     const bool interleave = for_matmul && backend_.repacks(t->type, n) && backend_.repacks(t->type, first) &&
                             backend_.repacks(t->type, tensor_rows);
     matrices_.push_back({out, t, offset, interleave});
+    if (t->type != DType::i8) return Status();
+    if (!for_matmul) {
+      return Status::error("model: tensor '" + t->name + "' is I8 (W8A8), which serves matrix multiplies only; this one is "
+                           "looked up by row: write it in a float or block type");
+    }
+    return row_scales(*t, first, n, out);
+  }
+
+  // A W8A8 matrix's scales: tensor NAME_scale, F32, one per row of NAME.
+  Status row_scales(const GgufTensorInfo& t, int64_t first, int64_t n, WeightMatrix* out) {
+    const std::string name = t.name + "_scale";
+    const GgufTensorInfo* s = file_.find_tensor(name);
+    const int64_t tensor_rows = t.n_elements() / t.ne[0];
+    if (!s) return Status::error("model: tensor '" + t.name + "' is I8 (W8A8) but its row scales '" + name + "' are missing");
+    if (s->type != DType::f32 || s->n_elements() != tensor_rows) {
+      return Status::error("model: tensor '" + name + "' must be F32 with one scale per row of '" + t.name + "' (" +
+                           std::to_string(tensor_rows) + "), not " + dtype_name(s->type) + " " + shape_string(*s));
+    }
+    if (t.ne[0] > k_max_i8_cols) {
+      return Status::error("model: tensor '" + t.name + "' has rows of " + std::to_string(t.ne[0]) +
+                           " elements, more than an I8 matmul sums exactly in int32 (" + std::to_string(k_max_i8_cols) + ")");
+    }
+    std::vector<float> values(static_cast<size_t>(n));
+    std::memcpy(values.data(), file_.tensor_data(*s) + first * 4, size_t(n) * 4);
+    staged_.push_back({&out->row_scales, nullptr, reinterpret_cast<const uint8_t*>(values.data()), size_t(n) * sizeof(float)});
+    staged_vectors_.push_back(std::move(values));
+    return Status();
   }
 
   Status check_type(const std::string& name, const GgufTensorInfo& t) const {
@@ -71,7 +98,7 @@ class Loader {
     if (is_compute_supported(t.type)) return Status();
     return Status::error("model: tensor '" + name + "' has type " + dtype_name(t.type) +
                          ", which dsinfer does not support (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-                         "Q4_K, Q5_K, Q6_K)");
+                         "Q4_K, Q5_K, Q6_K, and I8 with row scales: W8A8)");
   }
 
   // A matrix with n_cols elements per row and n_rows rows (GGUF ne = {n_cols, n_rows}).
@@ -83,8 +110,7 @@ class Loader {
                            std::to_string(n_cols) + ", " + std::to_string(n_rows) + "]");
     }
     DS_RETURN_IF_ERROR(check_type(name, *t));
-    rows(t, 0, n_rows, out, for_matmul);
-    return Status();
+    return rows(t, 0, n_rows, out, for_matmul);
   }
 
   Status vector(const std::string& name, int64_t n, WeightVector* out, bool optional = false) {
@@ -262,6 +288,10 @@ Status ModelWeights::load_mla(Loader& loader, const ModelConfig& c, const std::s
   auto kv_b = loader.stacked(b + "attn_kv_b.weight", 1, c.n_head * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank);
   if (!kv_b.ok()) return kv_b.status();
   const GgufTensorInfo* t = kv_b.value();
+  if (t->type == DType::i8) {
+    return Status::error("model: tensor '" + t->name + "' is I8 (W8A8): its key rows are transposed at load, which needs "
+                         "a float or block type (keep attention out of W8A8, or write attn_k_b/attn_v_b)");
+  }
   const uint8_t* kv_b_data = file_->tensor_data(*t);
   const int64_t kv_b_row_bytes = row_bytes(t->type, m.kv_lora_rank);
   const DType k_type = t->type == DType::f16 || t->type == DType::bf16 ? t->type : DType::f32;
@@ -280,7 +310,7 @@ Status ModelWeights::load_mla(Loader& loader, const ModelConfig& c, const std::s
       quantize_row(k_type, transposed.data() + r * m.qk_nope_dim, k.data() + r * k_row_bytes, m.qk_nope_dim);
     }
     loader.derived(k_type, m.kv_lora_rank, m.qk_nope_dim, std::move(k), &l.k_b[size_t(h)]);
-    loader.rows(t, first + m.qk_nope_dim, m.v_head_dim, &l.v_b[size_t(h)]);
+    DS_RETURN_IF_ERROR(loader.rows(t, first + m.qk_nope_dim, m.v_head_dim, &l.v_b[size_t(h)]));
   }
   return Status();
 }

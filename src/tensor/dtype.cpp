@@ -58,6 +58,7 @@ int64_t row_bytes(DType type, int64_t n_elements) {
 
 bool is_compute_supported(DType type) {
   switch (type) {
+    case DType::i8:  // W8A8, with its row scales
     case DType::f32:
     case DType::f16:
     case DType::bf16:

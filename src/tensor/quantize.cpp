@@ -247,6 +247,14 @@ void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb) {
 
 }  // namespace
 
+float quantize_int8_row(const float* x, int64_t n, int8_t* q) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  for (int64_t i = 0; i < n; ++i) q[i] = int8_t(std::nearbyint(x[i] * id));
+  return amax / 127.0f;
+}
+
 void dequantize_row(DType type, const void* x, float* y, int64_t n) {
   const int64_t nb = n / dtype_traits(type).block_elements;
   switch (type) {

@@ -16,4 +16,9 @@ void dequantize_row(DType type, const void* x, float* y, int64_t n);
 // q4_1, q5_0, q5_1 (test data). Returns false for any other type.
 bool quantize_row(DType type, const float* x, void* y, int64_t n);
 
+// x[0..n) ~ scale * q with q in [-127, 127], scale = max|x| / 127 (0 for a
+// zero row): W8A8's per-output-channel weights and per-token activations.
+// Rounds x * (127 / max|x|) to nearest, as the Q8 blocks do. Returns the scale.
+float quantize_int8_row(const float* x, int64_t n, int8_t* q);
+
 }  // namespace ds

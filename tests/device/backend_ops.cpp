@@ -67,6 +67,13 @@ std::vector<double> magnitudes(const std::vector<float>& want) {
   return s;
 }
 
+// W8A8 row scales for the I8 cases: a spread of magnitudes, the same every run.
+std::vector<float> i8_row_scales(int64_t n_rows) {
+  std::vector<float> s(static_cast<size_t>(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) s[size_t(r)] = 0.004f * float(1 + r % 7);
+  return s;
+}
+
 // Buffers in a backend's memory, held for one case.
 class DeviceData {
  public:
@@ -87,12 +94,15 @@ class DeviceData {
     return host;
   }
   // A matrix stored as the backend stores it, repacked when `repack` and the
-  // backend has a layout for it; host: the same rows in the GGUF layout.
+  // backend has a layout for it; host: the same rows in the GGUF layout (I8:
+  // with i8_row_scales in the backend's memory).
   WeightMatrix matrix(DType type, int64_t n_rows, int64_t n_cols, const std::vector<uint8_t>& rows, bool repack) {
     uint8_t* data = bytes(nullptr, rows.size());
     const bool repacked = repack && backend_.repacks(type, n_rows);
     backend_.store_matrix(type, n_rows, n_cols, rows.data(), data, repacked);
-    return WeightMatrix{type, n_rows, n_cols, data, repacked};
+    WeightMatrix w{type, n_rows, n_cols, data, repacked};
+    if (type == DType::i8) w.row_scales = floats(i8_row_scales(n_rows));
+    return w;
   }
 
  private:
@@ -102,7 +112,14 @@ class DeviceData {
 
 std::vector<float> dequantized(DType type, const std::vector<uint8_t>& rows, int64_t n_rows, int64_t n_cols) {
   std::vector<float> out(size_t(n_rows * n_cols));
-  for (int64_t r = 0; r < n_rows; ++r) dequantize_row(type, rows.data() + r * row_bytes(type, n_cols), out.data() + r * n_cols, n_cols);
+  const std::vector<float> scales = type == DType::i8 ? i8_row_scales(n_rows) : std::vector<float>();
+  for (int64_t r = 0; r < n_rows; ++r) {
+    if (type == DType::i8) {
+      for (int64_t i = 0; i < n_cols; ++i) out[size_t(r * n_cols + i)] = float(int8_t(rows[size_t(r * n_cols + i)])) * scales[size_t(r)];
+    } else {
+      dequantize_row(type, rows.data() + r * row_bytes(type, n_cols), out.data() + r * n_cols, n_cols);
+    }
+  }
   return out;
 }
 
@@ -112,6 +129,12 @@ std::vector<float> as_activations(DType weight_type, const std::vector<float>& x
   std::vector<float> out(x.size());
   std::vector<uint8_t> row(size_t(row_bytes(act, n_cols)));
   for (size_t r = 0; r * size_t(n_cols) < x.size(); ++r) {
+    if (act == DType::i8) {
+      const auto* q = reinterpret_cast<int8_t*>(row.data());
+      const float scale = quantize_int8_row(x.data() + r * n_cols, n_cols, reinterpret_cast<int8_t*>(row.data()));
+      for (int64_t i = 0; i < n_cols; ++i) out[r * n_cols + size_t(i)] = float(q[i]) * scale;
+      continue;
+    }
     quantize_row(act, x.data() + r * n_cols, row.data(), n_cols);
     dequantize_row(act, row.data(), out.data() + r * n_cols, n_cols);
   }
@@ -143,6 +166,8 @@ class OpCase {
   virtual ~OpCase() = default;
   std::string op, shape, dtype;
   double flops = 0.0, bytes = 0.0;  // per run, for perf
+  // False where the backend refuses the case's weight type (a model of it would not load there).
+  virtual bool supported(const Backend& backend) const { return true; }
   virtual void setup(Backend& backend, DeviceData& data) = 0;
   virtual void run(Backend& backend) = 0;
   virtual Outcome check(Backend& backend, DeviceData& data) = 0;
@@ -160,6 +185,7 @@ class MatmulCase : public OpCase {
     flops = 2.0 * double(rows * cols * tokens);
     bytes = double(row_bytes(type, cols) * rows + 4 * (cols + rows) * tokens);
   }
+  bool supported(const Backend& b) const override { return b.supports(type_); }
   void setup(Backend& b, DeviceData& data) override {
     std::mt19937 rng(uint32_t(rows_ * 31 + cols_ + tokens_));
     w_rows_ = random_weights(rng, type_, rows_, cols_);
@@ -171,7 +197,10 @@ class MatmulCase : public OpCase {
   void run(Backend& b) override { b.matmul(w_[size_t(next_++ % copies_)], x_dev_, tokens_, y_dev_); }
   Outcome check(Backend& b, DeviceData& data) override {
     std::vector<float> want(size_t(rows_ * tokens_));
-    matmul_reference(WeightMatrix{type_, rows_, cols_, w_rows_.data()}, x_.data(), tokens_, want.data());
+    WeightMatrix host{type_, rows_, cols_, w_rows_.data()};
+    const std::vector<float> scales = i8_row_scales(rows_);
+    if (type_ == DType::i8) host.row_scales = scales.data();
+    matmul_reference(host, x_.data(), tokens_, want.data());
     const auto s = product_magnitudes(dequantized(type_, w_rows_, rows_, cols_), as_activations(type_, x_, cols_), rows_, cols_, tokens_);
     return {normalised_error(data.read(y_dev_, want.size()), want, s), matmul_bound(type_, cols_)};
   }
@@ -798,6 +827,10 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
     }
     add(new EmbedCase(type, 50, cols, 9));
   }
+  for (int64_t tokens : {1, 5, 33}) {  // W8A8, where the backend multiplies it; rows off the vector width
+    add(new MatmulCase(DType::i8, 40, 96, tokens, true));
+    add(new MatmulCase(DType::i8, 19, 100, tokens, true));
+  }
   for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0}) {
     for (int64_t tokens : {1, 9}) add(new MatmulBatchedCase(type, 4, 64, 64, tokens));
   }
@@ -832,7 +865,7 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
 std::vector<std::unique_ptr<OpCase>> perf_cases() {
   std::vector<std::unique_ptr<OpCase>> cases;
   const auto add = [&](OpCase* c) { cases.emplace_back(c); };
-  for (DType type : {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
+  for (DType type : {DType::f16, DType::q8_0, DType::i8, DType::q4_0, DType::q4_k, DType::q6_k}) {
     const int copies = int((int64_t(256) << 20) / (2048 * row_bytes(type, 2048))) + 1;
     add(new MatmulCase(type, 2048, 2048, 1, true, copies));
     add(new MatmulCase(type, 2048, 2048, 128, true));
@@ -878,6 +911,10 @@ int run_tests(Backend& backend, const std::string& only) {
   int failed = 0, ran = 0;
   for (auto& c : test_cases()) {
     if (!only.empty() && c->op != only) continue;
+    if (!c->supported(backend)) {
+      std::printf("not-run %-12s %-44s %-10s the backend refuses this type\n", c->op.c_str(), c->shape.c_str(), c->dtype.c_str());
+      continue;
+    }
     DeviceData data(backend);
     c->setup(backend, data);
     c->run(backend);
@@ -899,6 +936,7 @@ int run_perf(Backend& backend, const std::string& only) {
   std::printf("| op | shape | dtype | us | GB/s | of bandwidth | GFLOP/s |\n| --- | --- | --- | ---: | ---: | ---: | ---: |\n");
   for (auto& c : perf_cases()) {
     if (!only.empty() && c->op != only) continue;
+    if (!c->supported(backend)) continue;
     DeviceData data(backend);
     c->setup(backend, data);
     c->run(backend);  // warm-up

@@ -30,6 +30,9 @@ constexpr float k_guard = -12345.678f;
 
 const DType k_weight_types[] = {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
                                 DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+// With W8A8's I8 rows, whose dot is an exact integer sum (tested apart from the others).
+const DType k_matmul_types[] = {DType::f32, DType::f16,  DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                                DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::i8};
 
 std::vector<int64_t> column_sizes(DType type) {
   const int64_t block = dtype_traits(type).block_elements;
@@ -81,6 +84,7 @@ TEST_P(VecDotTest, EveryIsaMatchesDequantizedReference) {
 // the interleaved one (a copy kept alive by the returned storage).
 struct Layouts {
   std::vector<uint8_t> interleaved_data;
+  std::vector<float> row_scales;  // I8
   std::vector<WeightMatrix> matrices;
   const WeightMatrix* begin() const { return matrices.data(); }
   const WeightMatrix* end() const { return matrices.data() + matrices.size(); }
@@ -89,6 +93,10 @@ struct Layouts {
 Layouts layouts(DType type, int64_t n_rows, int64_t n_cols, const std::vector<uint8_t>& rows) {
   Layouts l;
   l.matrices.push_back(WeightMatrix{type, n_rows, n_cols, rows.data()});
+  if (type == DType::i8) {
+    for (int64_t r = 0; r < n_rows; ++r) l.row_scales.push_back(0.004f * float(1 + r % 7));
+    l.matrices.back().row_scales = l.row_scales.data();
+  }
   if (interleavable(type, n_rows)) {
     l.interleaved_data.resize(rows.size());
     interleave_rows(type, n_rows, n_cols, rows.data(), l.interleaved_data.data());
@@ -143,6 +151,61 @@ TEST(ActivationQuant, FastPathsEqualReferenceBitForBit) {
     quantize_row(type, x.data(), reference.data(), int64_t(x.size()));
     for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(fast[i], reference[i]) << dtype_name(type) << " byte " << i;
   }
+}
+
+// W8A8's dot products are exact: every ISA and every tile shape gives the
+// integer sum itself, over lengths on and off the 32-byte vectors, with the
+// largest codes (2 * 127 * 127 per pair, where maddubs would saturate on an
+// unsigned operand of 255).
+TEST(W8A8, DotsAreTheExactIntegerSum) {
+  std::mt19937 rng(9);
+  std::vector<std::pair<const char*, VecDotKernel>> isas = {{"portable", {DType::i8, vec_dot_portable(DType::i8), nullptr, nullptr}}};
+  if (use_avx2_kernels()) isas.push_back({"avx2", vec_dot_kernel(DType::i8)});
+  for (int64_t n : {1, 7, 31, 32, 33, 100, 1000, 4099}) {
+    std::vector<uint8_t> w = random_weights(rng, DType::i8, 2, n), a = random_weights(rng, DType::i8, 4, n);
+    if (n >= 32) std::fill(w.begin(), w.begin() + 32, uint8_t(int8_t(-127))), std::fill(a.begin(), a.begin() + 32, uint8_t(int8_t(-127)));
+    const auto* wi = reinterpret_cast<const int8_t*>(w.data());
+    const auto* ai = reinterpret_cast<const int8_t*>(a.data());
+    float expected[2][4];
+    for (int r = 0; r < 2; ++r)
+      for (int j = 0; j < 4; ++j) {
+        int64_t sum = 0;
+        for (int64_t i = 0; i < n; ++i) sum += int64_t(wi[r * n + i]) * ai[j * n + i];
+        expected[r][j] = float(sum);
+      }
+    for (const auto& [name, k] : isas) {
+      EXPECT_EQ(k.dot(n, wi, ai), expected[0][0]) << name << " n " << n;
+      if (k.dot4) {
+        float out[4];
+        k.dot4(n, wi, ai, n, out);
+        for (int j = 0; j < 4; ++j) EXPECT_EQ(out[j], expected[0][j]) << name << " dot4 n " << n;
+      }
+      if (k.dot2x4) {
+        float out[8];
+        k.dot2x4(n, wi, n, ai, n, out);
+        for (int r = 0; r < 2; ++r)
+          for (int j = 0; j < 4; ++j) EXPECT_EQ(out[r * 4 + j], expected[r][j]) << name << " dot2x4 n " << n;
+      }
+    }
+  }
+}
+
+// The per-token int8 rows: the fast path writes the reference's codes and scale, off-vector lengths too.
+TEST(W8A8, ActivationRowsEqualReferenceBitForBit) {
+  std::mt19937 rng(12);
+  for (int64_t n : {1, 9, 32, 77, 4096}) {
+    std::vector<float> x = random_floats(rng, n, 2.0f);
+    if (n > 8) x[3] = 127.0f, x[5] = 0.5f;  // amax 127: scale 1, so 0.5 must round to even
+    std::vector<int8_t> fast(static_cast<size_t>(n)), reference(static_cast<size_t>(n));
+    const float fast_scale = quantize_int8_activations(x.data(), fast.data(), n);
+    const float reference_scale = quantize_int8_row(x.data(), n, reference.data());
+    EXPECT_EQ(fast_scale, reference_scale) << n;
+    EXPECT_EQ(fast, reference) << n;
+  }
+  std::vector<float> zeros(40, 0.0f);
+  std::vector<int8_t> q(40, 1);
+  EXPECT_EQ(quantize_int8_activations(zeros.data(), q.data(), 40), 0.0f);
+  EXPECT_EQ(q, std::vector<int8_t>(40, 0));
 }
 
 class MatmulTest : public ::testing::TestWithParam<std::tuple<DType, int>> {};
@@ -210,7 +273,7 @@ TEST_P(MatmulTest, ResultsDoNotDependOnTheBatch) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, VecDotTest, ::testing::ValuesIn(k_weight_types),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
-                         ::testing::Combine(::testing::ValuesIn(k_weight_types), ::testing::Values(1, 2)),
+                         ::testing::Combine(::testing::ValuesIn(k_matmul_types), ::testing::Values(1, 2)),
                          [](const auto& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_threads" +
                                   std::to_string(std::get<1>(info.param));

@@ -22,6 +22,11 @@ std::vector<uint8_t> random_weights(std::mt19937& rng, DType type, int64_t n_row
     for (int64_t r = 0; r < n_rows; ++r) quantize_row(type, values.data() + r * n_cols, data.data() + r * bytes_per_row, n_cols);
     return data;
   }
+  if (type == DType::i8) {  // W8A8 weights: the codes the quantizer writes, both extremes included
+    std::uniform_int_distribution<int> code(-127, 127);
+    for (uint8_t& b : data) b = uint8_t(int8_t(code(rng)));
+    return data;
+  }
   std::uniform_int_distribution<int> byte(0, 255);
   for (uint8_t& b : data) b = uint8_t(byte(rng));
   const int64_t block_bytes = dtype_traits(type).block_bytes;

@@ -14,7 +14,8 @@ std::vector<float> random_floats(std::mt19937& rng, int64_t n, float scale = 1.0
 
 // Weight bytes for a [n_rows, n_cols] matrix in the row layout: quantized from
 // random values where a quantizer exists, random blocks with small scales for
-// the K types.
+// the K types, random codes in [-127, 127] for I8 (W8A8, whose row scales the
+// caller gives).
 std::vector<uint8_t> random_weights(std::mt19937& rng, DType type, int64_t n_rows, int64_t n_cols);
 
 }  // namespace ds

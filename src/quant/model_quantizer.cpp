@@ -1,0 +1,128 @@
+#include "quant/model_quantizer.h"
+
+#include <cstring>
+#include <map>
+
+#include "base/thread_pool.h"
+#include "gguf/gguf_writer.h"
+#include "quant/k_quant_encoder.h"
+#include "tensor/quantize.h"
+
+namespace ds {
+namespace {
+
+bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+
+// llama.cpp's llama_ftype for the targets that have one (general.file_type).
+std::optional<uint32_t> llama_file_type(const std::string& target) {
+  static const std::map<std::string, uint32_t> types = {
+      {"F32", 0},     {"F16", 1},     {"Q4_0", 2},     {"Q4_1", 3},     {"Q8_0", 7},  {"Q5_0", 8},   {"Q5_1", 9},
+      {"Q4_K_S", 14}, {"Q4_K_M", 15}, {"Q5_K_S", 16},  {"Q5_K_M", 17},  {"Q6_K", 18}, {"BF16", 32}};
+  auto it = types.find(target);
+  return it == types.end() ? std::nullopt : std::optional<uint32_t>(it->second);
+}
+
+// One output tensor and how its bytes are made from a source tensor.
+struct Plan {
+  const GgufTensorInfo* source;
+  std::string name;
+  DType to;
+  enum { copy, convert, w8a8_weights, w8a8_scales } how;
+};
+
+std::vector<int64_t> shape_of(const GgufTensorInfo& t) { return std::vector<int64_t>(t.ne, t.ne + t.n_dims); }
+
+int64_t rows_of(const GgufTensorInfo& t) {
+  int64_t rows = 1;
+  for (int d = 1; d < t.n_dims; ++d) rows *= t.ne[d];
+  return rows;
+}
+
+}  // namespace
+
+Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& policy, const std::string& out_path,
+                                      const QuantizeOptions& options) {
+  QuantizeReport report;
+  std::vector<Plan> plans;
+  for (const GgufTensorInfo& t : in.tensors()) {
+    report.bytes_in += t.n_bytes;
+    QuantChoice choice = t.n_dims >= 2 ? policy.choice_for(t.name) : QuantChoice{QuantChoice::type, DType::f32};
+    if (t.n_dims < 2 && !is_float(t.type)) choice = {QuantChoice::keep};  // an integer vector is data, not a weight
+    QuantizedTensor entry{t.name, t.type, t.type};
+    if (choice.kind == QuantChoice::keep || (choice.kind == QuantChoice::type && choice.dtype == t.type)) {
+      plans.push_back({&t, t.name, t.type, Plan::copy});
+    } else if (!is_float(t.type)) {
+      return Status::error("tensor '" + t.name + "' is already " + dtype_name(t.type) + ": quantize from an F32, F16 or BF16 model");
+    } else if (choice.kind == QuantChoice::w8a8) {
+      entry.to = DType::i8;
+      entry.w8a8 = true;
+      plans.push_back({&t, t.name, DType::i8, Plan::w8a8_weights});
+      plans.push_back({&t, t.name + k_row_scale_suffix, DType::f32, Plan::w8a8_scales});
+    } else {
+      entry.to = fallback_type(choice.dtype, t.ne[0]);
+      entry.fell_back = entry.to != choice.dtype;
+      plans.push_back({&t, t.name, entry.to, entry.to == t.type ? Plan::copy : Plan::convert});
+    }
+    report.tensors.push_back(entry);
+  }
+
+  GgufWriter writer;
+  for (const auto& [key, value] : in.metadata()) {
+    if (key == "general.file_type" || key == "general.quantization_version" || key.rfind("dsinfer.quantize.", 0) == 0) continue;
+    const Status copied = writer.add_value(key, value);
+    if (!copied.ok()) return copied;
+  }
+  if (auto file_type = llama_file_type(policy.target())) writer.add_uint32("general.file_type", *file_type);
+  writer.add_uint32("general.quantization_version", 2);
+  writer.add_string("dsinfer.quantize.target", policy.target());
+  writer.add_string("dsinfer.quantize.policy", policy.describe());
+  for (const Plan& p : plans) {
+    std::vector<int64_t> shape = shape_of(*p.source);
+    if (p.how == Plan::w8a8_scales) shape.erase(shape.begin());  // one scale per row
+    writer.declare_tensor(p.name, p.to, shape);
+    report.bytes_out += uint64_t(row_bytes(p.to, shape[0])) * uint64_t(rows_of(*p.source) / (p.how == Plan::w8a8_scales ? shape[0] : 1));
+  }
+
+  ThreadPool pool(options.n_threads);
+  std::vector<float> row_scales;  // made with a W8A8 matrix, written as the next tensor
+  size_t done = 0;
+  const Status written = writer.write_file(out_path, [&](size_t index, std::vector<uint8_t>& bytes) -> Status {
+    const Plan& p = plans[index];
+    const GgufTensorInfo& t = *p.source;
+    const int64_t n_cols = t.ne[0], n_rows = rows_of(t);
+    const uint8_t* src = in.tensor_data(t);
+    const int64_t src_row = row_bytes(t.type, n_cols), dst_row = row_bytes(p.to, n_cols);
+    switch (p.how) {
+      case Plan::copy: bytes.assign(src, src + t.n_bytes); break;
+      case Plan::w8a8_scales:
+        bytes.resize(row_scales.size() * sizeof(float));
+        std::memcpy(bytes.data(), row_scales.data(), bytes.size());
+        break;
+      case Plan::convert:
+      case Plan::w8a8_weights:
+        bytes.resize(size_t(dst_row * n_rows));
+        if (p.how == Plan::w8a8_weights) row_scales.assign(size_t(n_rows), 0.0f);
+        pool.parallel_for_dynamic(n_rows, 16, [&](int64_t begin, int64_t end, int) {
+          std::vector<float> row(static_cast<size_t>(n_cols));
+          for (int64_t r = begin; r < end; ++r) {
+            dequantize_row(t.type, src + r * src_row, row.data(), n_cols);
+            uint8_t* out = bytes.data() + r * dst_row;
+            if (p.how == Plan::w8a8_weights) {
+              row_scales[size_t(r)] = quantize_int8_row(row.data(), n_cols, reinterpret_cast<int8_t*>(out));
+            } else if (!quantize_k_row(p.to, row.data(), out, n_cols)) {
+              DS_CHECK(quantize_row(p.to, row.data(), out, n_cols), "every policy type has an encoder");
+            }
+          }
+        });
+        break;
+    }
+    in.release_tensor_pages(t);
+    if (p.how != Plan::w8a8_weights) ++done;  // a W8A8 matrix counts once, with its scales
+    if (options.progress) options.progress(done, report.tensors.size());
+    return Status();
+  });
+  if (!written.ok()) return written;
+  return report;
+}
+
+}  // namespace ds

@@ -1,0 +1,43 @@
+#pragma once
+// `dsinfer quantize`'s work: a GGUF model in F32/F16/BF16 written again with
+// each matrix in the type its policy chooses, every metadata key copied. The
+// llama.cpp types come out in ggml's layout, readable by llama.cpp; W8A8
+// matrices are written as an I8 tensor NAME [n_cols, rows...] with its row
+// scales NAME_scale (F32, one per output row), which dsinfer's loader pairs.
+// Tensors are produced one at a time while the file is written.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "gguf/gguf_file.h"
+#include "quant/quant_policy.h"
+
+namespace ds {
+
+// The suffix of a W8A8 matrix's row-scale tensor.
+inline constexpr const char* k_row_scale_suffix = "_scale";
+
+struct QuantizeOptions {
+  int n_threads = 2;
+  // Called after each tensor with the tensors done and their total.
+  std::function<void(size_t done, size_t total)> progress;
+};
+
+struct QuantizedTensor {
+  std::string name;
+  DType from, to;
+  bool w8a8 = false;
+  bool fell_back = false;  // the policy's type cannot hold its rows (fallback_type)
+};
+
+struct QuantizeReport {
+  std::vector<QuantizedTensor> tensors;
+  uint64_t bytes_in = 0, bytes_out = 0;
+};
+
+Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& policy, const std::string& out_path,
+                                      const QuantizeOptions& options);
+
+}  // namespace ds
