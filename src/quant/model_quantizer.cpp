@@ -5,7 +5,7 @@
 
 #include "base/thread_pool.h"
 #include "gguf/gguf_writer.h"
-#include "quant/k_quant_encoder.h"
+#include "quant/weight_encoder.h"
 #include "tensor/quantize.h"
 
 namespace ds {
@@ -109,8 +109,8 @@ Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& pol
             uint8_t* out = bytes.data() + r * dst_row;
             if (p.how == Plan::w8a8_weights) {
               row_scales[size_t(r)] = quantize_int8_row(row.data(), n_cols, reinterpret_cast<int8_t*>(out));
-            } else if (!quantize_k_row(p.to, row.data(), out, n_cols)) {
-              DS_CHECK(quantize_row(p.to, row.data(), out, n_cols), "every policy type has an encoder");
+            } else {
+              DS_CHECK(quantize_weight_row(p.to, row.data(), out, n_cols), "every policy type has an encoder");
             }
           }
         });

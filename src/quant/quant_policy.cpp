@@ -85,13 +85,16 @@ Result<QuantPolicy> QuantPolicy::for_target(const std::string& target, int64_t n
   const bool float_target = base->dtype == DType::f32 || base->dtype == DType::f16 || base->dtype == DType::bf16;
   // The output matrix decides every token: llama.cpp gives it Q6_K under any lower type.
   if (!float_target && base->dtype != DType::q8_0 && base->dtype != DType::q6_k) add("output.weight", of(DType::q6_k));
-  if (t == "Q4_K_M" || t == "Q5_K_M") {
-    for (int64_t layer = 0; layer < n_layer; ++layer) {
-      if (!more_bits_layer(layer, n_layer)) continue;
-      const std::string b = "blk." + std::to_string(layer) + ".";
+  // The _M mixes give attn_v and ffn_down Q6_K in llama.cpp's use_more_bits
+  // layers; Q4_K_S gives Q5_K to the first four attn_v and the first eighth's ffn_down.
+  for (int64_t layer = 0; layer < n_layer; ++layer) {
+    const std::string b = "blk." + std::to_string(layer) + ".";
+    if ((t == "Q4_K_M" || t == "Q5_K_M") && more_bits_layer(layer, n_layer)) {
       add(b + "attn_v.weight", of(DType::q6_k));
       add(b + "ffn_down.weight", of(DType::q6_k));
     }
+    if (t == "Q4_K_S" && layer < 4) add(b + "attn_v.weight", of(DType::q5_k));
+    if (t == "Q4_K_S" && layer < n_layer / 8) add(b + "ffn_down.weight", of(DType::q5_k));
   }
   add("*.weight", *base);
   return policy;

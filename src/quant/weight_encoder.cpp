@@ -1,4 +1,4 @@
-#include "quant/k_quant_encoder.h"
+#include "quant/weight_encoder.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,6 +6,7 @@
 
 #include "base/fp16.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/quantize.h"
 
 namespace ds {
 namespace {
@@ -100,6 +101,17 @@ void encode_scale_offset_block(const float* x, int levels, Block& b, uint8_t* q)
   }
 }
 
+// ggml's quantize_row_q8_0_ref.
+void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += k_qk) {
+    float amax = 0.0f;
+    for (int j = 0; j < k_qk; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = fp32_to_fp16(d);
+    for (int j = 0; j < k_qk; ++j) y[i].qs[j] = int8_t(std::round(x[j] * id));
+  }
+}
+
 void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += k_qk_k) {
     uint8_t q[k_qk_k];
@@ -154,12 +166,15 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
 
 }  // namespace
 
-bool quantize_k_row(DType type, const float* x, void* y, int64_t n) {
+bool quantize_weight_row(DType type, const float* x, void* y, int64_t n) {
   const int64_t nb = n / k_qk_k;
   switch (type) {
+    case DType::q8_0: quantize_q8_0(x, static_cast<BlockQ8_0*>(y), n / k_qk); return true;
     case DType::q4_k: quantize_q4_k(x, static_cast<BlockQ4_K*>(y), nb); return true;
     case DType::q5_k: quantize_q5_k(x, static_cast<BlockQ5_K*>(y), nb); return true;
     case DType::q6_k: quantize_q6_k(x, static_cast<BlockQ6_K*>(y), nb); return true;
+    case DType::f32: case DType::f16: case DType::bf16: case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1:
+      return quantize_row(type, x, y, n);  // ggml's reference rounding already
     default: return false;
   }
 }

@@ -1,0 +1,106 @@
+#include "quant/weight_encoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "base/fp16.h"
+#include "support/random_tensors.h"
+#include "tensor/quant_blocks.h"
+#include "tensor/quantize.h"
+
+namespace ds {
+namespace {
+
+// One sub-block's grid as stored: value(q) = step * q - zero for q in [lo, hi].
+struct Grid {
+  float step, zero;
+  int lo, hi;
+};
+
+Grid grid_of(DType type, const uint8_t* block, int sub) {
+  if (type == DType::q6_k) {
+    const auto& b = *reinterpret_cast<const BlockQ6_K*>(block);
+    return {fp16_to_fp32(b.d) * float(b.scales[sub]), 0.0f, -32, 31};
+  }
+  const uint16_t* d = reinterpret_cast<const uint16_t*>(block);  // d, dmin lead both Q4_K and Q5_K
+  uint8_t sc, m;
+  k_scale_min(sub, block + 4, &sc, &m);
+  return {fp16_to_fp32(d[0]) * float(sc), fp16_to_fp32(d[1]) * float(m), 0, type == DType::q4_k ? 15 : 31};
+}
+
+// Rows the fits find hard: random, an all-zero super-block, a constant one,
+// all positive (the offset must stay >= 0), one huge outlier.
+std::vector<float> hard_rows(std::mt19937& rng) {
+  std::vector<float> x = random_floats(rng, 256 * 6);
+  for (int i = 256; i < 512; ++i) x[size_t(i)] = 0.0f;
+  for (int i = 512; i < 768; ++i) x[size_t(i)] = 0.75f;
+  for (int i = 768; i < 1024; ++i) x[size_t(i)] = std::fabs(x[size_t(i)]) + 1.0f;
+  x[1100] = 40.0f;
+  return x;
+}
+
+// Every value comes back as its nearest point of its sub-block's grid as
+// stored: what the encoder promises once the scales are chosen.
+TEST(WeightEncoder, KTypesRoundToTheNearestStoredCode) {
+  std::mt19937 rng(3);
+  const std::vector<float> x = hard_rows(rng);
+  const int64_t n = int64_t(x.size());
+  for (DType type : {DType::q4_k, DType::q5_k, DType::q6_k}) {
+    std::vector<uint8_t> bytes(size_t(row_bytes(type, n)));
+    ASSERT_TRUE(quantize_weight_row(type, x.data(), bytes.data(), n));
+    std::vector<float> y(x.size());
+    dequantize_row(type, bytes.data(), y.data(), n);
+    const int sub_size = type == DType::q6_k ? 16 : 32;
+    const int64_t block_bytes = dtype_traits(type).block_bytes;
+    for (int64_t i = 0; i < n; ++i) {
+      const Grid g = grid_of(type, bytes.data() + (i / 256) * block_bytes, int(i % 256) / sub_size);
+      float best = INFINITY;
+      for (int q = g.lo; q <= g.hi; ++q) best = std::min(best, std::fabs(x[size_t(i)] - (g.step * float(q) - g.zero)));
+      // The dequantizer's own float rounding of step * q - zero: a few ulp of the value.
+      EXPECT_LE(std::fabs(x[size_t(i)] - y[size_t(i)]), best + 4e-7f * (std::fabs(y[size_t(i)]) + g.zero))
+          << dtype_name(type) << " element " << i;
+    }
+  }
+}
+
+// The fitted scales beat the grid a plain min-max fit would take: the squared
+// error of random weights is below that grid's uniform rounding error.
+TEST(WeightEncoder, KTypesBeatAPlainMinMaxFit) {
+  std::mt19937 rng(4);
+  const std::vector<float> x = random_floats(rng, 256 * 8);
+  const int64_t n = int64_t(x.size());
+  for (DType type : {DType::q4_k, DType::q5_k, DType::q6_k}) {
+    std::vector<uint8_t> bytes(size_t(row_bytes(type, n)));
+    ASSERT_TRUE(quantize_weight_row(type, x.data(), bytes.data(), n));
+    std::vector<float> y(x.size());
+    dequantize_row(type, bytes.data(), y.data(), n);
+    const int sub = type == DType::q6_k ? 16 : 32, levels = type == DType::q4_k ? 15 : type == DType::q5_k ? 31 : 63;
+    double err = 0, min_max = 0;
+    for (int64_t s = 0; s < n; s += sub) {
+      float lo = 0, hi = 0;
+      for (int i = 0; i < sub; ++i) lo = std::min(lo, x[size_t(s + i)]), hi = std::max(hi, x[size_t(s + i)]);
+      if (type == DType::q6_k) hi = std::max(hi, -lo), lo = -hi;
+      const double step = (hi - lo) / levels;
+      min_max += sub * step * step / 12;  // uniform rounding error of a min-max grid
+      for (int i = 0; i < sub; ++i) err += std::pow(double(x[size_t(s + i)]) - y[size_t(s + i)], 2);
+    }
+    EXPECT_LT(err, min_max) << dtype_name(type);
+  }
+}
+
+// Q8_0 weights: ggml's reference rounding (1 / d, halves away from zero).
+TEST(WeightEncoder, Q8_0RoundsAsGgmlsReference) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;  // d = 1: x.5 rounds away from zero
+  x[1] = 2.5f;
+  x[2] = -2.5f;
+  BlockQ8_0 b;
+  ASSERT_TRUE(quantize_weight_row(DType::q8_0, x.data(), &b, 32));
+  EXPECT_EQ(b.qs[1], 3);
+  EXPECT_EQ(b.qs[2], -3);
+}
+
+}  // namespace
+}  // namespace ds
