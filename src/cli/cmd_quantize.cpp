@@ -10,6 +10,7 @@
 #include "cli/progress_bar.h"
 #include "model/model_config.h"
 #include "quant/model_quantizer.h"
+#include "quant/text_corpus.h"
 
 namespace ds {
 namespace {
@@ -25,6 +26,8 @@ void print_groups(const QuantizeReport& report) {
   for (const QuantizedTensor& t : report.tensors) {
     std::string change = std::string(dtype_name(t.from)) + " -> " + (t.w8a8 ? "W8A8" : dtype_name(t.to));
     if (t.fell_back) change += " (fallback: rows of this length)";
+    if (t.smoothed) change += " (smoothed)";
+    if (t.input_clip > 0) change += " (static activation scale)";
     ++groups[tensor_group(t.name)][change];
   }
   for (const auto& [group, changes] : groups) {
@@ -32,10 +35,69 @@ void print_groups(const QuantizeReport& report) {
   }
 }
 
+// --calib and what goes with it; no calibration (nullopt) without --calib.
+Result<std::optional<Calibration>> calibrate(const Args& a, const std::string& model_path, QuantizeOptions& options) {
+  if (!a.has("--calib")) {
+    for (const char* needs : {"--calib-tokens", "--smooth", "--activation-scales", "--percentile", "--dump-calibration"})
+      if (a.has(needs)) return Status::error(std::string(needs) + " needs --calib FILE");
+    return std::optional<Calibration>();
+  }
+  auto smooth = a.get_float("--smooth", 0.5);
+  if (!smooth.ok() || smooth.value() < 0 || smooth.value() >= 1) return Status::error("--smooth must be in [0, 1) (0: no smoothing)");
+  options.smooth_alpha = float(smooth.value());
+  const std::string scales = a.get("--activation-scales", "per-token");
+  if (scales != "per-token") {
+    auto method = parse_clip_method(scales);
+    if (!method) return Status::error("--activation-scales must be per-token, minmax, percentile or kl, not '" + scales + "'");
+    auto percentile = a.get_float("--percentile", 99.99);
+    if (!percentile.ok() || percentile.value() <= 0 || percentile.value() > 100)
+      return Status::error("--percentile must be in (0, 100]");
+    options.static_activations = ClipChoice{*method, percentile.value()};
+  } else if (a.has("--percentile")) {
+    return Status::error("--percentile goes with --activation-scales percentile");
+  }
+  auto documents = read_text_corpus(a.get("--calib"));
+  if (!documents.ok()) return documents.status();
+  CalibrationOptions calib;
+  auto max_tokens = a.get_int("--calib-tokens", calib.max_tokens);
+  if (!max_tokens.ok() || max_tokens.value() < 1) return Status::error("--calib-tokens must be a positive count");
+  calib.max_tokens = max_tokens.value();
+  ModelOptions model;
+  model.n_threads = options.n_threads;
+  model.interleave = false;  // the recorder sees the matrices as the file holds them
+  std::optional<ProgressBar> progress;
+  calib.progress = [&](int64_t done, int64_t total) {
+    if (!progress) progress.emplace("calibrate", total, "chunks");
+    progress->update(done);
+  };
+  auto calibration = Calibration::collect(model_path, model, KvCacheOptions{DType::f32}, documents.value(), calib);
+  if (!calibration.ok()) return Status::error("--calib: " + calibration.message());
+  if (progress) progress->finish();
+  std::fprintf(stderr, "calibration: %lld tokens, inputs of %zu matrices\n", (long long)calibration.value().tokens,
+               calibration.value().inputs.size());
+  return std::optional<Calibration>(calibration.take());
+}
+
+// --dump-calibration: the table, one W8A8 matrix per line.
+Status dump_calibration(const std::string& path, const QuantizeReport& report, const Calibration& calibration) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return Status::error("cannot write " + path);
+  std::fprintf(f, "tensor\tinput_channels\ttokens\tsample_rows\tsmoothed\tinput_absmax\tclip\tstatic_scale\n");
+  for (const QuantizedTensor& t : report.tensors) {
+    if (!t.calibrated) continue;
+    const InputStatistics& s = *calibration.find(t.name);
+    std::fprintf(f, "%s\t%lld\t%lld\t%lld\t%s\t%.6g\t%.6g\t%.6g\n", t.name.c_str(), (long long)s.n_cols, (long long)s.tokens,
+                 (long long)s.n_samples(), t.smoothed ? "yes" : "no", t.input_absmax, t.input_clip, t.input_clip / 127.0f);
+  }
+  return std::fclose(f) == 0 ? Status() : Status::error("cannot write " + path);
+}
+
 }  // namespace
 
 int cmd_quantize(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"-m", "--model", "-o", "--out", "--type", "--policy", "-t", "--threads"},
+  auto args = Args::parse(argc, argv,
+                          {"-m", "--model", "-o", "--out", "--type", "--policy", "-t", "--threads", "--calib", "--calib-tokens",
+                           "--smooth", "--activation-scales", "--percentile", "--dump-calibration"},
                           {"--show-policy"});
   if (!args.ok()) return fail(args.message());
   const Args& a = args.value();
@@ -64,14 +126,21 @@ int cmd_quantize(int argc, char** argv) {
   if (out_path == in_path) return fail("-o must not be the input file");
 
   const auto start = std::chrono::steady_clock::now();
-  ProgressBar progress("quantize", int64_t(file.value()->tensors().size()), "tensors");
   QuantizeOptions options;
   options.n_threads = int(threads.value());
+  auto calibration = calibrate(a, in_path, options);
+  if (!calibration.ok()) return fail(calibration.message());
+  if (calibration.value()) options.calibration = &*calibration.value();
+  ProgressBar progress("quantize", int64_t(file.value()->tensors().size()), "tensors");
   options.progress = [&](size_t done, size_t) { progress.update(int64_t(done)); };
   auto report = quantize_model(*file.value(), policy.value(), out_path, options);
   if (!report.ok()) return fail(report.message());
   progress.finish();
   print_groups(report.value());
+  if (a.has("--dump-calibration")) {
+    const Status dumped = dump_calibration(a.get("--dump-calibration"), report.value(), *options.calibration);
+    if (!dumped.ok()) return fail(dumped.message());
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "wrote %s (%s): %.2f MiB -> %.2f MiB in %.1f s\n", out_path.c_str(), policy.value().target().c_str(),
                double(report.value().bytes_in) / (1 << 20), double(report.value().bytes_out) / (1 << 20), seconds);

@@ -14,6 +14,7 @@ void print_usage() {
                "  logits    teacher-forced logits:  dsinfer logits -m MODEL.gguf --tokens ID,ID,... [--out FILE.npy] [--dump-layers DIR]\n"
                "  eval      perplexity, KL and top-1 against a reference:  dsinfer eval -m MODEL.gguf [--ref REF.gguf] --text FILE [--json]\n"
                "  quantize  write a model in other types:  dsinfer quantize -m IN.gguf -o OUT.gguf --type Q8_0|Q4_K_M|W8A8|... [--policy FILE] [--show-policy]\n"
+               "            [--calib TEXT|JSONL [--smooth ALPHA] [--activation-scales per-token|minmax|percentile|kl] [--dump-calibration FILE]]\n"
                "  tokenize  text to token ids:  dsinfer tokenize -m MODEL.gguf [--no-bos] [--pieces] TEXT\n"
                "  info      model summary:  dsinfer info -m MODEL.gguf\n"
                "  bench     speed:  dsinfer bench -m MODEL.gguf [-p 512] [-n 128] [-r 3] [-t THREADS]\n"

@@ -11,7 +11,12 @@ void quantize_activations(DType type, const float* x, void* out, int64_t n) {
   quantize_row(type, x, out, n);
 }
 
-float quantize_int8_activations(const float* x, int8_t* out, int64_t n) {
+float quantize_int8_activations(const float* x, int8_t* out, int64_t n, float static_scale) {
+  if (static_scale > 0.0f) {
+    if (use_avx2_kernels()) quantize_int8_row_static_avx2(x, out, n, static_scale);
+    else quantize_int8_row_static(x, n, static_scale, out);
+    return static_scale;
+  }
   return use_avx2_kernels() ? quantize_int8_row_avx2(x, out, n) : quantize_int8_row(x, n, out);
 }
 

@@ -13,10 +13,12 @@ namespace ds {
 void quantize_activations(DType type, const float* x, void* out, int64_t n);
 
 // W8A8's per-token rows: tensor/quantize's quantize_int8_row, on the fastest path.
-float quantize_int8_activations(const float* x, int8_t* out, int64_t n);
+// static_scale > 0: quantize_int8_row_static against it (and return it).
+float quantize_int8_activations(const float* x, int8_t* out, int64_t n, float static_scale = 0.0f);
 
 void quantize_q8_0_avx2(const float* x, void* out, int64_t n);
 float quantize_int8_row_avx2(const float* x, int8_t* out, int64_t n);
+void quantize_int8_row_static_avx2(const float* x, int8_t* out, int64_t n, float scale);
 void quantize_q8_k_avx2(const float* x, void* out, int64_t n);
 
 }  // namespace ds

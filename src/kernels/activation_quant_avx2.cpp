@@ -102,4 +102,20 @@ float quantize_int8_row_avx2(const float* x, int8_t* out, int64_t n) {
   return amax / 127.0f;
 }
 
+// Values past +-127 saturate in the packs (to -128 at worst), then clamp to -127 as the reference does.
+void quantize_int8_row_static_avx2(const float* x, int8_t* out, int64_t n, float scale) {
+  const float id = 1.0f / scale;
+  const __m256 limit = _mm256_set1_ps(127.0f), neg_limit = _mm256_set1_ps(-127.0f);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    float clamped[32];
+    for (int j = 0; j < 32; j += 8) {
+      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i + j), _mm256_set1_ps(id));
+      _mm256_storeu_ps(clamped + j, _mm256_min_ps(_mm256_max_ps(v, neg_limit), limit));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), round_to_int8(clamped, _mm256_set1_ps(1.0f)));
+  }
+  for (; i < n; ++i) out[i] = int8_t(std::clamp(std::nearbyint(x[i] * id), -127.0f, 127.0f));
+}
+
 }  // namespace ds

@@ -28,7 +28,8 @@ struct Activations {
 };
 
 Activations convert_activations(ThreadPool& pool, DType act_type, const float* x, int64_t x_token_stride, int64_t x_mat_stride,
-                                int64_t n_mats, int64_t n_tokens, int64_t n_cols, bool with_offsets, MatmulScratch& scratch) {
+                                int64_t n_mats, int64_t n_tokens, int64_t n_cols, bool with_offsets, float static_scale,
+                                MatmulScratch& scratch) {
   if (act_type == DType::f32) {
     const int64_t f = int64_t(sizeof(float));
     return {reinterpret_cast<const uint8_t*>(x), x_token_stride * f, x_mat_stride * f, nullptr, nullptr};
@@ -45,7 +46,8 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
       const int64_t m = row / n_tokens, t = row % n_tokens;
       const float* in = x + m * x_mat_stride + t * x_token_stride;
       if (per_token_int8) {
-        scratch.token_scales[size_t(row)] = quantize_int8_activations(in, reinterpret_cast<int8_t*>(converted + row * act_row_bytes), n_cols);
+        scratch.token_scales[size_t(row)] =
+            quantize_int8_activations(in, reinterpret_cast<int8_t*>(converted + row * act_row_bytes), n_cols, static_scale);
         continue;
       }
       quantize_activations(act_type, in, converted + row * act_row_bytes, n_cols);
@@ -142,13 +144,13 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   const WeightMatrix& first = w[0];
   for (int64_t m = 1; m < n_mats; ++m) {
     DS_CHECK(w[m].type == first.type && w[m].n_rows == first.n_rows && w[m].n_cols == first.n_cols &&
-                 w[m].interleaved == first.interleaved,
+                 w[m].interleaved == first.interleaved && w[m].input_scale == first.input_scale,
              "matmul_batched: the matrices differ in type, shape or layout");
   }
   const VecDotKernel kernel = vec_dot_kernel(first.type);
   const bool needs_offsets = first.interleaved && first.type == DType::q4_0;
   const Activations act = convert_activations(pool, kernel.activation_type, x, x_token_stride, x_mat_stride, n_mats, n_tokens,
-                                              first.n_cols, needs_offsets, scratch);
+                                              first.n_cols, needs_offsets, first.input_scale, scratch);
   if (first.interleaved) {
     // Each group of eight rows against every token: the group's weights stay
     // in L1/L2 while the tokens pass.
@@ -185,7 +187,9 @@ namespace {
 void matmul_reference_i8(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
   std::vector<int8_t> a(static_cast<size_t>(w.n_cols));
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const float a_scale = quantize_int8_row(x + t * w.n_cols, w.n_cols, a.data());
+    float a_scale = w.input_scale;
+    if (a_scale > 0.0f) quantize_int8_row_static(x + t * w.n_cols, w.n_cols, a_scale, a.data());
+    else a_scale = quantize_int8_row(x + t * w.n_cols, w.n_cols, a.data());
     for (int64_t r = 0; r < w.n_rows; ++r) {
       const auto* row = reinterpret_cast<const int8_t*>(w.data + r * w.n_cols);
       int64_t sum = 0;

@@ -16,7 +16,7 @@ namespace ds {
 // (kernels/interleaved_rows.h), which the loader does where it can. W8A8
 // matrices are I8 rows with one f32 scale per row: y = scale[r] * a_scale *
 // the int32 sum of products against the token's int8 activations (per-token
-// scale a_scale = max|x| / 127).
+// scale a_scale = max|x| / 127, or the calibrated input_scale, clipping).
 struct WeightMatrix {
   DType type = DType::f32;
   int64_t n_rows = 0;
@@ -24,6 +24,7 @@ struct WeightMatrix {
   const uint8_t* data = nullptr;
   bool interleaved = false;
   const float* row_scales = nullptr;  // I8 only: [n_rows]
+  float input_scale = 0.0f;           // I8 only: a static activation scale from calibration; 0: per token
   int64_t row_stride_bytes() const { return row_bytes(type, n_cols); }
 };
 

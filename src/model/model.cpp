@@ -5,7 +5,7 @@
 
 namespace ds {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options, const BackendDecorator& decorate) {
   return catching_exceptions("model", [&]() -> Result<std::unique_ptr<Model>> {
     auto file = GgufFile::open(path);
     if (!file.ok()) return file.status();
@@ -13,7 +13,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
     if (!config.ok()) return config.status();
     auto backend = create_backend(options.backend, options.n_threads);
     if (!backend.ok()) return backend.status();
-    std::unique_ptr<Model> model(new Model(config.value(), backend.take()));
+    std::unique_ptr<Model> model(new Model(config.value(), decorate ? decorate(backend.take()) : backend.take()));
     auto weights = ModelWeights::load(file.take(), model->config_, options.load_mode, options.interleave, *model->backend_);
     if (!weights.ok()) return weights.status();
     model->weights_ = weights.take();

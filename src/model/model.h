@@ -32,9 +32,14 @@ struct ModelOptions {
 // Called after each layer with its output hidden states [n_tokens, n_embd] f32.
 using LayerObserver = std::function<void(int64_t layer, const float* hidden, int64_t n_tokens)>;
 
+// Wraps the backend a model is made with before its weights are loaded (the
+// calibration recorder watches every op through it, quant/calibration.h).
+using BackendDecorator = std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>;
+
 class Model {
  public:
-  static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOptions& options);
+  static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOptions& options,
+                                             const BackendDecorator& decorate = nullptr);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return *weights_; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -87,6 +88,15 @@ class Loader {
     std::memcpy(values.data(), file_.tensor_data(*s) + first * 4, size_t(n) * 4);
     staged_.push_back({&out->row_scales, nullptr, reinterpret_cast<const uint8_t*>(values.data()), size_t(n) * sizeof(float)});
     staged_vectors_.push_back(std::move(values));
+    // A calibrated static activation scale, where the quantizer wrote one (else per token).
+    const std::string input_name = t.name + "_input_scale";
+    if (const GgufTensorInfo* in = file_.find_tensor(input_name)) {
+      float scale = 0.0f;
+      if (in->type == DType::f32 && in->n_elements() == 1) std::memcpy(&scale, file_.tensor_data(*in), 4);
+      if (!(scale > 0.0f && std::isfinite(scale)))
+        return Status::error("model: tensor '" + input_name + "' must be one positive finite F32 value");
+      out->input_scale = scale;
+    }
     return Status();
   }
 
@@ -190,6 +200,7 @@ class Loader {
     copy_some();
     for (std::thread& helper : helpers) helper.join();
     for (auto& m : matrices_) {
+      named_.push_back({m.info->name, int64_t(m.offset) / row_bytes(m.info->type, m.info->ne[0]), m.matrix});
       auto it = copies.find(std::make_pair(m.info, m.interleave));
       if (it == copies.end()) continue;
       m.matrix->data = base + it->second + m.offset;
@@ -203,6 +214,8 @@ class Loader {
     }
     return Status();
   }
+
+  std::vector<NamedMatrix> take_named() { return std::move(named_); }
 
  private:
   struct Placed {
@@ -221,6 +234,7 @@ class Loader {
   const GgufFile& file_;
   Backend& backend_;
   std::vector<Placed> matrices_;
+  std::vector<NamedMatrix> named_;
   std::vector<Staged> staged_;
   std::vector<std::vector<float>> staged_vectors_;
   std::vector<std::vector<uint8_t>> staged_bytes_;
@@ -260,6 +274,7 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFil
     DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
   }
   DS_RETURN_IF_ERROR(loader.place(mode, interleave, &w->memory_, &w->weight_bytes));
+  w->named_matrices = loader.take_named();
   return w;
 }
 

@@ -55,6 +55,15 @@ struct LayerWeights {
   std::vector<WeightMatrix> expert_gate, expert_up, expert_down;  // per expert
 };
 
+// A matrix of the model and where it came from: rows [first_row, first_row +
+// matrix->n_rows) of the file's tensor (an expert of a stacked tensor, a head
+// of kv_b); what calibration names a matmul's weights by.
+struct NamedMatrix {
+  std::string tensor;
+  int64_t first_row = 0;
+  const WeightMatrix* matrix = nullptr;
+};
+
 class ModelWeights {
  public:
   static Result<std::unique_ptr<ModelWeights>> load(std::unique_ptr<GgufFile> file, const ModelConfig& config,
@@ -67,6 +76,7 @@ class ModelWeights {
   bool tied_output = false;
   std::vector<LayerWeights> layers;
   size_t weight_bytes = 0;  // bytes of all matrices in the file
+  std::vector<NamedMatrix> named_matrices;  // every matrix read from the file (not those made at load)
 
  private:
   ModelWeights() = default;

@@ -3,8 +3,11 @@
 // each matrix in the type its policy chooses, every metadata key copied. The
 // llama.cpp types come out in ggml's layout, readable by llama.cpp; W8A8
 // matrices are written as an I8 tensor NAME [n_cols, rows...] with its row
-// scales NAME_scale (F32, one per output row), which dsinfer's loader pairs.
-// Tensors are produced one at a time while the file is written.
+// scales NAME_scale (F32, one per output row), which dsinfer's loader pairs,
+// and with a static activation scale NAME_input_scale (F32 [1]) where
+// calibration chose one. With a calibration, SmoothQuant folds activation
+// outliers into the weights first (quant/smoothing.h). Tensors are produced
+// one at a time while the file is written.
 
 #include <functional>
 #include <string>
@@ -12,15 +15,21 @@
 
 #include "base/status.h"
 #include "gguf/gguf_file.h"
+#include "quant/activation_clipping.h"
+#include "quant/calibration.h"
 #include "quant/quant_policy.h"
 
 namespace ds {
 
-// The suffix of a W8A8 matrix's row-scale tensor.
+// The suffixes of a W8A8 matrix's row scales and static activation scale.
 inline constexpr const char* k_row_scale_suffix = "_scale";
+inline constexpr const char* k_input_scale_suffix = "_input_scale";
 
 struct QuantizeOptions {
   int n_threads = 2;
+  const Calibration* calibration = nullptr;
+  float smooth_alpha = 0.0f;                     // SmoothQuant's migration strength (needs calibration); 0: none
+  std::optional<ClipChoice> static_activations;  // W8A8 activation scales from calibration; nullopt: per token
   // Called after each tensor with the tensors done and their total.
   std::function<void(size_t done, size_t total)> progress;
 };
@@ -30,6 +39,10 @@ struct QuantizedTensor {
   DType from, to;
   bool w8a8 = false;
   bool fell_back = false;  // the policy's type cannot hold its rows (fallback_type)
+  bool smoothed = false;   // rewritten by SmoothQuant's factors
+  // W8A8 with calibration: its input's largest |x| (after smoothing) and the static clip (0: per token).
+  float input_absmax = 0.0f, input_clip = 0.0f;
+  bool calibrated = false;
 };
 
 struct QuantizeReport {

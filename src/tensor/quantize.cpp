@@ -255,6 +255,11 @@ float quantize_int8_row(const float* x, int64_t n, int8_t* q) {
   return amax / 127.0f;
 }
 
+void quantize_int8_row_static(const float* x, int64_t n, float scale, int8_t* q) {
+  const float id = 1.0f / scale;
+  for (int64_t i = 0; i < n; ++i) q[i] = int8_t(std::clamp(std::nearbyint(x[i] * id), -127.0f, 127.0f));
+}
+
 void dequantize_row(DType type, const void* x, float* y, int64_t n) {
   const int64_t nb = n / dtype_traits(type).block_elements;
   switch (type) {

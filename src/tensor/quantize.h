@@ -20,5 +20,8 @@ bool quantize_row(DType type, const float* x, void* y, int64_t n);
 // zero row): W8A8's per-output-channel weights and per-token activations.
 // Rounds x * (127 / max|x|) to nearest, as the Q8 blocks do. Returns the scale.
 float quantize_int8_row(const float* x, int64_t n, int8_t* q);
+// The same against a given scale (a calibrated static one): q = x / scale
+// rounded, clamped to [-127, 127]; computed as x * (1 / scale).
+void quantize_int8_row_static(const float* x, int64_t n, float scale, int8_t* q);
 
 }  // namespace ds

@@ -96,6 +96,8 @@ Layouts layouts(DType type, int64_t n_rows, int64_t n_cols, const std::vector<ui
   if (type == DType::i8) {
     for (int64_t r = 0; r < n_rows; ++r) l.row_scales.push_back(0.004f * float(1 + r % 7));
     l.matrices.back().row_scales = l.row_scales.data();
+    l.matrices.push_back(l.matrices.back());
+    l.matrices.back().input_scale = 0.01f;  // a calibrated static scale that clips N(0, 1) inputs
   }
   if (interleavable(type, n_rows)) {
     l.interleaved_data.resize(rows.size());
@@ -202,6 +204,14 @@ TEST(W8A8, ActivationRowsEqualReferenceBitForBit) {
     EXPECT_EQ(fast_scale, reference_scale) << n;
     EXPECT_EQ(fast, reference) << n;
   }
+  // A static (calibrated) scale: values past it clamp to +-127, as the reference clamps.
+  std::vector<float> x = random_floats(rng, 77, 2.0f);
+  std::vector<int8_t> fast(77), reference(77);
+  EXPECT_EQ(quantize_int8_activations(x.data(), fast.data(), 77, 0.01f), 0.01f);
+  quantize_int8_row_static(x.data(), 77, 0.01f, reference.data());
+  EXPECT_EQ(fast, reference);
+  EXPECT_EQ(*std::max_element(fast.begin(), fast.end()), 127);
+  EXPECT_EQ(*std::min_element(fast.begin(), fast.end()), -127);
   std::vector<float> zeros(40, 0.0f);
   std::vector<int8_t> q(40, 1);
   EXPECT_EQ(quantize_int8_activations(zeros.data(), q.data(), 40), 0.0f);

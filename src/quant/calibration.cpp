@@ -1,0 +1,108 @@
+#include "quant/calibration.h"
+
+#include <cmath>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+
+#include "device/forwarding_backend.h"
+#include "engine/teacher_forcing.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds {
+namespace {
+
+// Watches every matmul of the matrices it was told about and records their inputs.
+class InputRecorder : public ForwardingBackend {
+ public:
+  InputRecorder(std::unique_ptr<Backend> inner, int64_t sample_rows)
+      : ForwardingBackend(std::move(inner)), sample_rows_(sample_rows) {}
+
+  void watch(const uint8_t* weights, InputStatistics* stats) { watched_[weights] = stats; }
+
+  void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) override {
+    if (auto it = watched_.find(w.data); it != watched_.end()) record(*it->second, x, n, w.n_cols);
+    ForwardingBackend::matmul(w, x, n, y);
+  }
+
+ private:
+  // Reservoir sampling (Vitter's algorithm R): each row seen is kept with probability sample_rows / tokens.
+  void record(InputStatistics& s, const float* x, int64_t n, int64_t n_cols) {
+    if (s.n_cols == 0) {
+      s.n_cols = n_cols;
+      s.channel_absmax.assign(size_t(n_cols), 0.0f);
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      const float* row = x + t * n_cols;
+      for (int64_t j = 0; j < n_cols; ++j) s.channel_absmax[size_t(j)] = std::max(s.channel_absmax[size_t(j)], std::fabs(row[j]));
+      ++s.tokens;
+      if (s.n_samples() < sample_rows_) {
+        s.samples.insert(s.samples.end(), row, row + n_cols);
+      } else if (const int64_t slot = int64_t(rng_() % uint64_t(s.tokens)); slot < sample_rows_) {
+        std::copy(row, row + n_cols, s.samples.begin() + slot * n_cols);
+      }
+    }
+  }
+
+  int64_t sample_rows_;
+  std::mt19937_64 rng_{20261202};
+  std::unordered_map<const uint8_t*, InputStatistics*> watched_;
+};
+
+}  // namespace
+
+const InputStatistics* Calibration::find(const std::string& tensor) const {
+  auto it = inputs.find(tensor);
+  if (it != inputs.end()) return &it->second;
+  for (const char* expert : {".ffn_gate_exps.weight", ".ffn_up_exps.weight"}) {
+    const size_t at = tensor.find(expert);
+    if (at == std::string::npos) continue;
+    auto router = inputs.find(tensor.substr(0, at) + ".ffn_gate_inp.weight");
+    if (router != inputs.end()) return &router->second;
+  }
+  return nullptr;
+}
+
+Result<Calibration> Calibration::collect(const std::string& model_path, const ModelOptions& model_options,
+                                         const KvCacheOptions& kv, const std::vector<std::string>& documents,
+                                         const CalibrationOptions& options) {
+  InputRecorder* recorder = nullptr;
+  auto model = Model::load(model_path, model_options, [&](std::unique_ptr<Backend> inner) {
+    auto wrapped = std::make_unique<InputRecorder>(std::move(inner), options.sample_rows);
+    recorder = wrapped.get();
+    return wrapped;
+  });
+  if (!model.ok()) return model.status();
+  Calibration calibration;
+  for (const NamedMatrix& m : model.value()->weights().named_matrices) {
+    const bool whole_tensor = m.first_row == 0 && m.matrix->n_rows * m.matrix->n_cols ==
+                                                      model.value()->file().find_tensor(m.tensor)->n_elements();
+    if (whole_tensor && m.tensor != "token_embd.weight") recorder->watch(m.matrix->data, &calibration.inputs[m.tensor]);
+  }
+  auto tokenizer = Tokenizer::from_gguf(model.value()->file());
+  if (!tokenizer.ok()) return tokenizer.status();
+  std::vector<int32_t> text;
+  for (const std::string& d : documents) {
+    const std::vector<int32_t> ids = tokenizer.value()->encode(d, /*add_special=*/true, /*parse_special=*/false);
+    text.insert(text.end(), ids.begin(), ids.end());
+  }
+  if (int64_t(text.size()) > options.max_tokens) text.resize(size_t(options.max_tokens));
+  const int64_t chunk = std::min<int64_t>(options.chunk_tokens, model.value()->config().n_ctx_train);
+  auto run = TeacherForcing::create(*model.value(), kv, chunk);
+  if (!run.ok()) return run.status();
+  const int64_t n_chunks = (int64_t(text.size()) + chunk - 1) / chunk;
+  std::vector<float> logits(size_t(chunk * model.value()->config().n_vocab));
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t begin = c * chunk, n = std::min<int64_t>(chunk, int64_t(text.size()) - begin);
+    const Status status = run.value()->run(text.data() + begin, n, 0, logits.data());
+    if (!status.ok()) return status;
+    if (options.progress) options.progress(c + 1, n_chunks);
+  }
+  calibration.tokens = int64_t(text.size());
+  for (auto it = calibration.inputs.begin(); it != calibration.inputs.end();) {
+    it = it->second.tokens == 0 ? calibration.inputs.erase(it) : std::next(it);  // matrices no token reached
+  }
+  return calibration;
+}
+
+}  // namespace ds
