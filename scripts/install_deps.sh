@@ -21,7 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python_packages=(gguf numpy)
-[ "$with_reference" = 1 ] && python_packages+=(pytest jinja2 openai schemathesis jsonschema rfc3339-validator pyyaml llama-cpp-python)
+# jax and optax train the small real models of tests/reference/train_models.py (CPU wheels, ~90 MB).
+[ "$with_reference" = 1 ] && python_packages+=(pytest jinja2 openai schemathesis jsonschema rfc3339-validator pyyaml jax jaxlib optax llama-cpp-python)
 need_pip=()
 for p in "${python_packages[@]}"; do
   python3 -m pip show "$p" >/dev/null 2>&1 || need_pip+=("$p")
@@ -38,7 +39,9 @@ llama_cpp_marker() {
 }
 if [ ${#need_pip[@]} -gt 0 ]; then
   others=()
-  for p in "${need_pip[@]}"; do [ "$p" = llama-cpp-python ] || others+=("$p"); done
+  # jax, jaxlib and optax pinned: the trained test models are as reproducible as their training arithmetic.
+  declare -A pinned=([jax]=jax==0.10.2 [jaxlib]=jaxlib==0.10.2 [optax]=optax==0.2.8)
+  for p in "${need_pip[@]}"; do [ "$p" = llama-cpp-python ] || others+=("${pinned[$p]:-$p}"); done
   if [ ${#others[@]} -gt 0 ]; then
     echo "installing PyPI packages: ${others[*]}"
     python3 -m pip install -q "${others[@]}"

@@ -135,20 +135,29 @@ void dot4_i8(int64_t n, const void* wv, const void* av, int64_t a_stride, float*
 void dot2x4_i8(int64_t n, const void* wv, int64_t w_stride, const void* av, int64_t a_stride, float* out) {
   const auto* w = static_cast<const int8_t*>(wv);
   const auto* a = static_cast<const int8_t*>(av);
-  __m256i acc[2][4];
-  for (auto& row : acc)
-    for (auto& v : row) v = _mm256_setzero_si256();
+  // Eight named accumulators (an array of them spills to the stack under GCC 12).
+  __m256i r0t0 = _mm256_setzero_si256(), r0t1 = r0t0, r0t2 = r0t0, r0t3 = r0t0;
+  __m256i r1t0 = r0t0, r1t1 = r0t0, r1t2 = r0t0, r1t3 = r0t0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m256i w0 = load_i8(w + i), w1 = load_i8(w + w_stride + i);
-    for (int j = 0; j < 4; ++j) {
-      const __m256i x = load_i8(a + j * a_stride + i), abs_x = _mm256_sign_epi8(x, x);
-      acc[0][j] = madd_i8(w0, abs_x, x, acc[0][j]);
-      acc[1][j] = madd_i8(w1, abs_x, x, acc[1][j]);
-    }
+    __m256i x = load_i8(a + i), abs_x = _mm256_sign_epi8(x, x);
+    r0t0 = madd_i8(w0, abs_x, x, r0t0);
+    r1t0 = madd_i8(w1, abs_x, x, r1t0);
+    x = load_i8(a + a_stride + i), abs_x = _mm256_sign_epi8(x, x);
+    r0t1 = madd_i8(w0, abs_x, x, r0t1);
+    r1t1 = madd_i8(w1, abs_x, x, r1t1);
+    x = load_i8(a + 2 * a_stride + i), abs_x = _mm256_sign_epi8(x, x);
+    r0t2 = madd_i8(w0, abs_x, x, r0t2);
+    r1t2 = madd_i8(w1, abs_x, x, r1t2);
+    x = load_i8(a + 3 * a_stride + i), abs_x = _mm256_sign_epi8(x, x);
+    r0t3 = madd_i8(w0, abs_x, x, r0t3);
+    r1t3 = madd_i8(w1, abs_x, x, r1t3);
   }
+  const __m256i sums[8] = {r0t0, r0t1, r0t2, r0t3, r1t0, r1t1, r1t2, r1t3};
   for (int r = 0; r < 2; ++r)
-    for (int j = 0; j < 4; ++j) out[r * 4 + j] = float(hsum_i32(acc[r][j]) + dot_i8_tail(i, n, w + r * w_stride, a + j * a_stride));
+    for (int j = 0; j < 4; ++j)
+      out[r * 4 + j] = float(hsum_i32(sums[r * 4 + j]) + dot_i8_tail(i, n, w + r * w_stride, a + j * a_stride));
 }
 
 float dot_q4_0(int64_t n, const void* w, const void* a) {

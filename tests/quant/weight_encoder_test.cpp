@@ -41,6 +41,16 @@ std::vector<float> hard_rows(std::mt19937& rng) {
   return x;
 }
 
+// x encoded as `type` and decoded again; the encoded bytes in `bytes`.
+std::vector<float> round_trip(DType type, const std::vector<float>& x, std::vector<uint8_t>& bytes) {
+  const int64_t n = int64_t(x.size());
+  bytes.assign(size_t(row_bytes(type, n)), 0);
+  EXPECT_TRUE(quantize_weight_row(type, x.data(), bytes.data(), n));
+  std::vector<float> y(x.size());
+  dequantize_row(type, bytes.data(), y.data(), n);
+  return y;
+}
+
 // Every value comes back as its nearest point of its sub-block's grid as
 // stored: what the encoder promises once the scales are chosen.
 TEST(WeightEncoder, KTypesRoundToTheNearestStoredCode) {
@@ -48,10 +58,8 @@ TEST(WeightEncoder, KTypesRoundToTheNearestStoredCode) {
   const std::vector<float> x = hard_rows(rng);
   const int64_t n = int64_t(x.size());
   for (DType type : {DType::q4_k, DType::q5_k, DType::q6_k}) {
-    std::vector<uint8_t> bytes(size_t(row_bytes(type, n)));
-    ASSERT_TRUE(quantize_weight_row(type, x.data(), bytes.data(), n));
-    std::vector<float> y(x.size());
-    dequantize_row(type, bytes.data(), y.data(), n);
+    std::vector<uint8_t> bytes;
+    const std::vector<float> y = round_trip(type, x, bytes);
     const int sub_size = type == DType::q6_k ? 16 : 32;
     const int64_t block_bytes = dtype_traits(type).block_bytes;
     for (int64_t i = 0; i < n; ++i) {
@@ -72,10 +80,8 @@ TEST(WeightEncoder, KTypesBeatAPlainMinMaxFit) {
   const std::vector<float> x = random_floats(rng, 256 * 8);
   const int64_t n = int64_t(x.size());
   for (DType type : {DType::q4_k, DType::q5_k, DType::q6_k}) {
-    std::vector<uint8_t> bytes(size_t(row_bytes(type, n)));
-    ASSERT_TRUE(quantize_weight_row(type, x.data(), bytes.data(), n));
-    std::vector<float> y(x.size());
-    dequantize_row(type, bytes.data(), y.data(), n);
+    std::vector<uint8_t> bytes;
+    const std::vector<float> y = round_trip(type, x, bytes);
     const int sub = type == DType::q6_k ? 16 : 32, levels = type == DType::q4_k ? 15 : type == DType::q5_k ? 31 : 63;
     double err = 0, min_max = 0;
     for (int64_t s = 0; s < n; s += sub) {

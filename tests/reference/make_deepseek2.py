@@ -26,16 +26,18 @@ SHAPES = {
 
 
 def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_ctx=512, vocab_path=DEFAULT_VOCAB,
-                    scale=0.08, yarn=None, **overrides):
+                    scale=0.08, yarn=None, weights=None, **overrides):
     """Writes the model; returns its path. `shape` names a SHAPES entry;
     keyword overrides replace any of its fields. yarn: None or (factor,
-    original context, mscale_all_dim), as DeepSeek's configs give them."""
+    original context, mscale_all_dim), as DeepSeek's configs give them.
+    weights: None for seeded random weights, or every tensor by name (kv_b
+    as attn_kv_b [n_head * (nope + v_head), kv_lora]; train_models.py)."""
     s = dict(SHAPES[shape], **overrides)
     rng = np.random.default_rng(seed)
     arch = "deepseek2"
     writer = gguf.GGUFWriter(path, arch)
     n_vocab = copy_tokenizer(writer, vocab_path)
-    writer.add_name(f"random-deepseek2-{shape}-{dtype}-{layout}")
+    writer.add_name(f"{'trained' if weights is not None else 'random'}-deepseek2-{shape}-{dtype}-{layout}")
     p = arch + "."
     nope, rope, v_head, kv_lora = s["qk_nope"], s["qk_rope"], s["v_head"], s["kv_lora_rank"]
     writer.add_context_length(n_ctx)
@@ -77,10 +79,12 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
         writer.add_uint32(p + "expert_group_used_count", s["n_group_used"])
 
     def weight(name, *shape_, dtype_=dtype):
-        add_weight(writer, name, rng.standard_normal(shape_, dtype=np.float32) * np.float32(scale), dtype_)
+        data = weights[name] if weights is not None else rng.standard_normal(shape_, dtype=np.float32) * np.float32(scale)
+        add_weight(writer, name, np.asarray(data, np.float32).reshape(shape_), dtype_)
 
     def vector(name, n, around=1.0, spread=0.1):
-        writer.add_tensor(name, (around + rng.standard_normal(n) * spread).astype(np.float32))
+        data = weights[name] if weights is not None else around + rng.standard_normal(n) * spread
+        writer.add_tensor(name, np.asarray(data, np.float32).reshape(n))
 
     n_embd, n_head = s["n_embd"], s["n_head"]
     weight("token_embd.weight", n_vocab, n_embd)
@@ -97,7 +101,8 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
             weight(b + "attn_q.weight", n_head * (nope + rope), n_embd)
         weight(b + "attn_kv_a_mqa.weight", kv_lora + rope, n_embd)
         vector(b + "attn_kv_a_norm.weight", kv_lora)
-        kv_b = rng.standard_normal((n_head, nope + v_head, kv_lora)) * scale
+        kv_b = (np.asarray(weights[b + "attn_kv_b.weight"], np.float32).reshape(n_head, nope + v_head, kv_lora)
+                if weights is not None else rng.standard_normal((n_head, nope + v_head, kv_lora)) * scale)
         if layout == "kv_b":
             add_weight(writer, b + "attn_kv_b.weight", kv_b.reshape(n_head * (nope + v_head), kv_lora), dtype)
         else:
@@ -111,7 +116,8 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
             weight(b + "ffn_down.weight", n_embd, s["n_ff"])
             continue
         n_expert, ff = s["n_expert"], s["expert_ff"]
-        add_weight(writer, b + "ffn_gate_inp.weight", rng.standard_normal((n_expert, n_embd)), "f32")
+        router = weights[b + "ffn_gate_inp.weight"] if weights is not None else rng.standard_normal((n_expert, n_embd))
+        add_weight(writer, b + "ffn_gate_inp.weight", np.asarray(router, np.float32).reshape(n_expert, n_embd), "f32")
         if s["probs_bias"]:
             vector(b + "exp_probs_b.bias", n_expert, 0.0, 0.05)
         weight(b + "ffn_gate_exps.weight", n_expert, ff, n_embd)

@@ -83,21 +83,22 @@ def add_weight(writer, name, data, dtype):
 
 def write_model(path, arch="llama", dtype="f32", n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_layer=2,
                 n_ctx=512, seed=0, vocab_path=DEFAULT_VOCAB, rope_base=10000.0, tied_output=False, scale=0.08,
-                rope_scaling=None):
+                rope_scaling=None, weights=None):
     """Writes the model; returns its path. dtype applies to every 2-D weight.
-    rope_scaling: None or (type, factor, original context length)."""
+    rope_scaling: None or (type, factor, original context length).
+    weights: None for seeded random weights, or every tensor by name (trained ones, train_models.py)."""
     if dtype in LLAMA_FTYPES:
         with tempfile.TemporaryDirectory() as tmp:
             f16_path = os.path.join(tmp, "f16.gguf")
             write_model(f16_path, arch, "f16", n_embd, n_ff, n_head, n_head_kv, n_layer, n_ctx, seed, vocab_path,
-                        rope_base, tied_output, scale, rope_scaling)
+                        rope_base, tied_output, scale, rope_scaling, weights)
             quantize_with_llama_cpp(f16_path, path, LLAMA_FTYPES[dtype])
         return path
     rng = np.random.default_rng(seed)
     writer = gguf.GGUFWriter(path, arch)
     n_vocab = copy_tokenizer(writer, vocab_path)
     head_dim = n_embd // n_head
-    writer.add_name(f"random-{arch}-{dtype}")
+    writer.add_name(f"{'trained' if weights is not None else 'random'}-{arch}-{dtype}")
     writer.add_context_length(n_ctx)
     writer.add_embedding_length(n_embd)
     writer.add_block_count(n_layer)
@@ -114,10 +115,12 @@ def write_model(path, arch="llama", dtype="f32", n_embd=256, n_ff=512, n_head=4,
         writer.add_uint32(f"{arch}.rope.scaling.original_context_length", original)
 
     def matrix(name, n_rows, n_cols):
-        add_weight(writer, name, rng.standard_normal((n_rows, n_cols)) * scale, dtype)
+        data = weights[name] if weights is not None else rng.standard_normal((n_rows, n_cols)) * scale
+        add_weight(writer, name, np.asarray(data, np.float32).reshape(n_rows, n_cols), dtype)
 
     def vector(name, n, around=1.0):
-        writer.add_tensor(name, (around + rng.standard_normal(n) * 0.1).astype(np.float32))
+        data = weights[name] if weights is not None else around + rng.standard_normal(n) * 0.1
+        writer.add_tensor(name, np.asarray(data, np.float32).reshape(n))
 
     q_dim, kv_dim = n_head * head_dim, n_head_kv * head_dim
     matrix("token_embd.weight", n_vocab, n_embd)

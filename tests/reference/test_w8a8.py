@@ -5,6 +5,7 @@ import json
 import os
 
 import gguf
+import numpy as np
 import pytest
 
 from conftest import FIXTURES, ROOT
@@ -69,3 +70,40 @@ def test_w8a8_refused_where_it_cannot_serve(dsinfer, tmp_path):
     dsinfer("quantize", "-m", STORIES, "-o", out, "--type", "W8A8", "--policy", policy)
     result = dsinfer("run", "-m", out, "-p", "hi", "-n", "1", check=False)
     assert result.returncode == 1 and b"looked up by row" in result.stderr
+
+
+def rewrite(src, dst, change):
+    """A copy of a GGUF file whose tensors pass through change(name, array) -> array, or None to drop one."""
+    from make_model import copy_fields
+    reader = gguf.GGUFReader(src)
+    writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
+    copy_fields(reader, writer, lambda key: key != "general.architecture")
+    for t in reader.tensors:
+        data = change(t.name, np.asarray(t.data))
+        if data is not None:
+            writer.add_tensor(t.name, data)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dst
+
+
+SCALE = "blk.1.ffn_up.weight_scale"
+INPUT_SCALE = "blk.1.ffn_up.weight_input_scale"
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda n, a: None if n == SCALE else a, b"its row scales 'blk.1.ffn_up.weight_scale' are missing"),
+    (lambda n, a: a[:-1] if n == SCALE else a, b"must be F32 with one scale per row"),
+    (lambda n, a: a.astype(np.float16) if n == SCALE else a, b"must be F32 with one scale per row"),
+    (lambda n, a: np.array([-1.0], np.float32) if n == INPUT_SCALE else a, b"must be one positive finite F32 value"),
+    (lambda n, a: np.array([np.nan], np.float32) if n == INPUT_SCALE else a, b"must be one positive finite F32 value"),
+    (lambda n, a: np.array([0.1, 0.1], np.float32) if n == INPUT_SCALE else a, b"must be one positive finite F32 value"),
+], ids=["scale-missing", "scale-short", "scale-f16", "input-scale-negative", "input-scale-nan", "input-scale-two"])
+def test_crafted_w8a8_tensors_are_refused(dsinfer, tmp_path, change, message):
+    good = str(tmp_path / "good.gguf")
+    dsinfer("quantize", "-m", STORIES, "-o", good, "--type", "W8A8", "--calib", CALIB, "--activation-scales", "minmax")
+    bad = rewrite(good, str(tmp_path / "bad.gguf"), change)
+    result = dsinfer("run", "-m", bad, "-p", "hi", "-n", "1", check=False)
+    assert result.returncode == 1 and message in result.stderr, result.stderr
