@@ -30,6 +30,7 @@ TYPES = {
     "Q4_K_M": ["--type", "Q4_K_M"],
     "Q4_0": ["--type", "Q4_0"],
     "W8A8": ["--type", "W8A8"],
+    "W8A8_ASYM": ["--type", "W8A8_ASYM"],
     "W8A8 +SmoothQuant": ["--type", "W8A8", "--calib", CALIB],
     "W8A8 +static (KL)": ["--type", "W8A8", "--calib", CALIB, "--smooth", "0", "--activation-scales", "kl"],
 }

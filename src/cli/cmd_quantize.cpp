@@ -24,7 +24,7 @@ int fail(const std::string& message) {
 void print_groups(const QuantizeReport& report) {
   std::map<std::string, std::map<std::string, int>> groups;
   for (const QuantizedTensor& t : report.tensors) {
-    std::string change = std::string(dtype_name(t.from)) + " -> " + (t.w8a8 ? "W8A8" : dtype_name(t.to));
+    std::string change = std::string(dtype_name(t.from)) + " -> " + (t.w8a8 ? (t.zero_points ? "W8A8_ASYM" : "W8A8") : dtype_name(t.to));
     if (t.fell_back) change += " (fallback: rows of this length)";
     if (t.smoothed) change += " (smoothed)";
     if (t.input_clip > 0) change += " (static activation scale)";

@@ -13,7 +13,7 @@ void print_usage() {
                "  run       generate text:  dsinfer run -m MODEL.gguf -p PROMPT [-n N] [--chat] [--temp T] [--seed S] [-t THREADS]\n"
                "  logits    teacher-forced logits:  dsinfer logits -m MODEL.gguf --tokens ID,ID,... [--out FILE.npy] [--dump-layers DIR]\n"
                "  eval      perplexity, KL and top-1 against a reference:  dsinfer eval -m MODEL.gguf [--ref REF.gguf] --text FILE [--json]\n"
-               "  quantize  write a model in other types:  dsinfer quantize -m IN.gguf -o OUT.gguf --type Q8_0|Q4_K_M|W8A8|... [--policy FILE] [--show-policy]\n"
+               "  quantize  write a model in other types:  dsinfer quantize -m IN.gguf -o OUT.gguf --type Q8_0|Q4_K_M|W8A8|W8A8_ASYM|... [--policy FILE] [--show-policy]\n"
                "            [--calib TEXT|JSONL [--smooth ALPHA] [--activation-scales per-token|minmax|percentile|kl] [--dump-calibration FILE]]\n"
                "  tokenize  text to token ids:  dsinfer tokenize -m MODEL.gguf [--no-bos] [--pieces] TEXT\n"
                "  info      model summary:  dsinfer info -m MODEL.gguf\n"

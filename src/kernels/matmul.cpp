@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "base/status.h"
 #include "kernels/activation_quant.h"
@@ -11,6 +12,13 @@
 
 namespace ds {
 namespace {
+
+// A W8A8 output from its int32 sum (as float, exact below 2^24), the same
+// float operations in the kernels and the reference.
+inline float w8a8_output(float sum, int32_t zero_point, int32_t token_sum, float token_scale, float row_scale) {
+  if (zero_point != 0) sum -= float(int64_t(zero_point) * token_sum);
+  return sum * token_scale * row_scale;
+}
 
 // Rows per tile: a tile of weight rows stays in L1/L2 while it meets a tile of
 // tokens, so prefill does not stream the activations once per row.
@@ -25,14 +33,15 @@ struct Activations {
   int64_t token_stride, mat_stride;
   const int32_t* offsets;  // [n_mats][n_tokens][n_blocks], or null
   const float* token_scales;  // I8: [n_mats][n_tokens], or null
+  const int32_t* token_sums;  // I8 with zero points: [n_mats][n_tokens], or null
 };
 
 Activations convert_activations(ThreadPool& pool, DType act_type, const float* x, int64_t x_token_stride, int64_t x_mat_stride,
                                 int64_t n_mats, int64_t n_tokens, int64_t n_cols, bool with_offsets, float static_scale,
-                                MatmulScratch& scratch) {
+                                bool with_sums, MatmulScratch& scratch) {
   if (act_type == DType::f32) {
     const int64_t f = int64_t(sizeof(float));
-    return {reinterpret_cast<const uint8_t*>(x), x_token_stride * f, x_mat_stride * f, nullptr, nullptr};
+    return {reinterpret_cast<const uint8_t*>(x), x_token_stride * f, x_mat_stride * f, nullptr, nullptr, nullptr};
   }
   const int64_t act_row_bytes = row_bytes(act_type, n_cols), n_blocks = n_cols / k_qk, n_rows = n_mats * n_tokens;
   const size_t needed = size_t(act_row_bytes * n_rows);
@@ -40,14 +49,16 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
   if (with_offsets && scratch.block_offsets.size() < size_t(n_rows * n_blocks)) scratch.block_offsets.resize(size_t(n_rows * n_blocks));
   const bool per_token_int8 = act_type == DType::i8;
   if (per_token_int8 && scratch.token_scales.size() < size_t(n_rows)) scratch.token_scales.resize(size_t(n_rows));
+  if (with_sums && scratch.token_sums.size() < size_t(n_rows)) scratch.token_sums.resize(size_t(n_rows));
   uint8_t* converted = scratch.activations.data();
   auto convert = [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t m = row / n_tokens, t = row % n_tokens;
       const float* in = x + m * x_mat_stride + t * x_token_stride;
       if (per_token_int8) {
-        scratch.token_scales[size_t(row)] =
-            quantize_int8_activations(in, reinterpret_cast<int8_t*>(converted + row * act_row_bytes), n_cols, static_scale);
+        auto* codes = reinterpret_cast<int8_t*>(converted + row * act_row_bytes);
+        scratch.token_scales[size_t(row)] = quantize_int8_activations(in, codes, n_cols, static_scale);
+        if (with_sums) scratch.token_sums[size_t(row)] = std::accumulate(codes, codes + n_cols, int32_t(0));
         continue;
       }
       quantize_activations(act_type, in, converted + row * act_row_bytes, n_cols);
@@ -63,7 +74,7 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
   if (n_rows == 1) convert(0, 1);
   else pool.parallel_for(n_rows, convert);
   return {converted, act_row_bytes, act_row_bytes * n_tokens, with_offsets ? scratch.block_offsets.data() : nullptr,
-          per_token_int8 ? scratch.token_scales.data() : nullptr};
+          per_token_int8 ? scratch.token_scales.data() : nullptr, with_sums ? scratch.token_sums.data() : nullptr};
 }
 
 // A few tokens: memory-bound, so each thread streams one contiguous part of
@@ -84,13 +95,16 @@ void for_row_tiles(ThreadPool& pool, int64_t n_tiles, int64_t n_tokens, Function
 
 // Rows [row_begin, row_end) of one matrix in the row layout against every
 // token: act + t * act_stride (bytes) in, y + t * y_stride + r out. For I8 the
-// dot is the int32 sum, times the token's scale, times the row's.
+// dot is the int32 sum (less the row's zero point times the token's code sum),
+// times the token's scale, times the row's.
 void rows_against_tokens(const WeightMatrix& w, const VecDotKernel& kernel, const uint8_t* act, int64_t act_stride,
-                         const float* token_scales, int64_t n_tokens, float* y, int64_t y_stride, int64_t row_begin,
-                         int64_t row_end) {
+                         const float* token_scales, const int32_t* token_sums, int64_t n_tokens, float* y, int64_t y_stride,
+                         int64_t row_begin, int64_t row_end) {
   const int64_t w_row_bytes = w.row_stride_bytes();
   const auto scaled = [&](int64_t t, int64_t r, float dot) {
-    return token_scales ? dot * token_scales[t] * w.row_scales[r] : dot;
+    if (!token_scales) return dot;
+    return w8a8_output(dot, w.row_zero_points ? w.row_zero_points[r] : 0, token_sums ? token_sums[t] : 0, token_scales[t],
+                       w.row_scales[r]);
   };
   for (int64_t r0 = row_begin; r0 < row_end; r0 += k_row_tile) {
     const int64_t r1 = std::min(row_end, r0 + k_row_tile);
@@ -144,13 +158,15 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   const WeightMatrix& first = w[0];
   for (int64_t m = 1; m < n_mats; ++m) {
     DS_CHECK(w[m].type == first.type && w[m].n_rows == first.n_rows && w[m].n_cols == first.n_cols &&
-                 w[m].interleaved == first.interleaved && w[m].input_scale == first.input_scale,
+                 w[m].interleaved == first.interleaved && w[m].input_scale == first.input_scale &&
+                 (w[m].row_zero_points == nullptr) == (first.row_zero_points == nullptr),
              "matmul_batched: the matrices differ in type, shape or layout");
   }
   const VecDotKernel kernel = vec_dot_kernel(first.type);
   const bool needs_offsets = first.interleaved && first.type == DType::q4_0;
   const Activations act = convert_activations(pool, kernel.activation_type, x, x_token_stride, x_mat_stride, n_mats, n_tokens,
-                                              first.n_cols, needs_offsets, first.input_scale, scratch);
+                                              first.n_cols, needs_offsets, first.input_scale, first.row_zero_points != nullptr,
+                                              scratch);
   if (first.interleaved) {
     // Each group of eight rows against every token: the group's weights stay
     // in L1/L2 while the tokens pass.
@@ -173,7 +189,8 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
       // A run of tiles within one matrix at a time.
       const int64_t m = i / tiles, tile_end = std::min(end, (m + 1) * tiles);
       rows_against_tokens(w[m], kernel, act.data + m * act.mat_stride, act.token_stride,
-                          act.token_scales ? act.token_scales + m * n_tokens : nullptr, n_tokens, y + m * y_mat_stride,
+                          act.token_scales ? act.token_scales + m * n_tokens : nullptr,
+                          act.token_sums ? act.token_sums + m * n_tokens : nullptr, n_tokens, y + m * y_mat_stride,
                           y_token_stride, (i - m * tiles) * k_row_tile, std::min(first.n_rows, (tile_end - m * tiles) * k_row_tile));
       i = tile_end;
     }
@@ -190,11 +207,14 @@ void matmul_reference_i8(const WeightMatrix& w, const float* x, int64_t n_tokens
     float a_scale = w.input_scale;
     if (a_scale > 0.0f) quantize_int8_row_static(x + t * w.n_cols, w.n_cols, a_scale, a.data());
     else a_scale = quantize_int8_row(x + t * w.n_cols, w.n_cols, a.data());
+    int64_t a_sum = 0;
+    for (int8_t q : a) a_sum += q;
     for (int64_t r = 0; r < w.n_rows; ++r) {
       const auto* row = reinterpret_cast<const int8_t*>(w.data + r * w.n_cols);
       int64_t sum = 0;
       for (int64_t k = 0; k < w.n_cols; ++k) sum += int64_t(row[k]) * a[size_t(k)];
-      y[t * w.n_rows + r] = float(sum) * a_scale * w.row_scales[r];
+      y[t * w.n_rows + r] = w8a8_output(float(sum), w.row_zero_points ? w.row_zero_points[r] : 0, int32_t(a_sum), a_scale,
+                                        w.row_scales[r]);
     }
   }
 }

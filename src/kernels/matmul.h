@@ -16,7 +16,8 @@ namespace ds {
 // (kernels/interleaved_rows.h), which the loader does where it can. W8A8
 // matrices are I8 rows with one f32 scale per row: y = scale[r] * a_scale *
 // the int32 sum of products against the token's int8 activations (per-token
-// scale a_scale = max|x| / 127, or the calibrated input_scale, clipping).
+// scale a_scale = max|x| / 127, or the calibrated input_scale, clipping); with
+// zero points z, the sum is taken over q - z, as sum(q a) - z sum(a).
 struct WeightMatrix {
   DType type = DType::f32;
   int64_t n_rows = 0;
@@ -24,6 +25,8 @@ struct WeightMatrix {
   const uint8_t* data = nullptr;
   bool interleaved = false;
   const float* row_scales = nullptr;  // I8 only: [n_rows]
+  // I8 only, asymmetric rows: w = scale * (q - zero); null for symmetric ones.
+  const int32_t* row_zero_points = nullptr;
   float input_scale = 0.0f;           // I8 only: a static activation scale from calibration; 0: per token
   int64_t row_stride_bytes() const { return row_bytes(type, n_cols); }
 };
@@ -34,6 +37,7 @@ struct MatmulScratch {
   std::vector<uint8_t> activations;
   std::vector<int32_t> block_offsets;  // Q4_0 interleaved: 8 * sum(q) per activation block
   std::vector<float> token_scales;     // I8: each activation row's scale
+  std::vector<int32_t> token_sums;     // I8 with zero points: each activation row's sum of codes
 };
 
 // The largest row an I8 matmul sums exactly in int32: 127 * 127 per product.

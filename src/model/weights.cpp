@@ -88,6 +88,23 @@ class Loader {
     std::memcpy(values.data(), file_.tensor_data(*s) + first * 4, size_t(n) * 4);
     staged_.push_back({&out->row_scales, nullptr, reinterpret_cast<const uint8_t*>(values.data()), size_t(n) * sizeof(float)});
     staged_vectors_.push_back(std::move(values));
+    // Zero points, where the rows are asymmetric (W8A8_ASYM).
+    const std::string zero_name = t.name + "_zero_point";
+    if (const GgufTensorInfo* z = file_.find_tensor(zero_name)) {
+      if (z->type != DType::i32 || z->n_elements() != tensor_rows) {
+        return Status::error("model: tensor '" + zero_name + "' must be I32 with one zero point per row of '" + t.name + "' (" +
+                             std::to_string(tensor_rows) + "), not " + dtype_name(z->type) + " " + shape_string(*z));
+      }
+      std::vector<uint8_t> points(size_t(n) * 4);
+      std::memcpy(points.data(), file_.tensor_data(*z) + first * 4, points.size());
+      for (int64_t r = 0; r < n; ++r) {
+        int32_t v;
+        std::memcpy(&v, points.data() + r * 4, 4);
+        if (v < -127 || v > 127) return Status::error("model: tensor '" + zero_name + "' holds a zero point outside [-127, 127]");
+      }
+      staged_.push_back({nullptr, nullptr, points.data(), points.size(), &out->row_zero_points});
+      staged_bytes_.push_back(std::move(points));
+    }
     // A calibrated static activation scale, where the quantizer wrote one (else per token).
     const std::string input_name = t.name + "_input_scale";
     if (const GgufTensorInfo* in = file_.find_tensor(input_name)) {
@@ -210,6 +227,7 @@ class Loader {
       uint8_t* at = base + staged_at[i];
       backend_.upload(at, staged_[i].host, staged_[i].n_bytes);
       if (staged_[i].vector) *staged_[i].vector = reinterpret_cast<const float*>(at);
+      if (staged_[i].integers) *staged_[i].integers = reinterpret_cast<const int32_t*>(at);
       if (staged_[i].matrix) staged_[i].matrix->data = at;
     }
     return Status();
@@ -230,6 +248,7 @@ class Loader {
     WeightMatrix* matrix;
     const uint8_t* host;
     size_t n_bytes;
+    const int32_t** integers = nullptr;  // a W8A8 matrix's zero points
   };
   const GgufFile& file_;
   Backend& backend_;

@@ -28,7 +28,7 @@ struct Plan {
   const GgufTensorInfo* source;
   std::string name;
   DType to;
-  enum { copy, convert, w8a8_weights, w8a8_scales, w8a8_input_scale } how;
+  enum { copy, convert, w8a8_weights, w8a8_scales, w8a8_zero_points, w8a8_input_scale } how;
   const TensorTransform* transform = nullptr;  // smoothing factors applied while converting
   float input_scale = 0.0f;                    // for w8a8_input_scale
 };
@@ -93,7 +93,7 @@ Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& pol
   std::vector<Plan> plans;
   if ((options.smooth_alpha > 0 || options.static_activations) && !options.calibration)
     return Status::error("smoothing and static activation scales need a calibration (--calib)");
-  const auto is_w8a8 = [&](const std::string& name) { return policy.choice_for(name).kind == QuantChoice::w8a8; };
+  const auto is_w8a8 = [&](const std::string& name) { return policy.choice_for(name).is_w8a8(); };
   const std::map<std::string, TensorTransform> transforms =
       options.smooth_alpha > 0 ? smoothing_transforms(in, *options.calibration, options.smooth_alpha, is_w8a8)
                                : std::map<std::string, TensorTransform>();
@@ -110,11 +110,13 @@ Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& pol
       plans.push_back({&t, t.name, t.type, Plan::copy});
     } else if (!is_float(t.type)) {
       return Status::error("tensor '" + t.name + "' is already " + dtype_name(t.type) + ": quantize from an F32, F16 or BF16 model");
-    } else if (choice.kind == QuantChoice::w8a8) {
+    } else if (choice.is_w8a8()) {
       entry.to = DType::i8;
       entry.w8a8 = true;
       plans.push_back({&t, t.name, DType::i8, Plan::w8a8_weights, factors});
       plans.push_back({&t, t.name + k_row_scale_suffix, DType::f32, Plan::w8a8_scales});
+      entry.zero_points = choice.kind == QuantChoice::w8a8_asym;
+      if (entry.zero_points) plans.push_back({&t, t.name + k_zero_point_suffix, DType::i32, Plan::w8a8_zero_points});
       if (const InputStatistics* stats = options.calibration ? options.calibration->find(t.name) : nullptr) {
         std::tie(entry.input_absmax, entry.input_clip) = smoothed_input_clip(*stats, factors, options.static_activations);
         entry.calibrated = true;
@@ -142,18 +144,21 @@ Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& pol
   writer.add_string("dsinfer.quantize.target", policy.target());
   writer.add_string("dsinfer.quantize.policy", policy.describe());
   if (options.calibration) add_calibration_metadata(writer, *options.calibration, options, report);
+  std::map<std::string, bool> asymmetric;  // by W8A8 matrix: with zero points
   for (const Plan& p : plans) {
     std::vector<int64_t> shape = shape_of(*p.source);
-    if (p.how == Plan::w8a8_scales) shape.erase(shape.begin());  // one scale per row
+    if (p.how == Plan::w8a8_scales || p.how == Plan::w8a8_zero_points) shape.erase(shape.begin());  // one per row
     if (p.how == Plan::w8a8_input_scale) shape = {1};
     writer.declare_tensor(p.name, p.to, shape);
     int64_t elements = 1;
     for (int64_t d : shape) elements *= d;
     report.bytes_out += uint64_t(row_bytes(p.to, shape[0])) * uint64_t(elements / shape[0]);
+    if (p.how == Plan::w8a8_weights) asymmetric[p.name] = policy.choice_for(p.name).kind == QuantChoice::w8a8_asym;
   }
 
   ThreadPool pool(options.n_threads);
-  std::vector<float> row_scales;  // made with a W8A8 matrix, written as the next tensor
+  std::vector<float> row_scales;         // made with a W8A8 matrix, written as the next tensor
+  std::vector<int32_t> row_zero_points;  // and with W8A8_ASYM, the one after
   size_t done = 0;
   const Status written = writer.write_file(out_path, [&](size_t index, std::vector<uint8_t>& bytes) -> Status {
     const Plan& p = plans[index];
@@ -167,6 +172,10 @@ Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& pol
         bytes.resize(row_scales.size() * sizeof(float));
         std::memcpy(bytes.data(), row_scales.data(), bytes.size());
         break;
+      case Plan::w8a8_zero_points:
+        bytes.resize(row_zero_points.size() * sizeof(int32_t));
+        std::memcpy(bytes.data(), row_zero_points.data(), bytes.size());
+        break;
       case Plan::w8a8_input_scale:
         bytes.resize(sizeof(float));
         std::memcpy(bytes.data(), &p.input_scale, sizeof(float));
@@ -174,7 +183,8 @@ Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& pol
       case Plan::convert:
       case Plan::w8a8_weights:
         bytes.resize(size_t(dst_row * n_rows));
-        if (p.how == Plan::w8a8_weights) row_scales.assign(size_t(n_rows), 0.0f);
+        const bool asym = p.how == Plan::w8a8_weights && asymmetric.at(p.name);
+        if (p.how == Plan::w8a8_weights) row_scales.assign(size_t(n_rows), 0.0f), row_zero_points.assign(size_t(n_rows), 0);
         pool.parallel_for_dynamic(n_rows, 16, [&](int64_t begin, int64_t end, int) {
           std::vector<float> row(static_cast<size_t>(n_cols));
           for (int64_t r = begin; r < end; ++r) {
@@ -182,7 +192,9 @@ Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& pol
             if (p.transform) apply(*p.transform, r, row);
             uint8_t* out = bytes.data() + r * dst_row;
             if (p.how == Plan::w8a8_weights) {
-              row_scales[size_t(r)] = quantize_int8_row(row.data(), n_cols, reinterpret_cast<int8_t*>(out));
+              auto* codes = reinterpret_cast<int8_t*>(out);
+              row_scales[size_t(r)] = asym ? quantize_int8_row_asymmetric(row.data(), n_cols, codes, &row_zero_points[size_t(r)])
+                                           : quantize_int8_row(row.data(), n_cols, codes);
             } else {
               DS_CHECK(quantize_weight_row(p.to, row.data(), out, n_cols), "every policy type has an encoder");
             }

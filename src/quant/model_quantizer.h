@@ -24,6 +24,7 @@ namespace ds {
 // The suffixes of a W8A8 matrix's row scales and static activation scale.
 inline constexpr const char* k_row_scale_suffix = "_scale";
 inline constexpr const char* k_input_scale_suffix = "_input_scale";
+inline constexpr const char* k_zero_point_suffix = "_zero_point";  // W8A8_ASYM: I32, one per row
 
 struct QuantizeOptions {
   int n_threads = 2;
@@ -38,6 +39,7 @@ struct QuantizedTensor {
   std::string name;
   DType from, to;
   bool w8a8 = false;
+  bool zero_points = false;  // W8A8_ASYM
   bool fell_back = false;  // the policy's type cannot hold its rows (fallback_type)
   bool smoothed = false;   // rewritten by SmoothQuant's factors
   // W8A8 with calibration: its input's largest |x| (after smoothing) and the static clip (0: per token).

@@ -26,6 +26,7 @@ std::optional<QuantChoice> parse_quant_choice(const std::string& name) {
   const std::string n = upper(name);
   if (n == "KEEP") return QuantChoice{QuantChoice::keep};
   if (n == "W8A8") return QuantChoice{QuantChoice::w8a8};
+  if (n == "W8A8_ASYM") return QuantChoice{QuantChoice::w8a8_asym};
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
                   DType::q4_k, DType::q5_k, DType::q6_k}) {
     if (n == dtype_name(t)) return of(t);
@@ -37,6 +38,7 @@ std::string quant_choice_name(const QuantChoice& choice) {
   switch (choice.kind) {
     case QuantChoice::keep: return "keep";
     case QuantChoice::w8a8: return "W8A8";
+    case QuantChoice::w8a8_asym: return "W8A8_ASYM";
     case QuantChoice::type: return dtype_name(choice.dtype);
   }
   return "";
@@ -68,20 +70,20 @@ Result<QuantPolicy> QuantPolicy::for_target(const std::string& target, int64_t n
   const std::string& t = policy.target_;
   auto add = [&](std::string pattern, QuantChoice choice) { policy.rules_.push_back({std::move(pattern), choice}); };
   add("*ffn_gate_inp.weight", {QuantChoice::keep});  // the MoE router: its scores pick the experts
-  if (t == "W8A8") {
+  if (t == "W8A8" || t == "W8A8_ASYM") {
     // Embeddings, output and attention stay in the source's 16/32 bits; the
     // dense FFN, shared experts and routed experts go to INT8.
     add("token_embd.weight", {QuantChoice::keep});
     add("output.weight", {QuantChoice::keep});
     add("blk.*.attn_*", {QuantChoice::keep});
-    add("blk.*.ffn_*", {QuantChoice::w8a8});
+    add("blk.*.ffn_*", {t == "W8A8" ? QuantChoice::w8a8 : QuantChoice::w8a8_asym});
     return policy;
   }
   const bool k_mix = t == "Q4_K_M" || t == "Q4_K_S" || t == "Q5_K_M" || t == "Q5_K_S";
   std::optional<QuantChoice> base = k_mix ? parse_quant_choice(t.substr(0, 4)) : parse_quant_choice(t);
   if (!base || base->kind != QuantChoice::type)
     return Status::error("unknown quantization type '" + target + "' (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, "
-                         "Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, W8A8)");
+                         "Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, W8A8, W8A8_ASYM)");
   const bool float_target = base->dtype == DType::f32 || base->dtype == DType::f16 || base->dtype == DType::bf16;
   // The output matrix decides every token: llama.cpp gives it Q6_K under any lower type.
   if (!float_target && base->dtype != DType::q8_0 && base->dtype != DType::q6_k) add("output.weight", of(DType::q6_k));

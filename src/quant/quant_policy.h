@@ -16,10 +16,11 @@
 namespace ds {
 
 // What a rule asks for: a GGUF type, W8A8 (per-output-channel int8 with
-// per-token int8 activations: an I8 tensor and its row scales), or the
-// source's own type.
+// per-token int8 activations: an I8 tensor and its row scales; W8A8_ASYM with
+// a zero point per row too), or the source's own type.
 struct QuantChoice {
-  enum Kind { type, w8a8, keep } kind = keep;
+  enum Kind { type, w8a8, w8a8_asym, keep } kind = keep;
+  bool is_w8a8() const { return kind == w8a8 || kind == w8a8_asym; }
   DType dtype = DType::f32;  // for Kind::type
   bool operator==(const QuantChoice& o) const { return kind == o.kind && (kind != type || dtype == o.dtype); }
 };
@@ -38,7 +39,7 @@ class QuantPolicy {
  public:
   // The defaults of a target on a model with n_layer blocks. Targets: F32,
   // F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_S,
-  // Q4_K_M, Q5_K_S, Q5_K_M, W8A8.
+  // Q4_K_M, Q5_K_S, Q5_K_M, W8A8, W8A8_ASYM.
   static Result<QuantPolicy> for_target(const std::string& target, int64_t n_layer);
 
   // Rules from a file ahead of the current ones: one "PATTERN TYPE" per

@@ -166,6 +166,18 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
 
 }  // namespace
 
+float quantize_int8_row_asymmetric(const float* x, int64_t n, int8_t* q, int32_t* zero_point) {
+  // The range holds zero, so that the zero point is a code ([-127, 127]).
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
+  *zero_point = 0;
+  if (hi == lo) return quantize_int8_row(x, n, q);  // a constant row: symmetric holds it exactly
+  const float scale = (hi - lo) / 254.0f, id = 1.0f / scale;
+  *zero_point = std::clamp(int32_t(std::nearbyint(-127.0f - lo * id)), -127, 127);
+  for (int64_t i = 0; i < n; ++i) q[i] = int8_t(std::clamp(int32_t(std::nearbyint(x[i] * id)) + *zero_point, -127, 127));
+  return scale;
+}
+
 bool quantize_weight_row(DType type, const float* x, void* y, int64_t n) {
   const int64_t nb = n / k_qk_k;
   switch (type) {

@@ -16,6 +16,12 @@
 
 namespace ds {
 
+// An asymmetric W8A8 weight row: x ~ scale * (q - zero) with q and zero in
+// [-127, 127], the row's range [min(min, 0), max(max, 0)] spread over the 255
+// codes (a row of one sign gets all of them, where a symmetric scale would
+// leave half unused). Returns the scale (0 for a zero row).
+float quantize_int8_row_asymmetric(const float* x, int64_t n, int8_t* q, int32_t* zero_point);
+
 // Writes n elements of x (a multiple of the type's block) into y as `type`;
 // false for a type no weight is written in.
 bool quantize_weight_row(DType type, const float* x, void* y, int64_t n);

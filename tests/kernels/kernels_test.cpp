@@ -85,6 +85,7 @@ TEST_P(VecDotTest, EveryIsaMatchesDequantizedReference) {
 struct Layouts {
   std::vector<uint8_t> interleaved_data;
   std::vector<float> row_scales;  // I8
+  std::vector<int32_t> zero_points;  // I8, asymmetric
   std::vector<WeightMatrix> matrices;
   const WeightMatrix* begin() const { return matrices.data(); }
   const WeightMatrix* end() const { return matrices.data() + matrices.size(); }
@@ -98,6 +99,9 @@ Layouts layouts(DType type, int64_t n_rows, int64_t n_cols, const std::vector<ui
     l.matrices.back().row_scales = l.row_scales.data();
     l.matrices.push_back(l.matrices.back());
     l.matrices.back().input_scale = 0.01f;  // a calibrated static scale that clips N(0, 1) inputs
+    for (int64_t r = 0; r < n_rows; ++r) l.zero_points.push_back(int32_t(r % 41) - 20);
+    l.matrices.push_back(l.matrices.front());
+    l.matrices.back().row_zero_points = l.zero_points.data();  // asymmetric rows (W8A8_ASYM)
   }
   if (interleavable(type, n_rows)) {
     l.interleaved_data.resize(rows.size());

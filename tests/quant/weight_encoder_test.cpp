@@ -110,3 +110,38 @@ TEST(WeightEncoder, Q8_0RoundsAsGgmlsReference) {
 
 }  // namespace
 }  // namespace ds
+
+namespace ds {
+namespace {
+
+// Asymmetric W8A8 rows: a row of one sign spreads [0, max] over all 255 codes,
+// so every value comes back within a step of max / 254 (half for the rounding,
+// half for the zero point's); a constant row comes back as itself.
+TEST(WeightEncoder, AsymmetricInt8RowsSpreadTheRangeOverEveryCode) {
+  std::mt19937 rng(6);
+  std::vector<float> x = random_floats(rng, 300);
+  for (float& v : x) v = 3.0f + std::fabs(v);  // all positive: a symmetric scale would waste half its codes
+  std::vector<int8_t> q(x.size());
+  int32_t zero = 0;
+  const float scale = quantize_int8_row_asymmetric(x.data(), int64_t(x.size()), q.data(), &zero);
+  const auto hi = std::max_element(x.begin(), x.end());
+  EXPECT_NEAR(scale, *hi / 254.0f, 1e-7f);
+  EXPECT_EQ(zero, -127);
+  EXPECT_GE(zero, -127);
+  EXPECT_LE(zero, 127);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_GE(q[i], -127);
+    // Half a step, and the rounding of the zero point (another half step at most: its range edge).
+    EXPECT_LE(std::fabs(scale * float(q[i] - zero) - x[i]), scale * 1.0001f) << i;
+  }
+  std::vector<float> constant(40, -0.75f);
+  std::vector<int8_t> cq(40);
+  const float cs = quantize_int8_row_asymmetric(constant.data(), 40, cq.data(), &zero);
+  for (int8_t v : cq) EXPECT_NEAR(cs * float(v - zero), -0.75f, 1e-6f);  // the range's end is a code
+  std::vector<float> zeros(40, 0.0f);
+  EXPECT_EQ(quantize_int8_row_asymmetric(zeros.data(), 40, cq.data(), &zero), 0.0f);
+  EXPECT_EQ(zero, 0);
+}
+
+}  // namespace
+}  // namespace ds

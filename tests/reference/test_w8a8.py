@@ -20,15 +20,17 @@ def kl_mean(dsinfer, model, text):
     return json.loads(dsinfer("eval", "-m", model, "--ref", STORIES, "--text", text, "--json").stdout)["kl_mean"]
 
 
-@pytest.mark.parametrize("calibration", [[], ["--calib", CALIB], ["--calib", CALIB, "--smooth", "0"]],
-                         ids=["per-token", "smoothquant", "calibrated-no-smoothing"])
-def test_w8a8_stays_within_the_kl_bar(dsinfer, tmp_path, calibration):
+@pytest.mark.parametrize("target, calibration", [("W8A8", []), ("W8A8", ["--calib", CALIB]),
+                                                 ("W8A8", ["--calib", CALIB, "--smooth", "0"]), ("W8A8_ASYM", [])],
+                         ids=["per-token", "smoothquant", "calibrated-no-smoothing", "asymmetric"])
+def test_w8a8_stays_within_the_kl_bar(dsinfer, tmp_path, target, calibration):
     out = str(tmp_path / "w8a8.gguf")
-    dsinfer("quantize", "-m", STORIES, "-o", out, "--type", "W8A8", *calibration)
+    dsinfer("quantize", "-m", STORIES, "-o", out, "--type", target, *calibration)
     types = {t.name: t.tensor_type for t in gguf.GGUFReader(out).tensors}
     assert types["blk.0.ffn_down.weight"] == gguf.GGMLQuantizationType.I8
     assert types["blk.0.ffn_down.weight_scale"] == gguf.GGMLQuantizationType.F32
     assert types["blk.0.attn_q.weight"] == gguf.GGMLQuantizationType.F32  # attention stays in the source's precision
+    assert ("blk.0.ffn_down.weight_zero_point" in types) == (target == "W8A8_ASYM")
     for text in EVAL_SETS:
         assert kl_mean(dsinfer, out, text) < KL_BAR, text
 
@@ -91,6 +93,7 @@ def rewrite(src, dst, change):
 
 SCALE = "blk.1.ffn_up.weight_scale"
 INPUT_SCALE = "blk.1.ffn_up.weight_input_scale"
+ZERO_POINT = "blk.1.ffn_up.weight_zero_point"
 
 
 @pytest.mark.parametrize("change, message", [
@@ -100,10 +103,14 @@ INPUT_SCALE = "blk.1.ffn_up.weight_input_scale"
     (lambda n, a: np.array([-1.0], np.float32) if n == INPUT_SCALE else a, b"must be one positive finite F32 value"),
     (lambda n, a: np.array([np.nan], np.float32) if n == INPUT_SCALE else a, b"must be one positive finite F32 value"),
     (lambda n, a: np.array([0.1, 0.1], np.float32) if n == INPUT_SCALE else a, b"must be one positive finite F32 value"),
-], ids=["scale-missing", "scale-short", "scale-f16", "input-scale-negative", "input-scale-nan", "input-scale-two"])
+    (lambda n, a: a.astype(np.float32) if n == ZERO_POINT else a, b"must be I32 with one zero point per row"),
+    (lambda n, a: a[:-1] if n == ZERO_POINT else a, b"must be I32 with one zero point per row"),
+    (lambda n, a: np.full_like(a, 300) if n == ZERO_POINT else a, b"holds a zero point outside [-127, 127]"),
+], ids=["scale-missing", "scale-short", "scale-f16", "input-scale-negative", "input-scale-nan", "input-scale-two",
+        "zero-point-f32", "zero-point-short", "zero-point-range"])
 def test_crafted_w8a8_tensors_are_refused(dsinfer, tmp_path, change, message):
     good = str(tmp_path / "good.gguf")
-    dsinfer("quantize", "-m", STORIES, "-o", good, "--type", "W8A8", "--calib", CALIB, "--activation-scales", "minmax")
+    dsinfer("quantize", "-m", STORIES, "-o", good, "--type", "W8A8_ASYM", "--calib", CALIB, "--activation-scales", "minmax")
     bad = rewrite(good, str(tmp_path / "bad.gguf"), change)
     result = dsinfer("run", "-m", bad, "-p", "hi", "-n", "1", check=False)
     assert result.returncode == 1 and message in result.stderr, result.stderr
