@@ -33,11 +33,13 @@ struct LoadedModel {
   std::unique_ptr<TeacherForcing> run;
 };
 
-Result<LoadedModel> load(const std::string& path, const CommonModelOptions& options, int64_t chunk) {
+// chunk 0: --ctx-size, else 512 or the model's context if shorter (the reference takes the model's).
+Result<LoadedModel> load(const std::string& path, const CommonModelOptions& options, int64_t& chunk) {
   LoadedModel m;
   auto model = Model::load(path, options.model);
   if (!model.ok()) return model.status();
   m.model = model.take();
+  if (chunk == 0) chunk = options.n_ctx > 0 ? options.n_ctx : std::min(k_default_chunk, m.model->config().n_ctx_train);
   auto tokenizer = Tokenizer::from_gguf(m.model->file());
   if (!tokenizer.ok()) return tokenizer.status();
   m.tokenizer = tokenizer.take();
@@ -99,14 +101,7 @@ int cmd_eval(int argc, char** argv) {
   auto documents = read_text_corpus(a.get("--text"));
   if (!documents.ok()) return fail(documents.message());
 
-  // The chunk length: --ctx-size, else 512 or the model's context if shorter.
-  auto file = GgufFile::open(options.value().path);
-  if (!file.ok()) return fail(file.message());
-  auto config = ModelConfig::from_gguf(*file.value());
-  if (!config.ok()) return fail(config.message());
-  int64_t chunk = options.value().n_ctx > 0 ? options.value().n_ctx : std::min(k_default_chunk, config.value().n_ctx_train);
-  file.value().reset();
-
+  int64_t chunk = 0;
   auto model = load(options.value().path, options.value(), chunk);
   if (!model.ok()) return fail(model.message());
   const std::vector<int32_t> text = tokenize(*model.value().tokenizer, documents.value());

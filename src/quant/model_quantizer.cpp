@@ -5,6 +5,7 @@
 
 #include "base/thread_pool.h"
 #include "gguf/gguf_writer.h"
+#include "kernels/matmul.h"
 #include "quant/smoothing.h"
 #include "quant/weight_encoder.h"
 #include "tensor/quantize.h"
@@ -111,6 +112,9 @@ Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& pol
     } else if (!is_float(t.type)) {
       return Status::error("tensor '" + t.name + "' is already " + dtype_name(t.type) + ": quantize from an F32, F16 or BF16 model");
     } else if (choice.is_w8a8()) {
+      if (t.ne[0] > k_max_i8_cols)
+        return Status::error("tensor '" + t.name + "': rows of " + std::to_string(t.ne[0]) + " are longer than W8A8 sums exactly (" +
+                             std::to_string(k_max_i8_cols) + ")");
       entry.to = DType::i8;
       entry.w8a8 = true;
       plans.push_back({&t, t.name, DType::i8, Plan::w8a8_weights, factors});
