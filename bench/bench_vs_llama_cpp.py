@@ -8,10 +8,19 @@ one for V2-Lite only when it has 27 layers), then measures
 pp512 (512 prompt tokens in one batch) and tg128 (128 single-token decode
 steps) for both engines with the same thread count, alternating engines per
 repetition so that machine noise hits both alike. Prints a markdown table.
---baseline BINARY adds another dsinfer build (the previous commit, built
-beside this one) to the same alternation, for a refactor's before and after.
+-d DEPTH adds tg128 after a context of DEPTH tokens (llama.cpp with flash
+attention, its faster path at depth; the context filled untimed, by
+`dsinfer bench -d` and llama_cpp_speed.py -d alike). Each tg figure is also
+given as a share of the limit the memory bandwidth sets (bandwidth / the bytes
+a token reads, as `dsinfer bench` counts them from the file: every matrix, the
+embedding's row, the routed experts' average share, the cache at the test's
+mean depth), the bandwidth measured once by `dsinfer bench --membw` or given
+with --bandwidth. --baseline BINARY adds another dsinfer build (the previous
+commit, built beside this one) to the same alternation, for a refactor's
+before and after.
 
-Usage: python3 bench/bench_vs_llama_cpp.py [--moe] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-r 3] [-t 2]
+Usage: python3 bench/bench_vs_llama_cpp.py [--moe] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-d 0]
+       [-r 3] [-t 2] [--bandwidth GB/s]
 """
 
 import argparse
@@ -65,16 +74,37 @@ def ensure_models(directory):
     return paths
 
 
-def dsinfer_speed(binary, model, p, n, threads):
-    out = subprocess.run([binary, "bench", "-m", model, "-p", str(p), "-n", str(n), "-r", "1", "-t", str(threads)],
-                         capture_output=True, text=True, check=True).stdout
-    return {kind: float(re.search(rf"^{kind}\d+: ([0-9.]+)", out, re.M).group(1)) for kind in ("pp", "tg")}
+def dsinfer_speed(binary, model, p, n, depth, threads):
+    """pp, tg and (with a depth) tg_d in tokens/s, and the bytes a token of each tg test reads."""
+    cmd = [binary, "bench", "-m", model, "-p", str(p), "-n", str(n), "-d", f"0,{depth}" if depth else "0", "-r", "1",
+           "-t", str(threads), "-o", "json"]
+    tests = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    result, read_bytes = {}, {}
+    for t in tests:
+        kind = ("pp" if t["n_prompt"] else "tg") + ("_d" if t["n_depth"] else "")
+        if kind == "pp_d":
+            continue  # pp at depth: not in this table
+        result[kind] = t["avg_ts"]
+        if "read_bytes_per_token" in t:
+            read_bytes[kind] = t["read_bytes_per_token"]
+    return result, read_bytes
 
 
-def llama_speed(model, p, n, threads, no_mmap):
-    args = [sys.executable, os.path.join(ROOT, "bench", "llama_cpp_speed.py"), model, "-p", str(p), "-n", str(n),
-            "-r", "1", "-t", str(threads)] + (["--no-mmap"] if no_mmap else [])
-    return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+def llama_speed(model, p, n, depth, threads, no_mmap):
+    def run(*extra):
+        args = [sys.executable, os.path.join(ROOT, "bench", "llama_cpp_speed.py"), model, "-r", "1", "-t", str(threads),
+                *extra] + (["--no-mmap"] if no_mmap else [])
+        return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+
+    result = run("-p", str(p), "-n", str(n))
+    if depth:
+        result["tg_d"] = run("-p", "0", "-n", str(n), "-d", str(depth), "--flash-attn")["tg"]
+    return result
+
+
+def read_bandwidth(binary, threads):
+    out = subprocess.run([binary, "bench", "--membw", "-t", str(threads)], capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"memory read bandwidth: ([0-9.]+) GB/s", out).group(1)) * 1e9
 
 
 def machine():
@@ -97,37 +127,48 @@ def main():
     parser.add_argument("--baseline", help="another dsinfer binary measured in the same alternation")
     parser.add_argument("-p", type=int, default=512)
     parser.add_argument("-n", type=int, default=128)
+    parser.add_argument("-d", type=int, default=0, help="also tg after a context of this many tokens")
     parser.add_argument("-r", type=int, default=3)
     parser.add_argument("-t", type=int, default=2)
+    parser.add_argument("--bandwidth", type=float, help="memory read bandwidth in GB/s (default: dsinfer bench --membw)")
     args = parser.parse_args()
 
     models = ensure_moe_models(args.models) if args.moe else ensure_models(args.models)
-    print(f"machine: {machine()}; {args.t} threads; mean of {args.r} alternating repetitions\n")
-    print(f"| weights | engine | pp{args.p} tok/s | tg{args.n} tok/s |")
-    print("| --- | --- | --- | --- |")
+    bandwidth = args.bandwidth * 1e9 if args.bandwidth else read_bandwidth(args.dsinfer, args.t)
+    kinds = ["pp", "tg"] + (["tg_d"] if args.d else [])
+    label = {"pp": f"pp{args.p}", "tg": f"tg{args.n}", "tg_d": f"tg{args.n} @ d{args.d}"}
+    print(f"machine: {machine()}; {args.t} threads; mean of {args.r} alternating repetitions; memory read bandwidth "
+          f"{bandwidth / 1e9:.1f} GB/s ({'given' if args.bandwidth else 'dsinfer bench --membw'})\n")
+    tg_kinds = [k for k in kinds if k != "pp"]
+    print("| weights | engine | " + " | ".join(f"{label[k]} tok/s" + (f" | {label[k]} share of the bandwidth limit"
+                                                                         if k != "pp" else "") for k in kinds) + " |")
+    print("| --- | --- |" + " --- |" * (len(kinds) + len(tg_kinds)))
     ratios = []
     for name, path in models.items():
         runs = {"dsinfer": [], "llama.cpp (mmap)": [], "llama.cpp (--no-mmap)": []}
         if args.baseline:
             runs["dsinfer baseline"] = []
         for _ in range(args.r):
-            runs["dsinfer"].append(dsinfer_speed(args.dsinfer, path, args.p, args.n, args.t))
+            speed, read_bytes = dsinfer_speed(args.dsinfer, path, args.p, args.n, args.d, args.t)
+            runs["dsinfer"].append(speed)
             if args.baseline:
-                runs["dsinfer baseline"].append(dsinfer_speed(args.baseline, path, args.p, args.n, args.t))
-            runs["llama.cpp (mmap)"].append(llama_speed(path, args.p, args.n, args.t, False))
-            runs["llama.cpp (--no-mmap)"].append(llama_speed(path, args.p, args.n, args.t, True))
-        means = {engine: {k: sum(r[k] for r in rs) / len(rs) for k in ("pp", "tg")} for engine, rs in runs.items()}
+                runs["dsinfer baseline"].append(dsinfer_speed(args.baseline, path, args.p, args.n, args.d, args.t)[0])
+            runs["llama.cpp (mmap)"].append(llama_speed(path, args.p, args.n, args.d, args.t, False))
+            runs["llama.cpp (--no-mmap)"].append(llama_speed(path, args.p, args.n, args.d, args.t, True))
+        means = {engine: {k: sum(r[k] for r in rs) / len(rs) for k in kinds} for engine, rs in runs.items()}
         for engine, m in means.items():
-            print(f"| {name} | {engine} | {m['pp']:.1f} | {m['tg']:.2f} |")
-        best = {k: max(means["llama.cpp (mmap)"][k], means["llama.cpp (--no-mmap)"][k]) for k in ("pp", "tg")}
+            cells = [f"{m[k]:.1f}" if k == "pp" else f"{m[k]:.2f} | {100 * m[k] * read_bytes[k] / bandwidth:.0f}%"
+                     for k in kinds]
+            print(f"| {name} | {engine} | " + " | ".join(cells) + " |")
+        best = {k: max(means["llama.cpp (mmap)"][k], means["llama.cpp (--no-mmap)"][k]) for k in kinds}
         base = means.get("dsinfer baseline")
-        ratios.append((name, means["dsinfer"]["pp"] / best["pp"], means["dsinfer"]["tg"] / best["tg"],
-                       base and (means["dsinfer"]["pp"] / base["pp"], means["dsinfer"]["tg"] / base["tg"])))
-    print("\n| weights | pp ratio dsinfer / best llama.cpp | tg ratio dsinfer / best llama.cpp |"
-          + (" pp ratio dsinfer / baseline | tg ratio dsinfer / baseline |" if args.baseline else ""))
-    print("| --- | --- | --- |" + (" --- | --- |" if args.baseline else ""))
-    for name, pp, tg, base in ratios:
-        print(f"| {name} | {pp:.2f}x | {tg:.2f}x |" + (f" {base[0]:.2f}x | {base[1]:.2f}x |" if base else ""))
+        ratios.append((name, [means["dsinfer"][k] / best[k] for k in kinds],
+                       base and [means["dsinfer"][k] / base[k] for k in kinds]))
+    print("\n| weights | " + " | ".join(f"{label[k]} dsinfer / best llama.cpp" for k in kinds)
+          + "".join(f" | {label[k]} dsinfer / baseline" for k in kinds if args.baseline) + " |")
+    print("| --- |" + " --- |" * (len(kinds) * (2 if args.baseline else 1)))
+    for name, own, base in ratios:
+        print(f"| {name} | " + " | ".join(f"{r:.2f}x" for r in own + (base or [])) + " |")
 
 
 if __name__ == "__main__":

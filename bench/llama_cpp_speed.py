@@ -1,6 +1,7 @@
 """llama.cpp's prompt-processing and generation speed through llama-cpp-python,
 measured the way `dsinfer bench` measures dsinfer (pp: N tokens in one batch;
-tg: N single-token decode steps). With --parallel S: S sequences prefilled
+tg: N single-token decode steps), each after a context of -d tokens (filled
+untimed before every repetition, as llama-bench does). With --parallel S: S sequences prefilled
 (--prompt-len tokens each), then decoded together, one token of each per
 llama_decode, for --gen-len steps: "batched" is the decode steps' tokens/s,
 as `dsinfer bench --concurrency S` reports its decode-only steps. Prints one JSON line."""
@@ -13,18 +14,24 @@ import time
 import llama_cpp
 
 
-def measure(model, n_prompt, n_gen, repetitions, threads, mmap):
-    llm = llama_cpp.Llama(model_path=model, n_ctx=max(n_prompt, n_gen) + 16, n_batch=max(n_prompt, 1),
-                          n_ubatch=max(n_prompt, 1), n_threads=threads, n_threads_batch=threads, use_mmap=mmap,
-                          verbose=False)
+def measure(model, n_prompt, n_gen, repetitions, threads, mmap, depth=0, flash_attn=False):
+    batch = max(n_prompt, 512 if depth else 1)  # the fill in micro-batches of 512, as dsinfer bench's
+    llm = llama_cpp.Llama(model_path=model, n_ctx=depth + max(n_prompt, n_gen) + 16, n_batch=batch, n_ubatch=batch,
+                          n_threads=threads, n_threads_batch=threads, use_mmap=mmap, flash_attn=flash_attn, verbose=False)
     rng = random.Random(1)
     vocab = llm.n_vocab()
     llm.eval([rng.randrange(vocab)])  # warm-up, as dsinfer bench does
+
+    def start_at_depth():
+        llm.reset()
+        if depth:
+            llm.eval([rng.randrange(vocab) for _ in range(depth)])
+
     result = {}
     if n_prompt:
         rates = []
         for _ in range(repetitions):
-            llm.reset()
+            start_at_depth()
             tokens = [rng.randrange(vocab) for _ in range(n_prompt)]
             start = time.perf_counter()
             llm.eval(tokens)
@@ -33,7 +40,7 @@ def measure(model, n_prompt, n_gen, repetitions, threads, mmap):
     if n_gen:
         rates = []
         for _ in range(repetitions):
-            llm.reset()
+            start_at_depth()
             start = time.perf_counter()
             for _ in range(n_gen):
                 llm.eval([rng.randrange(vocab)])
@@ -81,7 +88,9 @@ def main():
     parser.add_argument("model")
     parser.add_argument("-p", type=int, default=512)
     parser.add_argument("-n", type=int, default=128)
+    parser.add_argument("-d", type=int, default=0, help="context depth before each test")
     parser.add_argument("-r", type=int, default=3)
+    parser.add_argument("--flash-attn", action="store_true")
     parser.add_argument("-t", type=int, default=2)
     parser.add_argument("--no-mmap", action="store_true")
     parser.add_argument("--parallel", type=int, default=0, help="batched decode of this many sequences instead")
@@ -91,7 +100,7 @@ def main():
     if args.parallel:
         print(json.dumps(measure_batched(args.model, args.parallel, args.prompt_len, args.gen_len, args.t)))
     else:
-        print(json.dumps(measure(args.model, args.p, args.n, args.r, args.t, not args.no_mmap)))
+        print(json.dumps(measure(args.model, args.p, args.n, args.r, args.t, not args.no_mmap, args.d, args.flash_attn)))
 
 
 if __name__ == "__main__":

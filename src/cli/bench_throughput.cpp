@@ -115,6 +115,9 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   if (!memory.ok()) return fail(memory.message());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{int32_t(budget.value()), int32_t(concurrency.value()), int32_t(longest)};
+  auto speculation = parse_speculation(a);
+  if (!speculation.ok()) return fail(speculation.message());
+  config.speculation = speculation.value();
   EngineCore core(m, *memory.value(), config, {});
 
   GenerationParams params;
@@ -196,6 +199,11 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
               stats.pages_held, (long long)stats.n_preemptions);
   std::printf("prefix cache: %lld of %lld prompt tokens hit\n", (long long)stats.prefix_hit_tokens,
               (long long)stats.prefix_query_tokens);
+  if (config.speculation.n_draft > 0) {
+    std::printf("speculative decoding (prompt lookup, up to %d drafts): %lld draft tokens verified, %lld accepted (%.1f%%)\n",
+                config.speculation.n_draft, (long long)stats.draft_tokens, (long long)stats.accepted_draft_tokens,
+                stats.draft_tokens ? 100.0 * double(stats.accepted_draft_tokens) / double(stats.draft_tokens) : 0.0);
+  }
   if (!expert_tokens.empty()) {
     const auto [least, most] = std::minmax_element(expert_tokens.begin(), expert_tokens.end());
     int64_t total = 0;

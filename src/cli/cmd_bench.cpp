@@ -1,37 +1,100 @@
 // dsinfer bench: prompt processing and generation speed of one sequence, as
-// llama-bench measures them: pp = N prompt tokens in one forward, tg = N
-// single-token decode steps. Prints one line per test with the mean and spread.
+// llama-bench measures them: ppN = N prompt tokens in one forward, tgN = N
+// single-token decode steps, each after a context of DEPTH tokens (-d: the
+// cache filled once per depth, in chunks of 512, untimed). -p, -n and -d take
+// comma-separated lists; every pp and tg test runs at every depth.
 
+#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 
 #include "cli/bench_grammar.h"
+#include "cli/bench_report.h"
 #include "cli/bench_throughput.h"
 #include "cli/commands.h"
+#include "cli/memory_bandwidth.h"
 #include "cli/model_options.h"
 #include "engine/model_runner.h"
 
 namespace ds {
 namespace {
 
+constexpr int64_t k_max_tokens = 1 << 20;
+constexpr size_t k_bandwidth_buffer = size_t(1) << 30;  // far beyond any cache
+constexpr int64_t k_fill_chunk = 512;                     // llama-bench's micro-batch
+
 int fail(const std::string& message) {
   std::fprintf(stderr, "dsinfer bench: %s\n", message.c_str());
   return 1;
 }
 
-struct Timing {
-  double mean = 0.0, stddev = 0.0;
-};
+// "512,1024" for the first of `names` given, else `fallback`; each 0..k_max_tokens.
+Result<std::vector<int64_t>> token_counts(const Args& a, std::initializer_list<const char*> names, int64_t fallback) {
+  const std::string option = *names.begin(), text = first_value(a, names);
+  if (text.empty()) return std::vector<int64_t>{fallback};
+  std::vector<int64_t> counts;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long long v = item.empty() ? -1 : std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > k_max_tokens) {
+      return Status::error(option + " takes comma-separated token counts in 0.." + std::to_string(k_max_tokens) + ", not '" +
+                           text + "'");
+    }
+    counts.push_back(v);
+    at = comma + 1;
+  }
+  return counts;
+}
 
-Timing summarize(const std::vector<double>& rates) {
-  Timing t;
-  for (double r : rates) t.mean += r / double(rates.size());
-  for (double r : rates) t.stddev += (r - t.mean) * (r - t.mean) / double(rates.size());
-  t.stddev = std::sqrt(t.stddev);
-  return t;
+// The first of `options` given, which `mode` does not read: refused rather than ignored.
+Status refuse_options(const Args& a, const char* mode, std::initializer_list<const char*> options) {
+  for (const char* o : options)
+    if (a.has(o)) return Status::error(std::string(o) + " does not apply to " + mode);
+  return Status();
+}
+
+Result<BenchFormat> output_format(const Args& a) {
+  const std::string f = first_value(a, {"-o", "--output"}, "text");
+  if (f == "text") return BenchFormat::text;
+  if (f == "md") return BenchFormat::markdown;
+  if (f == "json") return BenchFormat::json;
+  return Status::error("-o must be text, md or json, not '" + f + "'");
+}
+
+// Bytes a decode step reads at a context of `context` tokens: every matrix
+// once (of the embedding only its row; of the routed experts the share a
+// token uses on average) and the cache's rows up to its position.
+double read_bytes_per_token(const Model& m, const KvCacheOptions& kv, double context) {
+  const ModelWeights& w = m.weights();
+  const MoeConfig& moe = m.config().moe;
+  double bytes = 0;
+  for (const NamedMatrix& named : w.named_matrices) {
+    const WeightMatrix& matrix = *named.matrix;
+    double b = double(matrix.row_stride_bytes()) * double(matrix.n_rows);
+    if (matrix.row_scales) b += 4.0 * double(matrix.n_rows);
+    if (named.matrix == &w.token_embd) b /= double(matrix.n_rows);
+    else if (named.tensor.find("_exps.") != std::string::npos) b *= double(moe.n_expert_used) / double(moe.n_expert);
+    bytes += b;
+  }
+  return bytes + double(KvCache::bytes_per_token(m.config(), kv.dtype)) * context;
+}
+
+int64_t parameter_count(const GgufFile& file) {
+  int64_t n = 0;
+  for (const GgufTensorInfo& t : file.tensors()) n += t.n_elements();
+  return n;
+}
+
+int64_t tensor_bytes(const GgufFile& file) {
+  int64_t n = 0;
+  for (const GgufTensorInfo& t : file.tensors()) n += int64_t(t.n_bytes);
+  return n;
 }
 
 }  // namespace
@@ -39,38 +102,75 @@ Timing summarize(const std::vector<double>& rates) {
 int cmd_bench(int argc, char** argv) {
   auto values = model_value_options();
   values.merge(device_value_options());
-  values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-r", "--repetitions", "--concurrency", "--requests",
-                 "--prompt-len", "--gen-len", "--max-num-batched-tokens", "--prompts", "--json-schema", "--trace"});
-  auto args = Args::parse(argc, argv, values, model_flags());
+  values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-d", "--n-depth", "-r", "--repetitions", "-o", "--output",
+                 "--bandwidth", "--concurrency", "--requests", "--prompt-len", "--gen-len", "--max-num-batched-tokens",
+                 "--prompts", "--json-schema", "--trace", "--speculative-ngram"});
+  auto flags = model_flags();
+  flags.insert("--membw");
+  auto args = Args::parse(argc, argv, values, flags);
   if (!args.ok()) return fail(args.message());
   // The device first: the threads started from here on inherit its cores.
   auto device = claim_device(args.value());
   if (!device.ok()) return fail(device.message());
-  auto options = parse_model_options(args.value());
-  if (!options.ok()) return fail(options.message());
   const Args& a = args.value();
+  if (a.has("--membw") && first_value(a, {"-m", "--model"}).empty()) {
+    auto threads = a.get_int(a.has("-t") ? "-t" : "--threads", int64_t(usable_cpu_count()));
+    if (!threads.ok() || threads.value() < 1 || threads.value() > 1024) return fail("--threads must be between 1 and 1024");
+    ThreadPool pool(int(threads.value()));
+    std::printf("memory read bandwidth: %.1f GB/s (%d threads, a %zu MiB buffer, best of 5)\n",
+                measure_read_bandwidth(pool, k_bandwidth_buffer, 5) / 1e9, pool.n_threads(), k_bandwidth_buffer >> 20);
+    return 0;
+  }
+  auto options = parse_model_options(a);
+  if (!options.ok()) return fail(options.message());
+  const std::initializer_list<const char*> throughput_options = {"--concurrency", "--requests", "--prompt-len", "--gen-len",
+                                                                 "--max-num-batched-tokens", "--prompts", "--trace",
+                                                                 "--speculative-ngram"};
+  const std::initializer_list<const char*> sequence_options = {"-p", "--n-prompt", "-d", "--n-depth", "-o", "--output",
+                                                               "--membw", "--bandwidth"};
   if (a.has("--trace") && !a.has("--concurrency")) {
     std::fprintf(stderr, "dsinfer bench: --trace records the batching engine's steps: give --concurrency too\n");
     return 1;
   }
-  if (a.has("--concurrency")) return run_throughput_bench(a, options.value());
-  if (a.has("--json-schema")) return run_grammar_bench(a, options.value());
-  auto n_prompt_arg = a.get_int(a.has("-p") ? "-p" : "--n-prompt", 512);
-  auto n_gen_arg = a.get_int(a.has("-n") ? "-n" : "--n-gen", 128);
-  auto repetitions_arg = a.get_int(a.has("-r") ? "-r" : "--repetitions", 3);
-  for (const Status& s : {n_prompt_arg.status(), n_gen_arg.status(), repetitions_arg.status()}) {
+  if (a.has("--concurrency")) {
+    for (const Status& s : {refuse_options(a, "--concurrency", sequence_options),
+                            refuse_options(a, "--concurrency", {"-n", "--n-gen", "-r", "--repetitions", "--json-schema"})}) {
+      if (!s.ok()) return fail(s.message());
+    }
+    return run_throughput_bench(a, options.value());
+  }
+  if (a.has("--json-schema")) {
+    for (const Status& s : {refuse_options(a, "--json-schema", sequence_options), refuse_options(a, "--json-schema", throughput_options)}) {
+      if (!s.ok()) return fail(s.message());
+    }
+    return run_grammar_bench(a, options.value());
+  }
+  if (Status s = refuse_options(a, "one sequence (no --concurrency)", throughput_options); !s.ok()) return fail(s.message());
+  auto prompts = token_counts(a, {"-p", "--n-prompt"}, 512);
+  auto gens = token_counts(a, {"-n", "--n-gen"}, 128);
+  auto depths = token_counts(a, {"-d", "--n-depth"}, 0);
+  auto repetitions = a.get_int(a.has("-r") ? "-r" : "--repetitions", 3);
+  auto format = output_format(a);
+  auto given_bandwidth = a.get_float("--bandwidth", 0.0);
+  for (const Status& s : {prompts.status(), gens.status(), depths.status(), repetitions.status(), format.status(),
+                          given_bandwidth.status()}) {
     if (!s.ok()) return fail(s.message());
   }
-  const int64_t n_prompt = n_prompt_arg.value(), n_gen = n_gen_arg.value(), repetitions = repetitions_arg.value();
-  if (n_prompt < 0 || n_gen < 0 || n_prompt > 1 << 20 || n_gen > 1 << 20 || repetitions < 1 || repetitions > 1000) {
-    return fail("-p and -n must be 0..1048576, -r 1..1000");
-  }
+  if (repetitions.value() < 1 || repetitions.value() > 1000) return fail("-r must be 1..1000");
+  if (a.has("--bandwidth") && (!(given_bandwidth.value() > 0) || a.has("--membw")))
+    return fail("--bandwidth takes the read bandwidth in GB/s (> 0), in place of measuring it with --membw");
 
   auto model = Model::load(options.value().path, options.value().model);
   if (!model.ok()) return fail(model.message());
   Model& m = *model.value();
+  BenchReport report;
+  report.bandwidth = given_bandwidth.value() * 1e9;
+  if (a.has("--membw")) report.bandwidth = measure_read_bandwidth(m.backend().host_pool(), k_bandwidth_buffer, 5);
+  const int64_t longest = std::max(*std::max_element(prompts.value().begin(), prompts.value().end()),
+                                   *std::max_element(gens.value().begin(), gens.value().end())) +
+                          *std::max_element(depths.value().begin(), depths.value().end());
   KvCacheOptions kv = options.value().kv;
-  kv.n_pages = (std::max(n_prompt, n_gen) + 1 + kv.page_tokens - 1) / kv.page_tokens;
+  kv.n_pages = (longest + 1 + kv.page_tokens - 1) / kv.page_tokens;
   auto cache = KvCache::create(m.backend(), m.config(), kv);
   if (!cache.ok()) return fail(cache.message());
   std::vector<int32_t> pages(size_t(kv.n_pages));
@@ -98,28 +198,40 @@ int cmd_bench(int argc, char** argv) {
   Status status = forward(1, 0);  // warm-up: page faults, thread start
   if (!status.ok()) return fail(status.message());
   const ModelOptions& mo = options.value().model;
-  std::printf("model: %s, %s, backend %s, weights %s%s\n", options.value().path.c_str(), m.config().arch->name,
-              m.backend().name().c_str(), mo.load_mode == LoadMode::mmap ? "mapped" : "copied (--no-mmap)",
-              mo.interleave ? ", repacked where the backend has a layout" : " (--no-repack)");
-  if (n_prompt > 0) {
-    std::vector<double> rates;
-    for (int64_t r = 0; r < repetitions && status.ok(); ++r) {
-      rates.push_back(double(n_prompt) / seconds_of([&] { status = forward(n_prompt, 0); }));
+  report.model = options.value().path;
+  report.arch = m.config().arch->name;
+  report.backend = m.backend().name();
+  report.placement = std::string(mo.load_mode == LoadMode::mmap ? "mapped" : "copied (--no-mmap)") +
+                     (mo.interleave ? ", repacked where the backend has a layout" : " (--no-repack)");
+  report.model_bytes = tensor_bytes(m.file());
+  report.n_params = parameter_count(m.file());
+  report.n_threads = mo.n_threads;
+  int64_t filled = 0;  // positions of the cache holding the context (a test writes only past them)
+  for (int64_t depth : depths.value()) {
+    for (int64_t at = std::min(filled, depth); at < depth && status.ok(); at += k_fill_chunk)
+      status = forward(std::min(k_fill_chunk, depth - at), at);
+    filled = depth;
+    for (int64_t n_prompt : prompts.value()) {
+      if (n_prompt == 0) continue;
+      BenchTest test{n_prompt, 0, depth, {}, 0};
+      for (int64_t r = 0; r < repetitions.value() && status.ok(); ++r)
+        test.tokens_per_second.push_back(double(n_prompt) / seconds_of([&] { status = forward(n_prompt, depth); }));
+      report.tests.push_back(std::move(test));
     }
-    const Timing t = summarize(rates);
-    std::printf("pp%lld: %.2f ± %.2f tokens/s\n", (long long)n_prompt, t.mean, t.stddev);
-  }
-  if (n_gen > 0) {
-    std::vector<double> rates;
-    for (int64_t r = 0; r < repetitions && status.ok(); ++r) {
-      rates.push_back(double(n_gen) / seconds_of([&] {
-        for (int64_t i = 0; i < n_gen && status.ok(); ++i) status = forward(1, i);
-      }));
+    for (int64_t n_gen : gens.value()) {
+      if (n_gen == 0) continue;
+      // Step i attends to depth + i + 1 positions.
+      BenchTest test{0, n_gen, depth, {}, read_bytes_per_token(m, kv, double(depth) + double(n_gen + 1) / 2.0)};
+      for (int64_t r = 0; r < repetitions.value() && status.ok(); ++r) {
+        test.tokens_per_second.push_back(double(n_gen) / seconds_of([&] {
+          for (int64_t i = 0; i < n_gen && status.ok(); ++i) status = forward(1, depth + i);
+        }));
+      }
+      report.tests.push_back(std::move(test));
     }
-    const Timing t = summarize(rates);
-    std::printf("tg%lld: %.2f ± %.2f tokens/s\n", (long long)n_gen, t.mean, t.stddev);
   }
   if (!status.ok()) return fail(status.message());
+  print_bench_report(report, format.value());
   return 0;
 }
 

@@ -24,7 +24,7 @@ int fail(const std::string& message) {
 int cmd_run(int argc, char** argv) {
   auto values = model_value_options();
   values.merge(device_value_options());
-  values.insert({"-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
+  values.insert({"--speculative-ngram", "-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size"});
   auto flags = model_flags();
   flags.insert({"--chat", "--ignore-eos", "--show-token-ids"});
@@ -114,6 +114,9 @@ int cmd_run(int argc, char** argv) {
   if (!memory.ok()) return fail(memory.message());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{int32_t(batch.value()), 1, int32_t(n_ctx)};
+  auto speculation = parse_speculation(args.value());
+  if (!speculation.ok()) return fail(speculation.message());
+  config.speculation = speculation.value();
   EngineCore core(*model.value(), *memory.value(), config, tok.vocab().end_of_generation);
   auto id = core.add(tokens, params);
   if (!id.ok()) return fail(id.message());
@@ -153,6 +156,11 @@ int cmd_run(int argc, char** argv) {
                prompt_seconds > 0 ? double(tokens.size()) / prompt_seconds : 0.0);
   std::fprintf(stderr, "generation: %lld tokens in %.3f s, %.2f tokens/s\n", (long long)n_decoded, decode_seconds,
                decode_seconds > 0 ? double(n_decoded) / decode_seconds : 0.0);
+  if (config.speculation.n_draft > 0) {
+    const EngineStats stats = core.stats();
+    std::fprintf(stderr, "speculative decoding: %lld draft tokens verified, %lld accepted, in %lld steps\n",
+                 (long long)stats.draft_tokens, (long long)stats.accepted_draft_tokens, (long long)stats.steps);
+  }
   return 0;
 }
 

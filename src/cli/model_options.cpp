@@ -47,6 +47,15 @@ std::string first_value(const Args& args, std::initializer_list<const char*> nam
   return fallback;
 }
 
+Result<SpeculationConfig> parse_speculation(const Args& args) {
+  SpeculationConfig config;
+  auto n = args.get_int("--speculative-ngram", 0);
+  if (!n.ok()) return n.status();
+  if (n.value() < 0 || n.value() > 16) return Status::error("--speculative-ngram must be 0..16 draft tokens");
+  config.n_draft = int32_t(n.value());
+  return config;
+}
+
 Result<CommonModelOptions> parse_model_options(const Args& args) {
   CommonModelOptions o;
   o.path = first_value(args, {"-m", "--model"});

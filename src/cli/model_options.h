@@ -8,6 +8,7 @@
 #include "base/status.h"
 #include "cli/args.h"
 #include "device/device.h"
+#include "engine/ngram_drafter.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 
@@ -42,6 +43,10 @@ Result<CommonModelOptions> parse_model_options(const Args& args);
 // starts and before parse_model_options (whose default thread count is the
 // cores it may run on); nullopt without --device (--run-dir alone is refused).
 Result<std::optional<DeviceClaim>> claim_device(const Args& args);
+
+// --speculative-ngram N: up to N draft tokens per decode step by prompt
+// lookup (engine/ngram_drafter.h), 0..16; absent or 0: off.
+Result<SpeculationConfig> parse_speculation(const Args& args);
 
 // First value given among aliases (e.g. "-m", "--model").
 std::string first_value(const Args& args, std::initializer_list<const char*> names, const std::string& fallback = "");

@@ -98,6 +98,9 @@ Result<Settings> settle(const Args& args) {
   s.kv_pool_bytes = n_pages.value() * page_bytes;
   s.engine.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(s.n_ctx)};
   s.engine.prefix_cache = !args.has("--no-prefix-cache");
+  auto speculation = parse_speculation(args);
+  if (!speculation.ok()) return speculation.status();
+  s.engine.speculation = speculation.value();
   return s;
 }
 
@@ -212,7 +215,7 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
 
 std::set<std::string> version_value_options() {
   std::set<std::string> values = model_value_options();
-  values.insert({"--chat-template", "--tool-call-format", "--max-num-seqs", "--max-num-batched-tokens"});
+  values.insert({"--chat-template", "--tool-call-format", "--max-num-seqs", "--max-num-batched-tokens", "--speculative-ngram"});
   return values;
 }
 

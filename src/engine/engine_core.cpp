@@ -14,7 +14,8 @@ EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& co
       pool_(int32_t(memory.n_pages())),
       kv_(pool_, int32_t(memory.page_tokens()), config.model_salt, config.prefix_cache),
       scheduler_(config.scheduler, kv_),
-      end_of_generation_(std::move(end_of_generation)) {}
+      end_of_generation_(std::move(end_of_generation)),
+      speculation_(config.speculation) {}
 
 Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationParams& params) {
   if (params.max_tokens < 1) return Status::error("max_tokens must be at least 1");
@@ -71,6 +72,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   cancelled_.clear();
 
   const Clock::time_point start = Clock::now();
+  if (speculation_.n_draft > 0) propose_drafts();
   const StepPlan plan = scheduler_.schedule();
   if (plan.chunks.empty()) return outputs;
   for (const ScheduledChunk& chunk : plan.chunks) {
@@ -84,18 +86,25 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   runner_.begin(trace_.on() ? &trace_ : nullptr);
   std::vector<std::pair<Sequence*, int32_t>> hidden_rows;  // embedding requests: (sequence, position)
   // Each row of logits either samples a sequence's next token (scores = -1)
-  // or scores prompt token scores + 1 for prompt_logprobs.
+  // or scores prompt token scores + 1 for prompt_logprobs. A speculative
+  // chunk's rows sample one after another: row k verifies draft token k (the
+  // last row, k == n_draft, has no draft to check).
   struct LogitRow {
     Sequence* seq;
+    int64_t id;
     int32_t scores;
+    int32_t draft_row = 0;
+    int32_t n_draft = 0;
   };
   std::vector<LogitRow> rows;
+  std::vector<int32_t> input;
   for (const ScheduledChunk& chunk : plan.chunks) {
     Sequence* seq = chunk.seq;
     const Request& request = *requests_.at(seq->id);
     const std::vector<int32_t>& table = kv_.block_table(seq->id);
-    const int32_t first = runner_.add(seq->tokens.data() + seq->n_computed, seq->n_computed, chunk.n_tokens,
-                                      {table.data(), int32_t(table.size())});
+    input.assign(seq->tokens.begin() + seq->n_computed, seq->tokens.begin() + seq->n_computed + chunk.n_tokens);
+    input.insert(input.end(), seq->draft.begin(), seq->draft.begin() + chunk.n_draft);
+    const int32_t first = runner_.add(input.data(), seq->n_computed, int32_t(input.size()), {table.data(), int32_t(table.size())});
     const GenerationParams::Pooling pooling = request.params.embedding;
     for (int32_t i = 0; i < chunk.n_tokens; ++i) {
       const int32_t position = seq->n_computed + i;
@@ -108,12 +117,15 @@ Result<std::vector<StepOutput>> EngineCore::step() {
       // Positions scored before a preemption are not scored again.
       if (request.params.prompt_logprobs >= 0 && position + 1 < seq->n_prompt && position >= int32_t(request.prompt_logprobs.size())) {
         runner_.want_logits(first + i);
-        rows.push_back({seq, position});
+        rows.push_back({seq, seq->id, position});
       }
     }
     if (seq->n_computed + chunk.n_tokens == int32_t(seq->tokens.size()) && pooling == GenerationParams::Pooling::none) {
-      runner_.want_logits(first + chunk.n_tokens - 1);
-      rows.push_back({seq, -1});
+      for (int32_t k = 0; k <= chunk.n_draft; ++k) {
+        runner_.want_logits(first + chunk.n_tokens - 1 + k);
+        rows.push_back({seq, seq->id, -1, k, chunk.n_draft});
+      }
+      draft_tokens_ += chunk.n_draft;
     }
   }
   stage.reset();
@@ -156,7 +168,11 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     grammar_mask_seconds_ += std::chrono::duration<double>(Clock::now() - mask_start).count();
   }
   stage.emplace(&trace_, "sample");
+  // Speculative sequences whose verification has stopped: a draft token was
+  // not the one sampled, or the request ended (and is gone).
+  std::vector<int64_t> done_verifying;
   for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].draft_row > 0 && std::find(done_verifying.begin(), done_verifying.end(), rows[i].id) != done_verifying.end()) continue;
     Sequence* seq = rows[i].seq;
     Request& request = *requests_.at(seq->id);
     float* logits = runner_.logits(int64_t(i));
@@ -187,6 +203,16 @@ Result<std::vector<StepOutput>> EngineCore::step() {
     if (n_generated == 1) request.first_token = request.last_token;
     outputs.push_back({seq->id, token, finish, std::move(logprobs), std::nullopt, {}, {}});
     if (n_generated == 1) outputs.back().prompt_logprobs = std::move(request.prompt_logprobs);
+    if (rows[i].n_draft > 0) {
+      const int32_t k = rows[i].draft_row;
+      if (finish == FinishReason::none && k < rows[i].n_draft && token == seq->draft[size_t(k)]) {
+        ++seq->n_computed;  // the draft's keys and values, computed at this position, are this token's
+        ++accepted_draft_tokens_;
+      } else {
+        done_verifying.push_back(seq->id);
+        if (finish == FinishReason::none) kv_.commit(seq->id, seq->tokens, seq->n_computed);
+      }
+    }
     if (finish != FinishReason::none) outputs.back().metrics = end(seq->id);
   }
   stage.reset();
@@ -195,6 +221,21 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   step_tokens_ += last_step_tokens_;
   last_step_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
   return outputs;
+}
+
+void EngineCore::propose_drafts() {
+  for (auto& [id, request] : requests_) {
+    Sequence& seq = request->seq;
+    seq.draft.clear();
+    // Decoding (one token left to compute), unconstrained, generating: the
+    // draft leaves room for the token sampled after it within max_tokens.
+    const int32_t room = seq.max_new_tokens - (int32_t(seq.tokens.size()) - seq.n_prompt) - 1;
+    if (seq.n_computed + 1 != int32_t(seq.tokens.size()) || request->params.grammar ||
+        request->params.embedding != GenerationParams::Pooling::none || room <= 0) {
+      continue;
+    }
+    seq.draft = propose_ngram_draft(speculation_, seq.tokens, std::min(room, speculation_.n_draft));
+  }
 }
 
 // The pooled hidden state, L2-normalised, as the request's only output.
@@ -227,6 +268,8 @@ EngineStats EngineCore::stats() const {
   s.last_step_tokens = last_step_tokens_;
   s.last_step_seconds = last_step_seconds_;
   s.grammar_mask_seconds = grammar_mask_seconds_;
+  s.draft_tokens = draft_tokens_;
+  s.accepted_draft_tokens = accepted_draft_tokens_;
   s.expert_tokens = model_.last_expert_tokens();
   return s;
 }

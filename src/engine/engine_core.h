@@ -17,6 +17,7 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/logprobs.h"
 #include "engine/model_runner.h"
+#include "engine/ngram_drafter.h"
 #include "engine/sampler.h"
 #include "grammar/token_matcher.h"
 #include "engine/scheduler.h"
@@ -29,6 +30,11 @@ struct EngineCoreConfig {
   SchedulerConfig scheduler;
   bool prefix_cache = true;
   uint64_t model_salt = 1;  // identifies the model in prefix-cache keys
+  // Speculative decoding by prompt lookup. A draft token is kept only where
+  // the token sampled from the target's own logits at its position equals it,
+  // so the output is the one plain decoding gives (the forward is
+  // batch-invariant), for greedy and seeded sampling alike.
+  SpeculationConfig speculation;
 };
 
 struct GenerationParams {
@@ -69,6 +75,8 @@ struct EngineStats {
   int32_t last_step_tokens = 0;
   double last_step_seconds = 0.0;
   double grammar_mask_seconds = 0.0;  // all steps: time spent masking logits for constrained requests
+  int64_t draft_tokens = 0;           // all steps: draft tokens verified (speculative decoding)
+  int64_t accepted_draft_tokens = 0;  // ... and of those, kept
   std::vector<int64_t> expert_tokens;  // MoE: tokens each routed expert took in the last step, all layers
 };
 
@@ -134,6 +142,8 @@ class EngineCore {
   // Removes a request and says how it went.
   RequestMetrics end(int64_t id);
   StepOutput embedding_output(int64_t id);
+  // Sets each decoding sequence's draft for this step (speculation on).
+  void propose_drafts();
 
   Model& model_;
   KvCache& memory_;
@@ -149,6 +159,8 @@ class EngineCore {
   int32_t last_step_tokens_ = 0;
   double last_step_seconds_ = 0.0;
   double grammar_mask_seconds_ = 0.0;
+  SpeculationConfig speculation_;
+  int64_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;
   StepTrace trace_;
 };
 

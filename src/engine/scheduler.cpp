@@ -71,6 +71,18 @@ StepPlan Scheduler::schedule() {
     plan.chunks.push_back({seq, n});
     budget -= n;
   }
+  // Drafts of decode steps, in admission order, within what is left.
+  for (ScheduledChunk& chunk : plan.chunks) {
+    Sequence* seq = chunk.seq;
+    if (budget <= 0) break;
+    if (chunk.n_tokens != 1 || seq->n_computed + 1 != int32_t(seq->tokens.size()) || seq->draft.empty()) continue;
+    int32_t n = std::min<int32_t>(int32_t(seq->draft.size()), budget);
+    while (n > 0 && !kv_.can_grow(seq->id, seq->n_computed + 1 + n)) --n;
+    if (n == 0) continue;
+    kv_.grow(seq->id, seq->n_computed + 1 + n);
+    chunk.n_draft = n;
+    budget -= n;
+  }
   budget = config_.max_batched_tokens - plan.n_tokens();
 
   // Then waiting ones, in order, while there is budget and room; never when

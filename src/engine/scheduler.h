@@ -7,7 +7,11 @@
 // values are cached); a step computes the next chunk of the rest. A decode is
 // a chunk of one. When pages run out, the most recently admitted sequence is
 // preempted: its pages are freed and it waits again at the front, to be
-// recomputed (cheaply, through the prefix cache).
+// recomputed (cheaply, through the prefix cache). A decode step may carry
+// draft tokens to verify (speculative decoding): they get what budget and
+// free pages the step has left after every running sequence's own token and
+// before waiting prompts, and never preempt; the pages they took stay with
+// their sequence, which fills them next.
 //
 //   add() ──► waiting ──schedule()──► running ──finish()──► (gone)
 //                ▲                       │
@@ -40,11 +44,15 @@ struct Sequence {
   int32_t n_preemptions = 0;
   int32_t n_cached_prompt = -1;  // prompt tokens the prefix cache held at first admission; -1 before
   bool reuse_prefix = true;      // false: every prompt token is computed (its logits are wanted)
+  // Speculative decoding: tokens proposed to follow `tokens`, verified by this
+  // step if the scheduler finds room for them (engine/ngram_drafter.h).
+  std::vector<int32_t> draft;
 };
 
 struct ScheduledChunk {
   Sequence* seq;
-  int32_t n_tokens;  // computes tokens [seq->n_computed, seq->n_computed + n_tokens)
+  int32_t n_tokens;     // computes tokens [seq->n_computed, seq->n_computed + n_tokens)
+  int32_t n_draft = 0;  // ... then the first n_draft of seq->draft (a decode step's, n_tokens == 1)
 };
 
 struct StepPlan {
@@ -52,7 +60,7 @@ struct StepPlan {
   std::vector<Sequence*> preempted;
   int32_t n_tokens() const {
     int32_t n = 0;
-    for (const ScheduledChunk& c : chunks) n += c.n_tokens;
+    for (const ScheduledChunk& c : chunks) n += c.n_tokens + c.n_draft;
     return n;
   }
 };

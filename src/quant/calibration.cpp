@@ -7,6 +7,7 @@
 
 #include "device/forwarding_backend.h"
 #include "engine/teacher_forcing.h"
+#include "kernels/moe_route.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds {
@@ -25,7 +26,43 @@ class InputRecorder : public ForwardingBackend {
     ForwardingBackend::matmul(w, x, n, y);
   }
 
+  // The experts' down inputs exist only inside the op: computed again here
+  // from the same routing and the inner backend's own ops, expert by expert,
+  // so the rows recorded are the ones the op multiplies (one per routed pair).
+  void moe_experts(const ExpertRouting& routing, const float* router_logits, const float* bias, const ExpertWeights& experts,
+                   const float* in, int64_t n, float* out, int64_t* expert_tokens) override {
+    if (auto it = watched_.find(experts.down[0].data); it != watched_.end()) {
+      record_expert_down_inputs(*it->second, routing, router_logits, bias, experts, in, n);
+    }
+    ForwardingBackend::moe_experts(routing, router_logits, bias, experts, in, n, out, expert_tokens);
+  }
+
  private:
+  void record_expert_down_inputs(InputStatistics& s, const ExpertRouting& routing, const float* router_logits, const float* bias,
+                                 const ExpertWeights& experts, const float* in, int64_t n) {
+    DS_CHECK(inner().reads_host_memory(), "calibration runs on a backend whose activations are host memory");
+    const int64_t k = routing.n_expert_used, n_embd = experts.gate[0].n_cols, ff = experts.gate[0].n_rows;
+    std::vector<int32_t> chosen(size_t(n * k));
+    std::vector<float> weights(size_t(n * k));
+    for (int64_t t = 0; t < n; ++t) {
+      moe_route(routing, router_logits + t * routing.n_expert, bias, chosen.data() + t * k, weights.data() + t * k);
+    }
+    std::vector<float> rows, gate, up;
+    for (int64_t e = 0; e < routing.n_expert; ++e) {
+      rows.clear();
+      for (int64_t i = 0; i < n * k; ++i)
+        if (chosen[size_t(i)] == e) rows.insert(rows.end(), in + i / k * n_embd, in + (i / k + 1) * n_embd);
+      const int64_t m = int64_t(rows.size()) / n_embd;
+      if (m == 0) continue;
+      gate.resize(size_t(m * ff));
+      up.resize(size_t(m * ff));
+      inner().matmul(experts.gate[e], rows.data(), m, gate.data());
+      inner().matmul(experts.up[e], rows.data(), m, up.data());
+      inner().silu_mul(gate.data(), up.data(), m * ff);
+      record(s, gate.data(), m, ff);
+    }
+  }
+
   // Reservoir sampling (Vitter's algorithm R): each row seen is kept with probability sample_rows / tokens.
   void record(InputStatistics& s, const float* x, int64_t n, int64_t n_cols) {
     if (s.n_cols == 0) {
@@ -77,7 +114,9 @@ Result<Calibration> Calibration::collect(const std::string& model_path, const Mo
   for (const NamedMatrix& m : model.value()->weights().named_matrices) {
     const bool whole_tensor = m.first_row == 0 && m.matrix->n_rows * m.matrix->n_cols ==
                                                       model.value()->file().find_tensor(m.tensor)->n_elements();
-    if (whole_tensor && m.tensor != "token_embd.weight") recorder->watch(m.matrix->data, &calibration.inputs[m.tensor]);
+    const bool first_down_expert = m.first_row == 0 && m.tensor.find(".ffn_down_exps.") != std::string::npos;
+    if ((whole_tensor && m.tensor != "token_embd.weight") || first_down_expert)
+      recorder->watch(m.matrix->data, &calibration.inputs[m.tensor]);
   }
   auto tokenizer = Tokenizer::from_gguf(model.value()->file());
   if (!tokenizer.ok()) return tokenizer.status();

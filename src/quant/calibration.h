@@ -5,9 +5,11 @@
 // (uniform over the tokens), from which the quantizer chooses SmoothQuant's
 // migration and static activation scales after any transformation.
 //
-// Recorded: every matmul whose matrix is a whole tensor of the file. The MoE
-// router's input is the routed experts' input too, so gate_exps and up_exps
-// use its statistics; the experts' down inputs stay unseen (they stay dynamic).
+// Recorded: every matmul whose matrix is a whole tensor of the file, and the
+// routed experts' down inputs (one row per routed token and expert, all of a
+// layer's experts in one table: the tensor holds them all). The MoE router's
+// input is the routed experts' input too, so gate_exps and up_exps use its
+// statistics.
 
 #include <cstdint>
 #include <functional>

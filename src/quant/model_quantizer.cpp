@@ -57,12 +57,12 @@ int64_t rows_of(const GgufTensorInfo& t) {
   return rows;
 }
 
-// Row r of a tensor times its smoothing factors.
+// Row r of a tensor times its smoothing factors (row factors repeat per expert of a 3-d tensor).
 void apply(const TensorTransform& t, int64_t r, std::vector<float>& row) {
   if (!t.columns.empty())
     for (size_t k = 0; k < row.size(); ++k) row[k] *= t.columns[k];
   if (!t.rows.empty())
-    for (float& v : row) v *= t.rows[size_t(r)];
+    for (float& v : row) v *= t.rows[size_t(r) % t.rows.size()];
 }
 
 // The calibration table, readable from the file: what was seen, and for each

@@ -21,6 +21,7 @@ std::vector<Group> groups_of_layer(const std::string& b) {
                                b + "ffn_up_exps.weight", b + "ffn_gate_shexp.weight", b + "ffn_up_shexp.weight"}},
       {b + "ffn_up.weight", {b + "ffn_down.weight"}},
       {b + "ffn_up_shexp.weight", {b + "ffn_down_shexp.weight"}},
+      {b + "ffn_up_exps.weight", {b + "ffn_down_exps.weight"}},  // each expert's up rows by the same factors
   };
 }
 

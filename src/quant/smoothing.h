@@ -8,7 +8,8 @@
 //   attn_norm -> attn_q, attn_k, attn_v (attn_q_a, attn_kv_a_mqa for MLA)
 //   ffn_norm  -> ffn_gate, ffn_up, and in MoE layers the router and the
 //                shared and routed experts' gate and up
-//   ffn_up    -> ffn_down (silu(gate) * up is linear in up's rows); likewise _shexp.
+//   ffn_up    -> ffn_down (silu(gate) * up is linear in up's rows); likewise _shexp,
+//                and _exps with one set of factors for every expert.
 // A group is smoothed only when one of its readers is W8A8 and calibration saw its input.
 
 #include <map>
@@ -21,8 +22,8 @@
 namespace ds {
 
 // Factors to apply while a tensor is rewritten: element (r, k) of a matrix
-// times columns[k] (when given) and rows[r] (when given); element k of a
-// vector times columns[k].
+// times columns[k] (when given) and rows[r % rows.size()] (when given: the
+// same factors for each expert of a 3-d tensor); element k of a vector times columns[k].
 struct TensorTransform {
   std::vector<float> columns, rows;
 };

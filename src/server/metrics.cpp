@@ -79,6 +79,10 @@ std::string Metrics::render(const EngineStats& e, int64_t in_flight) const {
   gauge("dsinfer:last_step_seconds", "Duration of the last step.", e.last_step_seconds);
   gauge("dsinfer:grammar_mask_seconds", "Time spent masking logits for constrained output since start (monotonic).",
         e.grammar_mask_seconds);
+  gauge("dsinfer:spec_draft_tokens", "Draft tokens verified by speculative decoding since start (monotonic).",
+        double(e.draft_tokens));
+  gauge("dsinfer:spec_accepted_tokens", "Draft tokens accepted (the target sampled the same token) since start (monotonic).",
+        double(e.accepted_draft_tokens));
   if (!e.expert_tokens.empty()) {
     out += "# HELP dsinfer:expert_tokens Tokens each routed expert took in the last step, summed over MoE layers.\n"
            "# TYPE dsinfer:expert_tokens gauge\n";

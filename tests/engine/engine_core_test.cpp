@@ -29,6 +29,8 @@ struct RunShape {
   int32_t n_pages = 256;
   int32_t max_batched_tokens = 512;
   bool prefix_cache = true;
+  int32_t n_draft = 0;       // speculative decoding by prompt lookup
+  float temperature = 0.0f;  // > 0: seeded sampling
 };
 
 std::vector<std::vector<int32_t>> prompts() {
@@ -49,6 +51,7 @@ std::vector<std::vector<int32_t>> prompts() {
 struct RunStats {
   int64_t prefix_hits = 0;
   int64_t preemptions = 0;
+  int64_t draft_tokens = 0, accepted_draft_tokens = 0;
 };
 
 std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool one_at_a_time, RunStats* stats = nullptr) {
@@ -57,9 +60,11 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{s.max_batched_tokens, 16, 512};
   config.prefix_cache = s.prefix_cache;
+  config.speculation.n_draft = s.n_draft;
   EngineCore core(model, *memory.value(), config, {});
   GenerationParams params;
-  params.sampling.temperature = 0.0f;
+  params.sampling.temperature = s.temperature;
+  params.sampling.seed = 11;
   params.max_tokens = 24;
   params.stop_at_end_of_generation = false;
   const auto all = prompts();
@@ -89,7 +94,8 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
   EXPECT_EQ(end.pages_held, 0);
   EXPECT_EQ(end.n_running + end.n_waiting, 0);
   EXPECT_LE(end.prefix_hit_tokens, end.prefix_query_tokens);
-  if (stats) *stats = RunStats{end.prefix_hit_tokens, end.n_preemptions};
+  if (stats) *stats = RunStats{end.prefix_hit_tokens, end.n_preemptions, end.draft_tokens, end.accepted_draft_tokens};
+  EXPECT_LE(end.accepted_draft_tokens, end.draft_tokens);
   EXPECT_EQ(core.pool().n_unheld(), s.n_pages) << "pages left held";
   return outputs;
 }
@@ -131,6 +137,28 @@ class EngineCoreTest : public ::testing::TestWithParam<TestModel> {
   std::unique_ptr<Model> model_;
   std::vector<std::vector<int32_t>> reference_;
 };
+
+// Speculative decoding changes how many tokens a step computes, never which:
+// greedy and seeded sampled outputs equal plain decoding's, alone and batched,
+// with drafts cut short by the step's budget and by a pool with little room.
+TEST_P(EngineCoreTest, SpeculativeDecodingGivesPlainDecodingsTokens) {
+  RunStats stats;
+  RunShape speculative = shape(16, 256, 512, true);
+  speculative.n_draft = 4;
+  EXPECT_EQ(generate(*model_, speculative, true, &stats), reference_);
+  EXPECT_GT(stats.draft_tokens, 0);
+  EXPECT_GT(stats.accepted_draft_tokens, 0);
+  EXPECT_EQ(generate(*model_, speculative, false), reference_);
+  RunShape tight = shape(4, 24, 24, false);  // as PreemptedAndRecomputed...: sequences are preempted with drafts held
+  tight.n_draft = 6;
+  EXPECT_EQ(generate(*model_, tight, false, &stats), reference_);
+  EXPECT_GT(stats.preemptions, 0);
+
+  RunShape sampled = shape(16, 256, 512, true), sampled_speculative = sampled;
+  sampled.temperature = sampled_speculative.temperature = 0.9f;
+  sampled_speculative.n_draft = 4;
+  EXPECT_EQ(generate(*model_, sampled_speculative, false), generate(*model_, sampled, false));
+}
 
 TEST_P(EngineCoreTest, ConcurrentRequestsEqualSingleRuns) {
   for (const RunShape& s : {shape(16, 256, 512, true), shape(16, 256, 512, false), shape(16, 256, 7, true),

@@ -80,6 +80,35 @@ TEST_P(VecDotTest, EveryIsaMatchesDequantizedReference) {
   }
 }
 
+// Every tile of the kernel this CPU runs (four tokens, two rows by four
+// tokens) gives each (row, token) the bits of the
+// single dot: what keeps a token's result independent of its batch.
+TEST_P(VecDotTest, EveryTileGivesTheSingleDotsBits) {
+  const DType type = GetParam();
+  const VecDotKernel k = vec_dot_kernel(type);
+  const DType act_type = k.activation_type;
+  std::mt19937 rng(43);
+  for (int64_t n : column_sizes(type)) {
+    const std::vector<uint8_t> w = random_weights(rng, type, 4, n);
+    const int64_t w_stride = row_bytes(type, n), a_stride = row_bytes(act_type, n);
+    std::vector<uint8_t> a(size_t(4 * a_stride));
+    for (int j = 0; j < 4; ++j) ASSERT_TRUE(quantize_row(act_type, random_floats(rng, n).data(), a.data() + j * a_stride, n));
+    float single[4][4];
+    for (int r = 0; r < 4; ++r)
+      for (int j = 0; j < 4; ++j) single[r][j] = k.dot(n, w.data() + r * w_stride, a.data() + j * a_stride);
+    float out[8];
+    if (k.dot4) {
+      k.dot4(n, w.data(), a.data(), a_stride, out);
+      for (int j = 0; j < 4; ++j) EXPECT_EQ(out[j], single[0][j]) << dtype_name(type) << " dot4 n " << n;
+    }
+    if (k.dot2x4) {
+      k.dot2x4(n, w.data(), w_stride, a.data(), a_stride, out);
+      for (int r = 0; r < 2; ++r)
+        for (int j = 0; j < 4; ++j) EXPECT_EQ(out[r * 4 + j], single[r][j]) << dtype_name(type) << " dot2x4 n " << n;
+    }
+  }
+}
+
 // The matrix in the row layout and, where this CPU interleaves its type, in
 // the interleaved one (a copy kept alive by the returned storage).
 struct Layouts {

@@ -94,3 +94,22 @@ def test_w8a8_meets_the_seeds_bar(dsinfer, trained, tmp_path, name):
     for text in (train_models.english_text(), RARE_UNICODE):
         got = json.loads(dsinfer("eval", "-m", w8a8, "--ref", trained[name], "--text", text, "--json").stdout)
         assert got["kl_mean"] < KL_BAR and got["top1_agreement"] >= TOP1_BAR, f"{name} on {os.path.basename(text)}: {got}"
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n.startswith("deepseek2")])
+def test_calibration_sees_every_int8_matrix_of_the_moe_layers(dsinfer, trained, tmp_path, name):
+    """The routed experts' down inputs exist only inside the MoE op: calibration computes them again from the
+    same routing, one row per routed (token, expert) pair, so their table has n_expert_used times the router's
+    rows, and every W8A8 matrix of the FFN has its input's statistics."""
+    dump = tmp_path / "calibration.tsv"
+    dsinfer("quantize", "-m", trained[name], "-o", tmp_path / "w8a8.gguf", "--type", "W8A8", "--calib", CALIBRATION,
+            "--activation-scales", "minmax", "--dump-calibration", dump)
+    rows = {r.split("\t")[0]: r.split("\t") for r in dump.read_text().splitlines()[1:]}
+    used = train_models.CONFIGS[name]["n_expert_used"]
+    for layer in range(train_models.CONFIGS[name]["leading_dense"], train_models.CONFIGS[name]["n_layer"]):
+        b = f"blk.{layer}."
+        router_tokens = int(rows[b + "ffn_gate_exps.weight"][2])
+        assert int(rows[b + "ffn_down_exps.weight"][2]) == used * router_tokens
+        assert rows[b + "ffn_down_exps.weight"][4] == "yes"  # smoothed through each expert's up rows
+        for matrix in ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"):
+            assert float(rows[b + matrix + ".weight"][5]) > 0, f"{b}{matrix}: {rows[b + matrix + '.weight']}"

@@ -20,7 +20,7 @@ TEST(HttpRequestParse, HeadersBodyAndTheRequestId) {
 
 TEST(HttpRequestParse, AnUnusableRequestIdIsReplaced) {
   HttpServerOptions options;
-  for (const std::string id : {std::string("has space"), std::string(129, 'a'), std::string("")}) {
+  for (const std::string& id : {std::string("has space"), std::string(129, 'a'), std::string("")}) {
     auto r = parse_http_request("GET /health HTTP/1.1\r\nHost: h\r\nX-Request-Id: " + id + "\r\n\r\n", options);
     ASSERT_TRUE(r.ok()) << r.message();
     EXPECT_EQ(r.value().request_id.size(), 16u) << id;

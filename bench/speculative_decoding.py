@@ -1,0 +1,96 @@
+"""Speculative decoding by prompt lookup (`--speculative-ngram N`) beside plain decoding, in one run.
+
+The prompt quotes its own context, as the seeds' summarise/quote/edit requests do: a document of
+about 2,000 tokens (the GPL-3 text every Debian machine has) and a request to repeat one of its
+paragraphs, whose first words end the prompt. For each model, `dsinfer run` greedy, alternating
+plain and speculative runs: decode tokens/s (the time after the first token, so the prompt's
+forward is apart), the draft tokens verified and accepted, and whether the two texts (token ids)
+are identical, which they must be.
+
+Models: the 1.1B Q8_0 benchmark model (bench_vs_llama_cpp.py's, random weights: its continuation
+is whatever a random model loops into, not the paragraph) and, with --trained, the small Llama
+trained on these licences (train_models.py), which has learned the text and quotes it; it saw 256
+positions, so its document is the first 60 tokens (and the reply up to -n within the rest).
+
+Usage: python3 bench/speculative_decoding.py [--models DIR] [--trained] [-n 128] [--draft 8] [-r 2] [-t 2]
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+
+from bench_vs_llama_cpp import ensure_models, machine  # noqa: E402
+
+DOCUMENT = "/usr/share/common-licenses/GPL-3"
+
+
+def quoting_prompt(binary, model, doc_tokens):
+    """The document cut to about doc_tokens tokens, then the request; the paragraph asked for is the third."""
+    text = open(DOCUMENT, encoding="utf-8").read()
+    ids = subprocess.run([binary, "tokenize", "-m", model, text], capture_output=True, text=True, check=True).stdout.split()
+    # Characters per token of this vocabulary, to cut the text near doc_tokens without a detokenizer.
+    document = text[: int(len(text) * doc_tokens / len(ids))]
+    paragraphs = [p for p in document.split("\n\n") if len(p.split()) >= 8] or [document]
+    start = " ".join(paragraphs[min(2, len(paragraphs) - 1)].split()[:8])
+    return f"{document}\n\nRepeat the paragraph above that begins \"{start}\", word for word:\n\n{start}"
+
+
+def run(binary, model, prompt, n, threads, draft):
+    cmd = [binary, "run", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "--ignore-eos", "--show-token-ids",
+           "-t", str(threads)] + (["--speculative-ngram", str(draft)] if draft else [])
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"dsinfer run failed: {done.stderr}")
+    err = done.stderr
+    result = {"ids": re.search(r"token ids:(.*)", err).group(1).split(),
+              "tps": float(re.search(r"generation: \d+ tokens in [0-9.]+ s, ([0-9.]+) tokens/s", err).group(1))}
+    spec = re.search(r"speculative decoding: (\d+) draft tokens verified, (\d+) accepted, in (\d+) steps", err)
+    if spec:
+        result.update(drafted=int(spec.group(1)), accepted=int(spec.group(2)))
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=os.path.join(ROOT, "models", "bench"))
+    parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
+    parser.add_argument("--trained", action="store_true", help="also the trained small Llama")
+    parser.add_argument("-n", type=int, default=128)
+    parser.add_argument("--draft", type=int, default=8)
+    parser.add_argument("-r", type=int, default=2)
+    parser.add_argument("-t", type=int, default=2)
+    args = parser.parse_args()
+
+    models = [("1.1B Q8_0 (random weights)", ensure_models(args.models)["Q8_0"], 2000)]
+    if args.trained:
+        import train_models
+        models.append(("trained llama (F32, 256 positions)", train_models.trained_model("llama"), 60))
+    print(f"machine: {machine()}; {args.t} threads; greedy, {args.n} tokens, up to {args.draft} drafts per step; "
+          f"mean of {args.r} alternating repetitions\n")
+    print("| model | prompt tokens | plain decode tok/s | speculative decode tok/s | speedup | drafts verified | "
+          "accepted | identical greedy text |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, path, doc_tokens in models:
+        prompt = quoting_prompt(args.dsinfer, path, doc_tokens)
+        n_prompt = len(subprocess.run([args.dsinfer, "tokenize", "-m", path, prompt], capture_output=True, text=True,
+                                      check=True).stdout.split())
+        plain, spec = [], []
+        for _ in range(args.r):
+            plain.append(run(args.dsinfer, path, prompt, args.n, args.t, 0))
+            spec.append(run(args.dsinfer, path, prompt, args.n, args.t, args.draft))
+        identical = all(s["ids"] == plain[0]["ids"] for s in plain + spec)
+        p_tps = sum(r["tps"] for r in plain) / len(plain)
+        s_tps = sum(r["tps"] for r in spec) / len(spec)
+        print(f"| {name} | {n_prompt} | {p_tps:.2f} | {s_tps:.2f} | {s_tps / p_tps:.2f}x | {spec[0]['drafted']} | "
+              f"{spec[0]['accepted']} ({100 * spec[0]['accepted'] / max(1, spec[0]['drafted']):.0f}%) | "
+              f"{'yes' if identical else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main()
