@@ -22,7 +22,7 @@ Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationPar
   for (int32_t t : prompt) {
     if (t < 0 || t >= model_.config().n_vocab) return Status::error("prompt token " + std::to_string(t) + " is outside the vocabulary");
   }
-  auto request = std::make_unique<Request>(Request{Sequence{}, params, Sampler(params.sampling), {}, {}, {}, {}, false});
+  auto request = std::make_unique<Request>(Request{Sequence{}, params, Sampler(params.sampling), {}, {}, {}, {}, false, {}, {}});
   request->added = Clock::now();
   Sequence& seq = request->seq;
   seq.id = next_id_++;

@@ -46,7 +46,7 @@ struct Sequence {
   bool reuse_prefix = true;      // false: every prompt token is computed (its logits are wanted)
   // Speculative decoding: tokens proposed to follow `tokens`, verified by this
   // step if the scheduler finds room for them (engine/ngram_drafter.h).
-  std::vector<int32_t> draft;
+  std::vector<int32_t> draft = {};
 };
 
 struct ScheduledChunk {
