@@ -113,7 +113,21 @@ int cmd_bench(int argc, char** argv) {
   auto device = claim_device(args.value());
   if (!device.ok()) return fail(device.message());
   const Args& a = args.value();
+  const std::initializer_list<const char*> throughput_options = {"--concurrency", "--requests", "--prompt-len", "--gen-len",
+                                                                 "--max-num-batched-tokens", "--prompts", "--trace",
+                                                                 "--speculative-ngram"};
+  const std::initializer_list<const char*> sequence_options = {"-p", "--n-prompt", "-d", "--n-depth", "-o", "--output",
+                                                               "--membw", "--bandwidth"};
   if (a.has("--membw") && first_value(a, {"-m", "--model"}).empty()) {
+    // The machine alone: what would configure a model or a test is refused, not ignored.
+    for (const Status& s : {refuse_options(a, "--membw without a model", throughput_options),
+                            refuse_options(a, "--membw without a model", {"-p", "--n-prompt", "-d", "--n-depth", "-o", "--output",
+                                                                          "--bandwidth", "-n", "--n-gen", "-r", "--repetitions",
+                                                                          "--json-schema"}),
+                            refuse_options(a, "--membw without a model", {"-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype",
+                                                                          "--kv-cache-memory", "--no-mmap", "--no-repack"})}) {
+      if (!s.ok()) return fail(s.message());
+    }
     auto threads = a.get_int(a.has("-t") ? "-t" : "--threads", int64_t(usable_cpu_count()));
     if (!threads.ok() || threads.value() < 1 || threads.value() > 1024) return fail("--threads must be between 1 and 1024");
     ThreadPool pool(int(threads.value()));
@@ -123,11 +137,6 @@ int cmd_bench(int argc, char** argv) {
   }
   auto options = parse_model_options(a);
   if (!options.ok()) return fail(options.message());
-  const std::initializer_list<const char*> throughput_options = {"--concurrency", "--requests", "--prompt-len", "--gen-len",
-                                                                 "--max-num-batched-tokens", "--prompts", "--trace",
-                                                                 "--speculative-ngram"};
-  const std::initializer_list<const char*> sequence_options = {"-p", "--n-prompt", "-d", "--n-depth", "-o", "--output",
-                                                               "--membw", "--bandwidth"};
   if (a.has("--trace") && !a.has("--concurrency")) {
     std::fprintf(stderr, "dsinfer bench: --trace records the batching engine's steps: give --concurrency too\n");
     return 1;

@@ -85,3 +85,8 @@ def test_membw_alone_measures_the_machine(dsinfer):
 def test_options_that_do_not_apply_are_refused(dsinfer, model, args, message):
     result = dsinfer("bench", "-m", model, *args, check=False)
     assert result.returncode == 1 and message in result.stderr, result.stderr
+
+
+def test_membw_alone_refuses_what_only_a_model_run_reads(dsinfer):
+    result = dsinfer("bench", "--membw", "-o", "json", check=False)
+    assert result.returncode == 1 and b"-o does not apply to --membw without a model" in result.stderr, result.stderr
