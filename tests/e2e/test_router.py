@@ -52,9 +52,15 @@ def stream(base, record):
 
 
 def test_kill_9_of_an_instance_under_streaming_load(tmp_path):
-    router = Router(tmp_path, [child("a"), child("b"), child("c")])
+    keys = tmp_path / "instance-admin.txt"
+    keys.write_text("instance-key ops\n")
+    router = Router(tmp_path, [dict(child(i), args=["--ctx-size", "256", "--admin-keys", str(keys)]) for i in ("a", "b", "c")])
     stop, record, threads = threading.Event(), [], []
     try:
+        # 'b' paced at 10 ms a step (far under the latency rule's 250 ms margin), so that a stream it has begun is
+        # still running when the kill lands: unpaced, the tiny model can finish all 96 tokens before it does.
+        debug_hook(router, "b", {"step_delay_ms": 10})
+        victim = router.instances()["b"]
         def loop():
             while not stop.is_set():
                 stream(router.base, record)
@@ -64,10 +70,9 @@ def test_kill_9_of_an_instance_under_streaming_load(tmp_path):
         time.sleep(2)
         deadline = time.time() + 30
         # Killed while a stream it serves has begun (one only queued there is retried elsewhere).
-        while not any(e.get("instance") == "b" and e["chunks"] > 0 and not e["done"] and not e["error"] for e in list(record)):
+        while not any(e.get("instance") == "b" and 0 < e["chunks"] < 48 and not e["done"] and not e["error"] for e in list(record)):
             assert time.time() < deadline, "'b' took no stream"
             time.sleep(0.01)
-        victim = router.instances()["b"]
         os.kill(victim["pid"], signal.SIGKILL)
         killed = time.time()
         while router.instances()["b"]["state"] == "healthy":
