@@ -9,7 +9,7 @@
 namespace ds {
 namespace {
 
-bool has_layout(DType type) { return type == DType::q8_0 || type == DType::q4_0 || type == DType::q4_k; }
+bool has_layout(DType type) { return type == DType::q8_0 || type == DType::q4_0 || type == DType::q4_k || type == DType::q6_k; }
 
 int64_t row_block_bytes(DType type) {
   DS_CHECK(has_layout(type), std::string("no interleaved layout for ") + dtype_name(type));
@@ -23,7 +23,7 @@ void for_each_piece(DType type, int64_t r, Copy copy) {
   if (type == DType::q4_k) {
     copy(2 * r, 0, 2);                      // d
     copy(2 * k_interleave + 2 * r, 2, 2);   // dmin
-    copy(4 * k_interleave + k_scale_bytes_k * r, 4, k_scale_bytes_k);
+    for (int64_t j = 0; j < k_scale_bytes_k; ++j) copy(4 * k_interleave + k_interleave * j + r, 4 + j, 1);  // scales, transposed
     const int64_t quants = 4 * k_interleave + k_scale_bytes_k * k_interleave;
     for (int64_t pair = 0; pair < 4; ++pair) {  // 32 bytes per pair of sub-blocks
       for (int64_t c = 0; c < 8; ++c) copy(quants + 256 * pair + 32 * c + 4 * r, 16 + 32 * pair + 4 * c, 4);
@@ -33,6 +33,43 @@ void for_each_piece(DType type, int64_t r, Copy copy) {
   copy(2 * r, 0, 2);  // the f16 scale
   const int64_t chunks = type == DType::q8_0 ? 8 : 4;  // 4-byte chunks of quants per row
   for (int64_t c = 0; c < chunks; ++c) copy(2 * k_interleave + 32 * c + 4 * r, 2 + 4 * c, 4);
+}
+
+// Q6_K's group block (interleaved_rows.h): where row r's element e keeps its
+// low nibble and its top two bits.
+constexpr int64_t k_q6_scales = 2 * k_interleave, k_q6_low = k_q6_scales + 16 * k_interleave, k_q6_high = k_q6_low + 32 * 32;
+struct Q6Place {
+  int64_t low_byte;
+  int low_shift;
+  int64_t high_byte;
+  int high_shift;
+};
+Q6Place q6_place(int64_t r, int e) {
+  const int c = e / 4, k = e % 4;
+  return {k_q6_low + 32 * (c % 32) + 4 * r + k, c < 32 ? 0 : 4, k_q6_high + 32 * (c % 16) + 4 * r + k, 2 * (c / 16)};
+}
+
+void interleave_q6_k(const BlockQ6_K& row, int64_t r, uint8_t* group) {
+  std::memcpy(group + 2 * r, &row.d, 2);
+  for (int s = 0; s < 16; ++s) group[k_q6_scales + k_interleave * s + r] = uint8_t(row.scales[s]);
+  uint8_t codes[k_qk_k];
+  q6_k_codes(row, codes);
+  for (int e = 0; e < k_qk_k; ++e) {
+    const Q6Place p = q6_place(r, e);
+    group[p.low_byte] |= uint8_t((codes[e] & 0xF) << p.low_shift);
+    group[p.high_byte] |= uint8_t((codes[e] >> 4) << p.high_shift);
+  }
+}
+
+void deinterleave_q6_k(const uint8_t* group, int64_t r, BlockQ6_K& row) {
+  std::memcpy(&row.d, group + 2 * r, 2);
+  for (int s = 0; s < 16; ++s) row.scales[s] = int8_t(group[k_q6_scales + k_interleave * s + r]);
+  uint8_t codes[k_qk_k];
+  for (int e = 0; e < k_qk_k; ++e) {
+    const Q6Place p = q6_place(r, e);
+    codes[e] = uint8_t(((group[p.low_byte] >> p.low_shift) & 0xF) | (((group[p.high_byte] >> p.high_shift) & 3) << 4));
+  }
+  q6_k_pack_codes(codes, row);
 }
 
 }  // namespace
@@ -47,8 +84,13 @@ void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* 
   for (int64_t group = 0; group < n_rows / k_interleave; ++group) {
     for (int64_t b = 0; b < n_blocks; ++b) {
       uint8_t* dst = out + (group * n_blocks + b) * k_interleave * block_bytes;
+      if (type == DType::q6_k) std::memset(dst, 0, size_t(k_interleave * block_bytes));
       for (int64_t r = 0; r < k_interleave; ++r) {
         const uint8_t* src = rows + ((group * k_interleave + r) * n_blocks + b) * block_bytes;
+        if (type == DType::q6_k) {
+          interleave_q6_k(*reinterpret_cast<const BlockQ6_K*>(src), r, dst);
+          continue;
+        }
         for_each_piece(type, r, [&](int64_t at_group, int64_t at_row, size_t n) { std::memcpy(dst + at_group, src + at_row, n); });
       }
     }
@@ -61,6 +103,10 @@ void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t 
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* src = data + (group * n_blocks + b) * k_interleave * block_bytes;
     uint8_t* dst = out + b * block_bytes;
+    if (type == DType::q6_k) {
+      deinterleave_q6_k(src, row % k_interleave, *reinterpret_cast<BlockQ6_K*>(dst));
+      continue;
+    }
     for_each_piece(type, row % k_interleave,
                    [&](int64_t at_group, int64_t at_row, size_t n) { std::memcpy(dst + at_row, src + at_group, n); });
   }

@@ -13,10 +13,17 @@
 //   Q4_0: the eight scales, then 128 bytes; byte 32v + 4r + i holds row r's
 //         element 4v + i in its low nibble and element 16 + 4v + i in its
 //         high one (the unsigned 0..15 codes, as in the file).
-//   Q4_K (8 rows x 256): the eight d, the eight dmin, the eight rows' 12
-//         packed scale bytes, then per pair p of sub-blocks 256 bytes where
+//   Q4_K (8 rows x 256): the eight d, the eight dmin, the rows' 12 packed
+//         scale bytes transposed (byte 8j + r is row r's byte j), then per pair p of sub-blocks 256 bytes where
 //         byte 256p + 32c + 4r + i holds row r's element 64p + 4c + i in its
 //         low nibble and element 64p + 32 + 4c + i in its high one.
+//   Q6_K (8 rows x 256, re-packed rather than moved): the eight d; the
+//         scales, byte 8s + r = row r's scale of sub-block s; then in
+//         4-element chunks c (elements 4c..4c+3) of the unsigned 6-bit codes,
+//         32 low-nibble registers, byte 32i + 4r + k holding the low nibbles
+//         of row r's element 4i + k (low) and 128 + 4i + k (high); then 16
+//         high-bit registers, byte 32i + 4r + k holding the top two bits of
+//         row r's element 4(i + 16q) + k at bits 2q, 2q + 1 (q < 4).
 
 #include <cstdint>
 
@@ -38,7 +45,7 @@ void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t 
 
 // One group (8 rows) against n_tokens tokens: for j < n_tokens, out + j *
 // out_stride receives the 8 outputs of token j, whose activations (Q8_0, or
-// Q8_K for Q4_K) are at act + j * act_stride. Q4_0 needs each activation
+// Q8_K for the K types) are at act + j * act_stride. Q4_0 needs each activation
 // block's offset 8 * sum(q) at offsets[j * n_blocks + b]; the others ignore
 // it. Tokens go through in register tiles; every token's outputs are the
 // same whatever n_tokens is.

@@ -29,11 +29,17 @@ struct GroupQ4_0 {
 };
 struct GroupQ4_K {
   uint16_t d[k_interleave], dmin[k_interleave];
-  uint8_t scales[k_interleave][k_scale_bytes_k];
+  uint8_t scales[k_scale_bytes_k][k_interleave];  // [byte][row]
   uint8_t qs[4][k_interleave * 32];  // per pair of sub-blocks
 };
+struct GroupQ6_K {
+  uint16_t d[k_interleave];
+  int8_t scales[16][k_interleave];       // [sub-block][row]
+  uint8_t low[32][k_interleave * 4];     // chunk i's low nibbles, and chunk i + 32's high ones
+  uint8_t high[16][k_interleave * 4];    // chunk i + 16q's top two bits at bits 2q, 2q + 1
+};
 static_assert(sizeof(GroupQ8_0) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0) &&
-                  sizeof(GroupQ4_K) == 8 * sizeof(BlockQ4_K),
+                  sizeof(GroupQ4_K) == 8 * sizeof(BlockQ4_K) && sizeof(GroupQ6_K) == 8 * sizeof(BlockQ6_K),
               "a group block holds eight row blocks");
 
 // Activations 4c..4c+3 of a block, in all eight lanes.
@@ -157,37 +163,30 @@ inline void for_token_tiles(int64_t n_tokens, Step step) {
 
 // The rows' 6-bit scales and mins of one super-block, unpacked once for all
 // tokens: int16 lanes 2r and 2r + 1 belong to row r (its scale of a
-// sub-block; its mins of sub-blocks 2s and 2s + 1).
+// sub-block; its mins of sub-blocks 2s and 2s + 1). The packed bytes are
+// stored transposed, so k_scales_mins' formula runs on all eight rows at once,
+// two of its bytes per 128-bit register.
 struct Q4KScales {
   __m256i scales[8];
   __m256i mins[4];
   explicit Q4KScales(const GroupQ4_K& w) {
-    // Row r's eight scales (mins) in bytes 8r..8r+7, then an 8x8 byte
-    // transpose: column pair k holds sub-blocks 2k and 2k + 1, rows in order.
-    alignas(16) uint8_t row_scales[k_interleave][8], row_mins[k_interleave][8];
-    for (int r = 0; r < k_interleave; ++r) k_scales_mins(w.scales[r], row_scales[r], row_mins[r]);
-    __m128i scale_pairs[4], min_pairs[4];
-    transpose_8x8(row_scales, scale_pairs);
-    transpose_8x8(row_mins, min_pairs);
+    const auto bytes = [&](int j) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales[j])); };
+    const __m128i low6 = _mm_set1_epi8(0x3F), low4 = _mm_set1_epi8(0x0F), top2 = _mm_set1_epi8(0x30);
+    const __m128i q01 = bytes(0), q23 = bytes(2), q45 = bytes(4), q67 = bytes(6), q89 = bytes(8), q1011 = bytes(10);
+    // Bytes 0-7: sub-block 2k of rows 0..7, bytes 8-15: sub-block 2k + 1.
+    const __m128i scale_pairs[4] = {
+        _mm_and_si128(q01, low6), _mm_and_si128(q23, low6),
+        _mm_or_si128(_mm_and_si128(q89, low4), _mm_and_si128(_mm_srli_epi16(q01, 2), top2)),
+        _mm_or_si128(_mm_and_si128(q1011, low4), _mm_and_si128(_mm_srli_epi16(q23, 2), top2))};
+    const __m128i min_pairs[4] = {
+        _mm_and_si128(q45, low6), _mm_and_si128(q67, low6),
+        _mm_or_si128(_mm_and_si128(_mm_srli_epi16(q89, 4), low4), _mm_and_si128(_mm_srli_epi16(q45, 2), top2)),
+        _mm_or_si128(_mm_and_si128(_mm_srli_epi16(q1011, 4), low4), _mm_and_si128(_mm_srli_epi16(q67, 2), top2))};
     for (int k = 0; k < 4; ++k) {
       scales[2 * k] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(scale_pairs[k], scale_pairs[k]));
       scales[2 * k + 1] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scale_pairs[k], scale_pairs[k]));
       mins[k] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(min_pairs[k], _mm_srli_si128(min_pairs[k], 8)));
     }
-  }
-
-  // out[k]: bytes 0-7 = column 2k of m (rows 0..7), bytes 8-15 = column 2k + 1.
-  static void transpose_8x8(const uint8_t (*m)[8], __m128i* out) {
-    __m128i rows[8];
-    for (int r = 0; r < 8; ++r) rows[r] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m[r]));
-    const __m128i a0 = _mm_unpacklo_epi8(rows[0], rows[1]), a1 = _mm_unpacklo_epi8(rows[2], rows[3]);
-    const __m128i a2 = _mm_unpacklo_epi8(rows[4], rows[5]), a3 = _mm_unpacklo_epi8(rows[6], rows[7]);
-    const __m128i b0 = _mm_unpacklo_epi16(a0, a1), b1 = _mm_unpackhi_epi16(a0, a1);
-    const __m128i b2 = _mm_unpacklo_epi16(a2, a3), b3 = _mm_unpackhi_epi16(a2, a3);
-    out[0] = _mm_unpacklo_epi32(b0, b2);
-    out[1] = _mm_unpackhi_epi32(b0, b2);
-    out[2] = _mm_unpacklo_epi32(b1, b3);
-    out[3] = _mm_unpackhi_epi32(b1, b3);
   }
 };
 
@@ -254,6 +253,89 @@ void group_q4_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int6
   }
 }
 
+// Q6_K x Q8_K, the formula of the row kernel: the unsigned codes (stored +
+// 32) times the activations, two 4-element chunks summed in int16 (pair sums
+// of at most 2 x 63 x 127, two of them under 32767), times the rows' 8-bit
+// sub-block scales in int32; the +32 taken out through the activations'
+// sums per sub-block; then out += d_a * (d * sum) in float, rows in lanes.
+
+// The rows' sub-block scales of one super-block, widened once for all tokens:
+// scales[s] has int16 lanes 2r and 2r + 1 = row r's scale of sub-block s;
+// pairs[p] has lane 2r = row r's scale of sub-block 2p, 2r + 1 of 2p + 1.
+struct Q6KScales {
+  __m256i scales[16];
+  __m256i pairs[8];
+  explicit Q6KScales(const GroupQ6_K& w) {
+    for (int s = 0; s < 16; ++s) {
+      const __m128i rows = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales[s]));
+      scales[s] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(rows, rows));
+    }
+    for (int p = 0; p < 8; ++p) {
+      const __m128i even = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales[2 * p]));
+      const __m128i odd = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales[2 * p + 1]));
+      pairs[p] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(even, odd));
+    }
+  }
+};
+
+template <int T>
+void superblock_q6_k(const GroupQ6_K& w, const Q6KScales& s, const uint8_t* act, int64_t act_stride, int64_t b,
+                     float* out, int64_t out_stride) {
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F), top_bits = _mm256_set1_epi8(0x30);
+  __m256i sums[T];
+  for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
+  // Chunks i and i + 1 of each quarter q (chunks 16q + i: sub-block 4q + i / 4).
+#pragma GCC unroll 1
+  for (int i = 0; i < 16; i += 2) {
+    const __m256i high0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.high[i]));
+    const __m256i high1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.high[i + 1]));
+    for (int q = 0; q < 4; ++q) {
+      // Quarters 0 and 1: low nibbles of registers i and 16 + i; quarters 2 and 3: their high nibbles.
+      const auto code = [&](int chunk, __m256i high) {
+        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.low[chunk % 32]));
+        const __m256i nibble = _mm256_and_si256(q < 2 ? packed : _mm256_srli_epi16(packed, 4), low_nibbles);
+        const __m256i top = q == 3 ? _mm256_srli_epi16(high, 2) : _mm256_slli_epi16(high, 4 - 2 * q);
+        return _mm256_or_si256(nibble, _mm256_and_si256(top, top_bits));
+      };
+      const __m256i c0 = code(16 * (q % 2) + i, high0), c1 = code(16 * (q % 2) + i + 1, high1);
+      const __m256i scale = s.scales[4 * q + i / 4];
+      for (int j = 0; j < T; ++j) {
+        const int8_t* qs = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b].qs + 64 * q + 4 * i;
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(c0, broadcast_chunk(qs, 0)),
+                                               _mm256_maddubs_epi16(c1, broadcast_chunk(qs, 1)));
+        sums[j] = _mm256_add_epi32(sums[j], _mm256_madd_epi16(pairs, scale));
+      }
+    }
+  }
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.d)));
+  for (int j = 0; j < T; ++j) {
+    const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b];
+    __m256i offsets = _mm256_setzero_si256();
+    for (int p = 0; p < 8; ++p) {
+      const int32_t pair_sums = int32_t(uint16_t(a.bsums[2 * p])) | (int32_t(uint16_t(a.bsums[2 * p + 1])) << 16);
+      offsets = _mm256_add_epi32(offsets, _mm256_madd_epi16(s.pairs[p], _mm256_set1_epi32(pair_sums)));
+    }
+    const __m256i total = _mm256_sub_epi32(sums[j], _mm256_slli_epi32(offsets, 5));
+    float* o = out + j * out_stride;
+    const __m256 inner = _mm256_mul_ps(d, _mm256_cvtepi32_ps(total));
+    _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(_mm256_set1_ps(a.d), inner)));
+  }
+}
+
+void group_q6_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
+                int64_t n_tokens, float* out, int64_t out_stride) {
+  const auto* w = reinterpret_cast<const GroupQ6_K*>(group);
+  const uint8_t* next = group_to_prefetch<GroupQ6_K>(group, n_blocks, n_tokens);
+  for (int64_t j = 0; j < n_tokens; ++j) _mm256_storeu_ps(out + j * out_stride, _mm256_setzero_ps());
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    prefetch_block<GroupQ6_K>(next, b);
+    const Q6KScales scales(w[b]);
+    for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+      superblock_q6_k<tile.value>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
+    });
+  }
+}
+
 void group_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
                 int64_t n_tokens, float* out, int64_t out_stride) {
   const uint8_t* next = group_to_prefetch<GroupQ8_0>(group, n_blocks, n_tokens);
@@ -279,6 +361,7 @@ InterleavedGroupFn interleaved_kernel_avx2(DType type) {
     case DType::q8_0: return group_q8_0;
     case DType::q4_0: return group_q4_0;
     case DType::q4_k: return group_q4_k;
+    case DType::q6_k: return group_q6_k;
     default: return nullptr;
   }
 }

@@ -143,24 +143,13 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
     for (int j = 0; j < 16; ++j) scales[j] = fit_symmetric_scale(x + 16 * j, 16);
     y[i].d = fp32_to_fp16(*std::max_element(scales, scales + 16) / 127.0f);
     const float d = fp16_to_fp32(y[i].d);
-    int q[k_qk_k];
+    uint8_t codes[k_qk_k];
     for (int j = 0; j < 16; ++j) {
       y[i].scales[j] = int8_t(d > 0 ? clamp_round(scales[j] / d, 0, 127) : 0);
       const float step = d * float(y[i].scales[j]);
-      for (int l = 0; l < 16; ++l) q[16 * j + l] = (step > 0 ? clamp_round(x[16 * j + l] / step, -32, 31) : 0) + 32;
+      for (int l = 0; l < 16; ++l) codes[16 * j + l] = uint8_t((step > 0 ? clamp_round(x[16 * j + l] / step, -32, 31) : 0) + 32);
     }
-    // Each 128 values: low nibbles of 0-31 and 64-95 share ql[0..32), of
-    // 32-63 and 96-127 ql[32..64); their top two bits fill qh[0..32).
-    for (int h = 0; h < 2; ++h) {
-      const int* v = q + 128 * h;
-      uint8_t* ql = y[i].ql + 64 * h;
-      uint8_t* qh = y[i].qh + 32 * h;
-      for (int l = 0; l < 32; ++l) {
-        ql[l] = uint8_t((v[l] & 0xF) | ((v[l + 64] & 0xF) << 4));
-        ql[l + 32] = uint8_t((v[l + 32] & 0xF) | ((v[l + 96] & 0xF) << 4));
-        qh[l] = uint8_t((v[l] >> 4) | ((v[l + 32] >> 4) << 2) | ((v[l + 64] >> 4) << 4) | ((v[l + 96] >> 4) << 6));
-      }
-    }
+    q6_k_pack_codes(codes, y[i]);
   }
 }
 

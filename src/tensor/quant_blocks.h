@@ -54,4 +54,34 @@ inline void k_scales_mins(const uint8_t* q, uint8_t* scales, uint8_t* mins) {
   std::memcpy(mins + 4, &mins_4_7, 4);
 }
 
+// Q6_K's unsigned 6-bit codes (the stored value + 32) in element order, and
+// back. Each 128 elements: the low nibbles of 0-31 and 64-95 share ql[0..32),
+// of 32-63 and 96-127 ql[32..64); their top two bits fill qh[0..32).
+inline void q6_k_codes(const BlockQ6_K& b, uint8_t* codes) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b.ql + 64 * h;
+    const uint8_t* qh = b.qh + 32 * h;
+    uint8_t* v = codes + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      v[l] = uint8_t((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+      v[l + 32] = uint8_t((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+      v[l + 64] = uint8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+      v[l + 96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+    }
+  }
+}
+
+inline void q6_k_pack_codes(const uint8_t* codes, BlockQ6_K& b) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* v = codes + 128 * h;
+    uint8_t* ql = b.ql + 64 * h;
+    uint8_t* qh = b.qh + 32 * h;
+    for (int l = 0; l < 32; ++l) {
+      ql[l] = uint8_t((v[l] & 0xF) | ((v[l + 64] & 0xF) << 4));
+      ql[l + 32] = uint8_t((v[l + 32] & 0xF) | ((v[l + 96] & 0xF) << 4));
+      qh[l] = uint8_t((v[l] >> 4) | ((v[l + 32] >> 4) << 2) | ((v[l + 64] >> 4) << 4) | ((v[l + 96] >> 4) << 6));
+    }
+  }
+}
+
 }  // namespace ds
