@@ -9,7 +9,9 @@
 namespace ds {
 namespace {
 
-bool has_layout(DType type) { return type == DType::q8_0 || type == DType::q4_0 || type == DType::q4_k || type == DType::q6_k; }
+bool has_layout(DType type) {
+  return type == DType::q8_0 || type == DType::q4_0 || type == DType::q4_k || type == DType::q5_k || type == DType::q6_k;
+}
 
 int64_t row_block_bytes(DType type) {
   DS_CHECK(has_layout(type), std::string("no interleaved layout for ") + dtype_name(type));
@@ -20,13 +22,17 @@ int64_t row_block_bytes(DType type) {
 // copy(offset in the group block, offset in the row's block, bytes).
 template <typename Copy>
 void for_each_piece(DType type, int64_t r, Copy copy) {
-  if (type == DType::q4_k) {
+  if (type == DType::q4_k || type == DType::q5_k) {
     copy(2 * r, 0, 2);                      // d
     copy(2 * k_interleave + 2 * r, 2, 2);   // dmin
     for (int64_t j = 0; j < k_scale_bytes_k; ++j) copy(4 * k_interleave + k_interleave * j + r, 4 + j, 1);  // scales, transposed
-    const int64_t quants = 4 * k_interleave + k_scale_bytes_k * k_interleave;
+    int64_t group_at = (4 + k_scale_bytes_k) * k_interleave, row_at = 4 + k_scale_bytes_k;
+    if (type == DType::q5_k) {  // the fifth bits: the row's qh bytes 4c..4c+3 per register c
+      for (int64_t c = 0; c < 8; ++c) copy(group_at + 32 * c + 4 * r, row_at + 4 * c, 4);
+      group_at += 32 * k_interleave, row_at += 32;
+    }
     for (int64_t pair = 0; pair < 4; ++pair) {  // 32 bytes per pair of sub-blocks
-      for (int64_t c = 0; c < 8; ++c) copy(quants + 256 * pair + 32 * c + 4 * r, 16 + 32 * pair + 4 * c, 4);
+      for (int64_t c = 0; c < 8; ++c) copy(group_at + 256 * pair + 32 * c + 4 * r, row_at + 32 * pair + 4 * c, 4);
     }
     return;
   }

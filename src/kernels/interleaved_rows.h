@@ -17,6 +17,9 @@
 //         scale bytes transposed (byte 8j + r is row r's byte j), then per pair p of sub-blocks 256 bytes where
 //         byte 256p + 32c + 4r + i holds row r's element 64p + 4c + i in its
 //         low nibble and element 64p + 32 + 4c + i in its high one.
+//   Q5_K (8 rows x 256): as Q4_K, with the rows' qh before the quants:
+//         byte 32c + 4r + i is row r's qh byte 4c + i (bit 2p: the fifth bit
+//         of the low nibble of quant byte 256p + 32c + 4r + i, bit 2p + 1: of its high nibble).
 //   Q6_K (8 rows x 256, re-packed rather than moved): the eight d; the
 //         scales, byte 8s + r = row r's scale of sub-block s; then in
 //         4-element chunks c (elements 4c..4c+3) of the unsigned 6-bit codes,

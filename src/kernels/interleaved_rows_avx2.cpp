@@ -32,6 +32,12 @@ struct GroupQ4_K {
   uint8_t scales[k_scale_bytes_k][k_interleave];  // [byte][row]
   uint8_t qs[4][k_interleave * 32];  // per pair of sub-blocks
 };
+struct GroupQ5_K {
+  uint16_t d[k_interleave], dmin[k_interleave];
+  uint8_t scales[k_scale_bytes_k][k_interleave];
+  uint8_t qh[8][k_interleave * 4];  // per chunk c: the rows' qh bytes 4c..4c+3
+  uint8_t qs[4][k_interleave * 32];
+};
 struct GroupQ6_K {
   uint16_t d[k_interleave];
   int8_t scales[16][k_interleave];       // [sub-block][row]
@@ -39,7 +45,8 @@ struct GroupQ6_K {
   uint8_t high[16][k_interleave * 4];    // chunk i + 16q's top two bits at bits 2q, 2q + 1
 };
 static_assert(sizeof(GroupQ8_0) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0) &&
-                  sizeof(GroupQ4_K) == 8 * sizeof(BlockQ4_K) && sizeof(GroupQ6_K) == 8 * sizeof(BlockQ6_K),
+                  sizeof(GroupQ4_K) == 8 * sizeof(BlockQ4_K) && sizeof(GroupQ5_K) == 8 * sizeof(BlockQ5_K) &&
+                  sizeof(GroupQ6_K) == 8 * sizeof(BlockQ6_K),
               "a group block holds eight row blocks");
 
 // Activations 4c..4c+3 of a block, in all eight lanes.
@@ -155,22 +162,23 @@ inline void for_token_tiles(int64_t n_tokens, Step step) {
   }
 }
 
-// Q4_K x Q8_K, the formula of the row kernel: per super-block, the 4-bit
-// codes times the activations summed per sub-block in int16 (eight pair sums
-// of at most 2 x 15 x 127), times the rows' 6-bit scales in int32; the mins
-// through the activations' sums per sub-block; then
-// out += d_a * (d * sum - dmin * mins) in float, rows in lanes.
+// Q4_K and Q5_K x Q8_K, the formula of the row kernel: per super-block, the
+// unsigned codes (4-bit, or 5-bit with the fifth from qh) times the
+// activations summed per sub-block in int16 (pair sums of at most 2 x 15 x
+// 127, eight of them under 32767; 2 x 31 x 127 for Q5_K, four of them), times
+// the rows' 6-bit scales in int32; the mins through the activations' sums per
+// sub-block; then out += d_a * (d * sum - dmin * mins) in float, rows in lanes.
 
 // The rows' 6-bit scales and mins of one super-block, unpacked once for all
 // tokens: int16 lanes 2r and 2r + 1 belong to row r (its scale of a
 // sub-block; its mins of sub-blocks 2s and 2s + 1). The packed bytes are
 // stored transposed, so k_scales_mins' formula runs on all eight rows at once,
 // two of its bytes per 128-bit register.
-struct Q4KScales {
+struct KScales {
   __m256i scales[8];
   __m256i mins[4];
-  explicit Q4KScales(const GroupQ4_K& w) {
-    const auto bytes = [&](int j) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales[j])); };
+  explicit KScales(const uint8_t (&packed)[k_scale_bytes_k][k_interleave]) {
+    const auto bytes = [&](int j) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed[j])); };
     const __m128i low6 = _mm_set1_epi8(0x3F), low4 = _mm_set1_epi8(0x0F), top2 = _mm_set1_epi8(0x30);
     const __m128i q01 = bytes(0), q23 = bytes(2), q45 = bytes(4), q67 = bytes(6), q89 = bytes(8), q1011 = bytes(10);
     // Bytes 0-7: sub-block 2k of rows 0..7, bytes 8-15: sub-block 2k + 1.
@@ -190,30 +198,44 @@ struct Q4KScales {
   }
 };
 
-template <int T>
-void superblock_q4_k(const GroupQ4_K& w, const Q4KScales& s, const uint8_t* act, int64_t act_stride, int64_t b,
-                     float* out, int64_t out_stride) {
-  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+template <typename Group, int T>
+void superblock_k(const Group& w, const KScales& s, const uint8_t* act, int64_t act_stride, int64_t b, float* out,
+                  int64_t out_stride) {
+  constexpr bool k_fifth_bit = std::is_same_v<Group, GroupQ5_K>;
+  constexpr int k_chunks_in_int16 = k_fifth_bit ? 4 : 8;
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(0x10);
   __m256i sums[T];
   for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
   for (int pair = 0; pair < 4; ++pair) {
-    __m256i low16[T], high16[T];
-    for (int j = 0; j < T; ++j) low16[j] = high16[j] = _mm256_setzero_si256();
+    // qh bit 2 * pair holds the low nibbles' fifth bits, bit 2 * pair + 1 the high ones'.
+    const __m256i low_bit = _mm256_set1_epi8(char(1 << (2 * pair))), high_bit = _mm256_set1_epi8(char(2 << (2 * pair)));
+    const auto fifth = [&](__m256i qh, __m256i bit) {
+      return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen);
+    };
+    for (int c0 = 0; c0 < 8; c0 += k_chunks_in_int16) {
+      __m256i low16[T], high16[T];
+      for (int j = 0; j < T; ++j) low16[j] = high16[j] = _mm256_setzero_si256();
 #pragma GCC unroll 1
-    for (int c = 0; c < 8; ++c) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs[pair] + 32 * c));
-      const __m256i low = _mm256_and_si256(packed, low_nibbles);
-      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
-      for (int j = 0; j < T; ++j) {
-        const int8_t* qs = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b].qs + 64 * pair;
-        low16[j] = _mm256_add_epi16(low16[j], _mm256_maddubs_epi16(low, broadcast_chunk(qs, c)));
-        high16[j] = _mm256_add_epi16(high16[j], _mm256_maddubs_epi16(high, broadcast_chunk(qs + 32, c)));
+      for (int c = c0; c < c0 + k_chunks_in_int16; ++c) {
+        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs[pair] + 32 * c));
+        __m256i low = _mm256_and_si256(packed, low_nibbles);
+        __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
+        if constexpr (k_fifth_bit) {
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh[c]));
+          low = _mm256_or_si256(low, fifth(qh, low_bit));
+          high = _mm256_or_si256(high, fifth(qh, high_bit));
+        }
+        for (int j = 0; j < T; ++j) {
+          const int8_t* qs = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b].qs + 64 * pair;
+          low16[j] = _mm256_add_epi16(low16[j], _mm256_maddubs_epi16(low, broadcast_chunk(qs, c)));
+          high16[j] = _mm256_add_epi16(high16[j], _mm256_maddubs_epi16(high, broadcast_chunk(qs + 32, c)));
+        }
       }
-    }
-    const __m256i scale_low = s.scales[2 * pair], scale_high = s.scales[2 * pair + 1];
-    for (int j = 0; j < T; ++j) {
-      sums[j] = _mm256_add_epi32(sums[j], _mm256_add_epi32(_mm256_madd_epi16(low16[j], scale_low),
-                                                           _mm256_madd_epi16(high16[j], scale_high)));
+      const __m256i scale_low = s.scales[2 * pair], scale_high = s.scales[2 * pair + 1];
+      for (int j = 0; j < T; ++j) {
+        sums[j] = _mm256_add_epi32(sums[j], _mm256_add_epi32(_mm256_madd_epi16(low16[j], scale_low),
+                                                             _mm256_madd_epi16(high16[j], scale_high)));
+      }
     }
   }
   const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.d)));
@@ -226,8 +248,7 @@ void superblock_q4_k(const GroupQ4_K& w, const Q4KScales& s, const uint8_t* act,
       const int16_t lo = int16_t(a.bsums[4 * s2] + a.bsums[4 * s2 + 1]);
       const int16_t hi = int16_t(a.bsums[4 * s2 + 2] + a.bsums[4 * s2 + 3]);
       const __m256i pair_sums = _mm256_set1_epi32(int32_t(uint16_t(lo)) | (int32_t(uint16_t(hi)) << 16));
-      min_sums = _mm256_add_epi32(
-          min_sums, _mm256_madd_epi16(s.mins[s2], pair_sums));
+      min_sums = _mm256_add_epi32(min_sums, _mm256_madd_epi16(s.mins[s2], pair_sums));
     }
     const __m256 inner = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(sums[j])),
                                        _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(min_sums)));
@@ -239,16 +260,17 @@ void superblock_q4_k(const GroupQ4_K& w, const Q4KScales& s, const uint8_t* act,
 // Super-blocks outer, token tiles inner: the scales are unpacked once per
 // super-block and the outputs accumulate in place, in the same order for
 // every token.
-void group_q4_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
-                int64_t n_tokens, float* out, int64_t out_stride) {
-  const auto* w = reinterpret_cast<const GroupQ4_K*>(group);
-  const uint8_t* next = group_to_prefetch<GroupQ4_K>(group, n_blocks, n_tokens);
+template <typename Group>
+void group_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
+             int64_t n_tokens, float* out, int64_t out_stride) {
+  const auto* w = reinterpret_cast<const Group*>(group);
+  const uint8_t* next = group_to_prefetch<Group>(group, n_blocks, n_tokens);
   for (int64_t j = 0; j < n_tokens; ++j) _mm256_storeu_ps(out + j * out_stride, _mm256_setzero_ps());
   for (int64_t b = 0; b < n_blocks; ++b) {
-    prefetch_block<GroupQ4_K>(next, b);
-    const Q4KScales scales(w[b]);
+    prefetch_block<Group>(next, b);
+    const KScales scales(w[b].scales);
     for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
-      superblock_q4_k<tile.value>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
+      superblock_k<Group, tile.value>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
     });
   }
 }
@@ -360,7 +382,8 @@ InterleavedGroupFn interleaved_kernel_avx2(DType type) {
   switch (type) {
     case DType::q8_0: return group_q8_0;
     case DType::q4_0: return group_q4_0;
-    case DType::q4_k: return group_q4_k;
+    case DType::q4_k: return group_k<GroupQ4_K>;
+    case DType::q5_k: return group_k<GroupQ5_K>;
     case DType::q6_k: return group_q6_k;
     default: return nullptr;
   }

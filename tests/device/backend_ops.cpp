@@ -865,7 +865,7 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
 std::vector<std::unique_ptr<OpCase>> perf_cases() {
   std::vector<std::unique_ptr<OpCase>> cases;
   const auto add = [&](OpCase* c) { cases.emplace_back(c); };
-  for (DType type : {DType::f16, DType::q8_0, DType::i8, DType::q4_0, DType::q4_k, DType::q6_k}) {
+  for (DType type : {DType::f16, DType::q8_0, DType::i8, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
     const int copies = int((int64_t(256) << 20) / (2048 * row_bytes(type, 2048))) + 1;
     add(new MatmulCase(type, 2048, 2048, 1, true, copies));
     add(new MatmulCase(type, 2048, 2048, 128, true));

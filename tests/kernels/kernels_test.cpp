@@ -142,7 +142,7 @@ Layouts layouts(DType type, int64_t n_rows, int64_t n_cols, const std::vector<ui
 
 TEST(InterleavedRows, EveryRowComesBackByteForByte) {
   std::mt19937 rng(5);
-  for (DType type : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k}) {
+  for (DType type : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
     const int64_t n_rows = 24, n_cols = dtype_traits(type).block_elements * 3;
     const std::vector<uint8_t> rows = random_weights(rng, type, n_rows, n_cols);
     std::vector<uint8_t> interleaved(rows.size()), row(size_t(row_bytes(type, n_cols)));
@@ -158,11 +158,11 @@ TEST(InterleavedRows, EveryRowComesBackByteForByte) {
 TEST(InterleavedRows, OnlyWholeGroupsOfTheKernelTypes) {
   EXPECT_FALSE(interleavable(DType::q8_0, 12));
   EXPECT_FALSE(interleavable(DType::f16, 16));
-  EXPECT_FALSE(interleavable(DType::q5_k, 16));
+  EXPECT_FALSE(interleavable(DType::q5_0, 16));
   EXPECT_FALSE(interleavable(DType::q6_k, 20));
   if (use_avx2_kernels()) {
     EXPECT_TRUE(interleavable(DType::q8_0, 16) && interleavable(DType::q4_0, 8) && interleavable(DType::q4_k, 24) &&
-                interleavable(DType::q6_k, 16));
+                interleavable(DType::q5_k, 8) && interleavable(DType::q6_k, 16));
   }
 }
 
