@@ -125,7 +125,7 @@ int cmd_bench(int argc, char** argv) {
                                                                           "--bandwidth", "-n", "--n-gen", "-r", "--repetitions",
                                                                           "--json-schema"}),
                             refuse_options(a, "--membw without a model", {"-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype",
-                                                                          "--kv-cache-memory", "--no-mmap", "--no-repack"})}) {
+                                                                          "--kv-cache-memory", "--no-mmap", "--no-repack", "--mla-prefill"})}) {
       if (!s.ok()) return fail(s.message());
     }
     auto threads = a.get_int(a.has("-t") ? "-t" : "--threads", int64_t(usable_cpu_count()));

@@ -15,7 +15,8 @@ constexpr int64_t k_max_page_tokens = 4096;
 }  // namespace
 
 std::set<std::string> model_value_options() {
-  return {"-m", "--model", "-t", "--threads", "-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype", "--kv-cache-memory"};
+  return {"-m", "--model", "-t", "--threads", "-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype", "--kv-cache-memory",
+          "--mla-prefill"};
 }
 
 std::set<std::string> device_value_options() { return {"--device", "--run-dir"}; }
@@ -72,6 +73,16 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   }
   o.model.load_mode = args.has("--no-mmap") ? LoadMode::copy : LoadMode::mmap;
   o.model.interleave = !args.has("--no-repack");
+  const std::string mla = args.get("--mla-prefill", "auto");
+  if (mla == "auto") {
+    o.model.mla_prefill = MlaPrefill::automatic;
+  } else if (mla == "expanded") {
+    o.model.mla_prefill = MlaPrefill::expanded;
+  } else if (mla == "absorbed") {
+    o.model.mla_prefill = MlaPrefill::absorbed;
+  } else {
+    return Status::error("--mla-prefill must be auto, expanded or absorbed, got '" + mla.substr(0, 64) + "'");
+  }
   auto ctx = args.get_int(args.has("-c") ? "-c" : "--ctx-size", 0);
   if (!ctx.ok()) return ctx.status();
   if (ctx.value() < 0 || ctx.value() > k_max_context) {

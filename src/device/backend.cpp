@@ -23,6 +23,11 @@ DeviceBuffer::~DeviceBuffer() {
   if (data_) owner_->release(data_, bytes_);
 }
 
+void Backend::mla_expanded_attention(const KvLayerView&, const AttentionShape&, const StepIndex&, int64_t, int64_t, const float*,
+                                     int64_t, const WeightMatrix*, const WeightMatrix*, float*, int64_t) {
+  DS_CHECK(false, name() + ": no expanded MLA form (expands_mla() is false)");
+}
+
 Result<std::unique_ptr<Backend>> create_backend(const std::string& device, int n_threads) {
   if (device != "cpu") {
     auto spec = parse_device(device);

@@ -133,6 +133,19 @@ class Backend {
   // kernels/paged_attention.h's attention over the step's block tables.
   virtual void paged_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q,
                                float* out) = 0;
+  // Multi-head latent attention in expanded form for tokens [t0, t0 + n) of
+  // the step, consecutive positions of one sequence: a block of cached
+  // positions at a time, the latents are up-projected to each head's keys
+  // (k_up: per head [nope, kv_lora], beside the cached RoPE key) and values
+  // (v_up: per head [v_dim, kv_lora]), and the queries (token t's heads at
+  // q + t * q_stride, [nope | rope] each, shape.head_dim wide) attend over
+  // them with an online softmax (kernels/flash_attention.h). out + t *
+  // out_stride: the token's n_head value rows of shape.v_dim. Only where
+  // expands_mla(): elsewhere the model keeps the absorbed form.
+  virtual bool expands_mla() const { return false; }
+  virtual void mla_expanded_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, int64_t t0,
+                                      int64_t n, const float* q, int64_t q_stride, const WeightMatrix* k_up,
+                                      const WeightMatrix* v_up, float* out, int64_t out_stride);
   // gate = silu(gate) * up over n elements.
   virtual void silu_mul(float* gate, const float* up, int64_t n) = 0;
   // y += x over n elements.

@@ -48,6 +48,12 @@ class ForwardingBackend : public Backend {
                        float* out) override {
     inner_->paged_attention(kv, shape, step, q, out);
   }
+  bool expands_mla() const override { return inner_->expands_mla(); }
+  void mla_expanded_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, int64_t t0, int64_t n,
+                              const float* q, int64_t q_stride, const WeightMatrix* k_up, const WeightMatrix* v_up, float* out,
+                              int64_t out_stride) override {
+    inner_->mla_expanded_attention(kv, shape, step, t0, n, q, q_stride, k_up, v_up, out, out_stride);
+  }
   void silu_mul(float* gate, const float* up, int64_t n) override { inner_->silu_mul(gate, up, n); }
   void add(float* y, const float* x, int64_t n) override { inner_->add(y, x, n); }
   void gather_rows(const float* src, int64_t dim, const int32_t* rows, int64_t n, float* dst) override {

@@ -1,5 +1,8 @@
 #include "kernels/attention_tiles.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "kernels/cpu_features.h"
 #include "kernels/elementwise.h"
 #include "tensor/quantize.h"
@@ -30,10 +33,22 @@ void weighted_sum_portable(int64_t dim, const float* p, int64_t p_stride, int64_
 
 void to_f32_portable(DType type, const void* x, float* y, int64_t n) { dequantize_row(type, x, y, n); }
 
+float online_softmax_portable(float* x, int64_t n, float* max, float* sum) {
+  if (n == 0) return 1.0f;
+  float new_max = *max;
+  for (int64_t i = 0; i < n; ++i) new_max = std::max(new_max, x[i]);
+  const float correction = *max == -INFINITY ? 0.0f : std::exp(*max - new_max);
+  float added = 0.0f;
+  for (int64_t i = 0; i < n; ++i) added += (x[i] = std::exp(x[i] - new_max));
+  *sum = *sum * correction + added;
+  *max = new_max;
+  return correction;
+}
+
 }  // namespace
 
 AttentionTileKernels attention_tile_kernels_portable() {
-  return {scores_portable, weighted_sum_portable, to_f32_portable, softmax};
+  return {scores_portable, weighted_sum_portable, to_f32_portable, softmax, online_softmax_portable};
 }
 
 const AttentionTileKernels& attention_tile_kernels() {

@@ -32,11 +32,19 @@ using CacheToF32Fn = void (*)(DType type, const void* x, float* y, int64_t n);
 // x[i] = exp(x[i] - max) / sum over a row of n scores, in place.
 using SoftmaxFn = void (*)(float* x, int64_t n);
 
+// One row of a flash-style pass (FlashAttention's online softmax): the row's
+// scores of a new tile of n positions become exp(x - m') with m' = max(*max,
+// max x) in place; *sum becomes *sum * exp(*max - m') + their sum and *max
+// m'. Returns exp(*max - m'), the factor the row's accumulated output takes
+// (0 on the first tile, *max = -inf; 1 for n = 0, which changes nothing).
+using OnlineSoftmaxFn = float (*)(float* x, int64_t n, float* max, float* sum);
+
 struct AttentionTileKernels {
   TileScoresFn scores;
   TileWeightedSumFn weighted_sum;
   CacheToF32Fn to_f32;
   SoftmaxFn softmax;
+  OnlineSoftmaxFn online_softmax;
 };
 
 // The fastest kernels this CPU runs.

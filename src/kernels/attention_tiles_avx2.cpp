@@ -138,17 +138,24 @@ inline __m256 exp_nonpositive(__m256 x) {
   return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(two_to_n)));
 }
 
-// Eight lanes of running maxima and sums; the tail (n % 8) goes through lane
-// arithmetic too, masked, so every element takes the same exp.
-void softmax_avx2(float* x, int64_t n) {
+// The largest of init and x[0..n).
+float row_max(const float* x, int64_t n, float init) {
   const int64_t n8 = n / 8 * 8;
-  float max = -INFINITY;
-  __m256 max8 = _mm256_set1_ps(-INFINITY);
+  __m256 max8 = _mm256_set1_ps(init);
   for (int64_t i = 0; i < n8; i += 8) max8 = _mm256_max_ps(max8, _mm256_loadu_ps(x + i));
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, max8);
+  float max = init;
   for (float lane : lanes) max = std::max(max, lane);
   for (int64_t i = n8; i < n; ++i) max = std::max(max, x[i]);
+  return max;
+}
+
+// x[i] = exp(x[i] - max) in place; returns their sum. Eight lanes of running
+// sums; the tail (n % 8) goes through lane arithmetic too, masked, so every
+// element takes the same exp.
+float exp_in_place(float* x, int64_t n, float max) {
+  const int64_t n8 = n / 8 * 8;
   const __m256 shift = _mm256_set1_ps(max);
   __m256 sum8 = _mm256_setzero_ps();
   for (int64_t i = 0; i < n8; i += 8) {
@@ -166,15 +173,30 @@ void softmax_avx2(float* x, int64_t n) {
       sum += x[i];
     }
   }
+  return sum;
+}
+
+void softmax_avx2(float* x, int64_t n) {
+  const float sum = exp_in_place(x, n, row_max(x, n, -INFINITY));
+  const int64_t n8 = n / 8 * 8;
   const __m256 inv = _mm256_set1_ps(1.0f / sum);
   for (int64_t i = 0; i < n8; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
   for (int64_t i = n8; i < n; ++i) x[i] *= 1.0f / sum;
 }
 
+float online_softmax_avx2(float* x, int64_t n, float* max, float* sum) {
+  if (n == 0) return 1.0f;
+  const float new_max = row_max(x, n, *max);
+  const float correction = *max == -INFINITY ? 0.0f : std::exp(*max - new_max);
+  *sum = *sum * correction + exp_in_place(x, n, new_max);
+  *max = new_max;
+  return correction;
+}
+
 }  // namespace
 
 AttentionTileKernels attention_tile_kernels_avx2() {
-  return {scores_avx2, weighted_sum_avx2, to_f32_avx2, softmax_avx2};
+  return {scores_avx2, weighted_sum_avx2, to_f32_avx2, softmax_avx2, online_softmax_avx2};
 }
 
 }  // namespace ds

@@ -36,6 +36,17 @@ size_t slot_offset(const KvLayerView& kv, const BlockTableView& table, int64_t p
 
 }  // namespace
 
+void kv_read(const KvLayerView& kv, const uint8_t* memory, const BlockTableView& table, int64_t kv_head, int64_t p0, int64_t n,
+             float* out) {
+  const AttentionTileKernels& tiles = attention_tile_kernels();
+  const int64_t head_dim = kv.head_dim();
+  for (int64_t j = 0; j < n;) {  // a page's positions of one head are contiguous: one call per page
+    const int64_t run = std::min(n - j, kv.page_tokens - (p0 + j) % kv.page_tokens);
+    tiles.to_f32(kv.dtype, memory + slot_offset(kv, table, p0 + j, kv_head), out + j * head_dim, run * head_dim);
+    j += run;
+  }
+}
+
 void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens, const int32_t* positions,
               const int32_t* seq_of_token, const BlockTableView* tables) {
   DS_CHECK(kv.dtype == DType::f32 || kv.dtype == DType::f16 || kv.dtype == DType::q8_0, "KV dtype must be f32, f16 or q8_0");
@@ -91,14 +102,12 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
         quantize_row(kv.dtype, q + (t * shape.n_head + first_head + i) * head_dim, buffers.rounded_query.data(), head_dim);
         dequantize_row(kv.dtype, buffers.rounded_query.data(), queries + i * head_dim, head_dim);
       }
-      // Cached rows p0.. in f32: the positions of one page in one call, or
-      // one by one when only the first dim elements of each row are wanted.
+      // Cached rows p0.. in f32: whole rows a page at a time, or one by one
+      // when only the first dim elements of each row are wanted.
       const auto cached_rows = [&](const uint8_t* base, int64_t p0, int64_t n_positions, int64_t dim) {
-        for (int64_t j = 0; j < n_positions;) {
-          const uint8_t* row = base + slot_offset(kv, table, p0 + j, kv_head);
-          const int64_t run = dim == head_dim ? std::min(n_positions - j, kv.page_tokens - (p0 + j) % kv.page_tokens) : 1;
-          tiles.to_f32(kv.dtype, row, rows + j * dim, run * dim);
-          j += run;
+        if (dim == head_dim) return kv_read(kv, base, table, kv_head, p0, n_positions, rows);
+        for (int64_t j = 0; j < n_positions; ++j) {
+          tiles.to_f32(kv.dtype, base + slot_offset(kv, table, p0 + j, kv_head), rows + j * dim, dim);
         }
       };
       for (int64_t p0 = 0; p0 < n_ctx; p0 += k_position_tile) {

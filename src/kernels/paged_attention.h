@@ -53,6 +53,11 @@ struct AttentionScratch {
   std::vector<PerThread> threads;
 };
 
+// Positions [p0, p0 + n) of one sequence's cached rows of KV head kv_head in
+// `memory` (kv.k or kv.v) to f32: out [n][head_dim].
+void kv_read(const KvLayerView& kv, const uint8_t* memory, const BlockTableView& table, int64_t kv_head, int64_t p0, int64_t n,
+             float* out);
+
 // Stores the keys and values of each token at its position:
 // k, v: [n_tokens, kv_dim] f32 (v ignored when kv.v is null); token t belongs
 // to sequence seq_of_token[t].

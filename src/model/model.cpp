@@ -17,6 +17,18 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
     auto weights = ModelWeights::load(file.take(), model->config_, options.load_mode, options.interleave, *model->backend_);
     if (!weights.ok()) return weights.status();
     model->weights_ = weights.take();
+    if (options.mla_prefill != MlaPrefill::automatic && !model->config_.mla) {
+      return Status::error("model: an MLA form (--mla-prefill) was asked for, but this model has no multi-head latent attention");
+    }
+    if (options.mla_prefill == MlaPrefill::expanded) {
+      if (!model->backend_->expands_mla()) {
+        return Status::error("model: the expanded MLA form (--mla-prefill expanded) is not implemented on " + model->backend_->name());
+      }
+      if (model->weights_->layers[0].k_up.empty()) {
+        return Status::error("model: the expanded MLA form (--mla-prefill expanded) needs attn_k_b in a float or block type, not I8");
+      }
+    }
+    model->mla_prefill_ = options.mla_prefill;
     return model;
   });
 }
@@ -110,6 +122,7 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
     for (int32_t p : batch.positions) n_ctx = std::max<int64_t>(n_ctx, p + 1);
     step = b.upload_step(StepIndex{n, n_ctx, batch.tokens.data(), batch.positions.data(), batch.seq_of_token.data(),
                                    batch.block_tables.data(), int64_t(batch.block_tables.size())});
+    if (c.mla) plan_mla_runs(batch);
   }
   {
     TraceScope scope(trace_, "embed", dtype_name(weights_->token_embd.type));

@@ -22,11 +22,16 @@
 
 namespace ds {
 
+// Which form multi-head latent attention takes for a chunk of one sequence's
+// tokens (model_mla.cpp): automatic weighs the two by their multiply-adds.
+enum class MlaPrefill { automatic, expanded, absorbed };
+
 struct ModelOptions {
   int n_threads = 2;  // the CPU backend's threads; a GPU backend's host threads
   LoadMode load_mode = LoadMode::mmap;
   bool interleave = true;       // matrices stored in the backend's own layout where it has one
   std::string backend = "cpu";  // create_backend's device: "cpu" or "cuda:N"
+  MlaPrefill mla_prefill = MlaPrefill::automatic;  // other than automatic: refused for models without MLA
 };
 
 // Called after each layer with its output hidden states [n_tokens, n_embd] f32.
@@ -73,6 +78,10 @@ class Model {
   Status ensure_workspace(int64_t n_tokens, int64_t n_logits, int64_t n_hidden);
   void attention_block(int64_t layer, const StepIndex& step, KvCache& cache);
   void mla_attention_block(int64_t layer, const StepIndex& step, KvCache& cache);
+  // The absorbed form for tokens [t0, t0 + n) of the step.
+  void mla_absorbed_attention(const LayerWeights& w, const KvLayerView& kv, const StepIndex& step, int64_t t0, int64_t n);
+  // Splits the step's tokens into mla_runs_ (model_mla.cpp).
+  void plan_mla_runs(const Batch& batch);
   void ffn_block(int64_t layer, int64_t n_tokens);
   void moe_ffn_block(int64_t layer, int64_t n_tokens);
   // out = down(silu(gate(in)) * up(in)) for n rows.
@@ -101,6 +110,14 @@ class Model {
   DeviceArray logits_;  // [n_logits, n_vocab]
   // MLA: [n, 576]-style latent rows, absorbed queries, attended latents.
   DeviceArray q_a_, latent_, q_full_, attn_latent_;
+  // The step's tokens in runs, each in one MLA form: a long run of one
+  // sequence's consecutive positions may take the expanded form.
+  struct MlaRun {
+    int64_t t0 = 0, n = 0;
+    bool expanded = false;
+  };
+  MlaPrefill mla_prefill_ = MlaPrefill::automatic;
+  std::vector<MlaRun> mla_runs_;
   // MoE: router scores, the shared experts' output.
   DeviceArray router_logits_, shared_out_;
   std::vector<int64_t> expert_tokens_;

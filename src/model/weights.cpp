@@ -157,7 +157,29 @@ class Loader {
     return Status();
   }
 
-  // A matrix made at load from host bytes in the row layout (k_b transposed out of kv_b).
+  // Rows [first, first + n) of a 2-D tensor already checked, transposed into
+  // a matrix made at load of ne[0] rows of n: 16- and 32-bit types keep their
+  // type (exact), block types become f32 (their exact values). I8 is refused.
+  Status transposed_rows(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out) {
+    if (t->type == DType::i8) {
+      return Status::error("model: tensor '" + t->name + "' is I8 (W8A8): it is transposed at load, which needs a float or "
+                           "block type (keep attention out of W8A8, or write attn_k_b/attn_v_b)");
+    }
+    const int64_t n_cols = t->ne[0], in_row_bytes = row_bytes(t->type, n_cols);
+    const DType type = t->type == DType::f16 || t->type == DType::bf16 ? t->type : DType::f32;
+    const int64_t out_row_bytes = row_bytes(type, n);
+    std::vector<float> row(static_cast<size_t>(n_cols)), transposed(size_t(n_cols * n));
+    for (int64_t r = 0; r < n; ++r) {
+      dequantize_row(t->type, file_.tensor_data(*t) + (first + r) * in_row_bytes, row.data(), n_cols);
+      for (int64_t c = 0; c < n_cols; ++c) transposed[size_t(c * n + r)] = row[size_t(c)];
+    }
+    std::vector<uint8_t> bytes(size_t(n_cols * out_row_bytes));
+    for (int64_t c = 0; c < n_cols; ++c) quantize_row(type, transposed.data() + c * n, bytes.data() + c * out_row_bytes, n);
+    derived(type, n_cols, n, std::move(bytes), out);
+    return Status();
+  }
+
+  // A matrix made at load from host bytes in the row layout.
   void derived(DType type, int64_t n_rows, int64_t n_cols, std::vector<uint8_t> bytes, WeightMatrix* out) {
     *out = WeightMatrix{type, n_rows, n_cols, nullptr};
     staged_.push_back({nullptr, out, bytes.data(), bytes.size()});
@@ -310,41 +332,33 @@ Status ModelWeights::load_mla(Loader& loader, const ModelConfig& c, const std::s
   DS_RETURN_IF_ERROR(loader.matrix(b + "attn_kv_a_mqa.weight", m.cache_dim(), c.n_embd, &l.wkv_a));
   DS_RETURN_IF_ERROR(loader.vector(b + "attn_kv_a_norm.weight", m.kv_lora_rank, &l.kv_a_norm));
   DS_RETURN_IF_ERROR(loader.matrix(b + "attn_output.weight", c.n_embd, c.n_head * m.v_head_dim, &l.wo));
-  if (loader.find(b + "attn_k_b.weight")) {  // the split layout: per-head k_b and v_b as the absorbed form wants them
-    DS_RETURN_IF_ERROR(loader.slices(b + "attn_k_b.weight", c.n_head, m.kv_lora_rank, m.qk_nope_dim, &l.k_b));
+  // The absorbed form multiplies queries by k_b (per head [kv_lora, nope]) and
+  // attended latents by v_b (per head [v_head, kv_lora]); the expanded one
+  // up-projects latents with k_up (per head [nope, kv_lora], k_b transposed) and v_b.
+  l.k_b.resize(size_t(c.n_head));
+  l.k_up.resize(size_t(c.n_head));
+  if (loader.find(b + "attn_k_b.weight")) {  // the split layout, as the absorbed form wants it
+    auto k_b = loader.stacked(b + "attn_k_b.weight", c.n_head, m.kv_lora_rank, m.qk_nope_dim);
+    if (!k_b.ok()) return k_b.status();
+    const bool expandable = k_b.value()->type != DType::i8;  // W8A8 attention: the absorbed form only
+    if (!expandable) l.k_up.clear();
+    for (int64_t h = 0; h < c.n_head; ++h) {
+      DS_RETURN_IF_ERROR(loader.rows(k_b.value(), h * m.kv_lora_rank, m.kv_lora_rank, &l.k_b[size_t(h)]));
+      if (expandable) DS_RETURN_IF_ERROR(loader.transposed_rows(k_b.value(), h * m.kv_lora_rank, m.kv_lora_rank, &l.k_up[size_t(h)]));
+    }
     return loader.slices(b + "attn_v_b.weight", c.n_head, m.v_head_dim, m.kv_lora_rank, &l.v_b);
   }
   // The combined kv_b: per head, nope rows of the key then v_head rows of the
-  // value, each over the latent. The value rows serve as they are; the key
-  // rows are transposed once here into the split layout, as llama.cpp's
-  // converter would write it: 16- and 32-bit types keep their type (exact, so
-  // both layouts compute alike), quantized ones become f32 (exact values).
+  // value, each over the latent: k_up and v_b as they are, k_b transposed out
+  // of it as llama.cpp's converter would write the split layout.
   auto kv_b = loader.stacked(b + "attn_kv_b.weight", 1, c.n_head * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank);
   if (!kv_b.ok()) return kv_b.status();
-  const GgufTensorInfo* t = kv_b.value();
-  if (t->type == DType::i8) {
-    return Status::error("model: tensor '" + t->name + "' is I8 (W8A8): its key rows are transposed at load, which needs "
-                         "a float or block type (keep attention out of W8A8, or write attn_k_b/attn_v_b)");
-  }
-  const uint8_t* kv_b_data = file_->tensor_data(*t);
-  const int64_t kv_b_row_bytes = row_bytes(t->type, m.kv_lora_rank);
-  const DType k_type = t->type == DType::f16 || t->type == DType::bf16 ? t->type : DType::f32;
-  l.k_b.resize(size_t(c.n_head));
   l.v_b.resize(size_t(c.n_head));
-  std::vector<float> row(static_cast<size_t>(m.kv_lora_rank)), transposed(size_t(m.kv_lora_rank * m.qk_nope_dim));
   for (int64_t h = 0; h < c.n_head; ++h) {
     const int64_t first = h * (m.qk_nope_dim + m.v_head_dim);
-    for (int64_t d = 0; d < m.qk_nope_dim; ++d) {
-      dequantize_row(t->type, kv_b_data + (first + d) * kv_b_row_bytes, row.data(), m.kv_lora_rank);
-      for (int64_t r = 0; r < m.kv_lora_rank; ++r) transposed[size_t(r * m.qk_nope_dim + d)] = row[size_t(r)];
-    }
-    const int64_t k_row_bytes = row_bytes(k_type, m.qk_nope_dim);
-    std::vector<uint8_t> k(static_cast<size_t>(m.kv_lora_rank * k_row_bytes));
-    for (int64_t r = 0; r < m.kv_lora_rank; ++r) {
-      quantize_row(k_type, transposed.data() + r * m.qk_nope_dim, k.data() + r * k_row_bytes, m.qk_nope_dim);
-    }
-    loader.derived(k_type, m.kv_lora_rank, m.qk_nope_dim, std::move(k), &l.k_b[size_t(h)]);
-    DS_RETURN_IF_ERROR(loader.rows(t, first + m.qk_nope_dim, m.v_head_dim, &l.v_b[size_t(h)]));
+    DS_RETURN_IF_ERROR(loader.transposed_rows(kv_b.value(), first, m.qk_nope_dim, &l.k_b[size_t(h)]));
+    DS_RETURN_IF_ERROR(loader.rows(kv_b.value(), first, m.qk_nope_dim, &l.k_up[size_t(h)]));
+    DS_RETURN_IF_ERROR(loader.rows(kv_b.value(), first + m.qk_nope_dim, m.v_head_dim, &l.v_b[size_t(h)]));
   }
   return Status();
 }

@@ -48,6 +48,8 @@ struct LayerWeights {
   WeightVector kv_a_norm;             // [kv_lora_rank]
   std::vector<WeightMatrix> k_b;      // per head [kv_lora_rank, nope]: folds the key up-projection into q
   std::vector<WeightMatrix> v_b;      // per head [v_head, kv_lora_rank]: the value up-projection
+  std::vector<WeightMatrix> k_up;     // per head [nope, kv_lora_rank]: the key up-projection (the expanded form;
+                                      // empty where k_b is I8)
 
   // deepseek2 MoE layers (w_gate/w_up/w_down are the shared experts there).
   WeightMatrix router;                // [n_expert, n_embd]

@@ -26,6 +26,10 @@ class InputRecorder : public ForwardingBackend {
     ForwardingBackend::matmul(w, x, n, y);
   }
 
+  // Calibration runs the absorbed form of multi-head latent attention, whose
+  // hidden states every earlier calibration saw (the expanded one rounds differently).
+  bool expands_mla() const override { return false; }
+
   // The experts' down inputs exist only inside the op: computed again here
   // from the same routing and the inner backend's own ops, expert by expert,
   // so the rows recorded are the ones the op multiplies (one per routed pair).

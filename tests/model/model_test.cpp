@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 
 #include "gguf/gguf_writer.h"
 #include "kernels/cpu_features.h"
@@ -127,6 +129,53 @@ TEST(Model, QuantizedMatricesAreInterleavedAtLoad) {
     }
     EXPECT_LE(max_diff, 2e-2f * max_abs) << arch;
   }
+}
+
+// Multi-head latent attention's expanded form (model_mla.cpp): a token's
+// logits depend on its position and the cache alone, not on how its prompt
+// was chunked (key blocks and tiles sit at fixed positions; scattered pages
+// too), and stay within f32 rounding (1e-3, the llama.cpp comparison's f32
+// bound) of the absorbed form's. --mla-prefill auto takes the expanded form
+// for a 300-token chunk and the absorbed one for short chunks.
+TEST(Model, ExpandedMlaIsChunkInvariantAndAgreesWithTheAbsorbedForm) {
+  RandomModelShape shape;
+  shape.arch = "deepseek2";
+  shape.n_embd = 128;
+  shape.n_vocab = 320;
+  const std::string path = write_random_model(shape, "mla_forms.gguf");
+  const auto load = [&](MlaPrefill form) {
+    ModelOptions options{2, LoadMode::mmap};
+    options.mla_prefill = form;
+    auto model = Model::load(path, options);
+    EXPECT_TRUE(model.ok()) << model.message();
+    return model.take();
+  };
+  auto expanded = load(MlaPrefill::expanded), absorbed = load(MlaPrefill::absorbed), automatic = load(MlaPrefill::automatic);
+  std::mt19937 rng(6);
+  std::vector<int32_t> tokens(300), scattered(64);
+  for (int32_t& t : tokens) t = int32_t(3 + rng() % 317);
+  std::iota(scattered.begin(), scattered.end(), 0);
+  std::shuffle(scattered.begin(), scattered.end(), rng);
+  const std::vector<float> whole = run(*expanded, tokens, 300, 16);
+  EXPECT_EQ(whole, run(*expanded, tokens, 97, 16, scattered));
+  EXPECT_EQ(whole, run(*automatic, tokens, 300, 16));
+  const std::vector<float> plain = run(*absorbed, tokens, 300, 16);
+  EXPECT_EQ(plain, run(*automatic, tokens, 16, 16));
+  float max_abs = 0.0f, max_diff = 0.0f;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    max_abs = std::max(max_abs, std::fabs(plain[i]));
+    max_diff = std::max(max_diff, std::fabs(whole[i] - plain[i]));
+  }
+  EXPECT_GT(max_diff, 0.0f);  // two forms, not one run twice
+  EXPECT_LE(max_diff, 1e-3f * max_abs);
+  // Refused where it would mean nothing: a model without latent attention.
+  ModelOptions dense{1, LoadMode::mmap};
+  dense.mla_prefill = MlaPrefill::expanded;
+  RandomModelShape llama;
+  llama.arch = "llama";
+  const auto refused = Model::load(write_random_model(llama, "mla_forms_llama.gguf"), dense);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("no multi-head latent attention"), std::string::npos) << refused.message();
 }
 
 TEST(Model, TwoSequencesInOneBatchEqualEachAlone) {

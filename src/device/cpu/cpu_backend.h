@@ -1,6 +1,6 @@
 #pragma once
 // The CPU backend: today's kernels (kernels/) on a thread pool, the ISA chosen
-// once at start-up (kernels/cpu_features.h), Q8_0/Q4_0/Q4_K matrices repacked
+// once at start-up (kernels/cpu_features.h), Q8_0/Q4_0/Q4_K/Q5_K/Q6_K matrices repacked
 // into the interleaved layout where this CPU has kernels for it, and memory
 // in anonymous mappings backed by transparent huge pages. Device memory is
 // host memory: upload and download are copies, and the file mapping serves
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "device/backend.h"
+#include "kernels/flash_attention.h"
 
 namespace ds {
 
@@ -42,6 +43,10 @@ class CpuBackend final : public Backend {
   void copy_heads(const HeadRows& dst, const HeadRows& src, int64_t n) override;
   void paged_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q,
                        float* out) override;
+  bool expands_mla() const override { return true; }
+  void mla_expanded_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, int64_t t0, int64_t n,
+                              const float* q, int64_t q_stride, const WeightMatrix* k_up, const WeightMatrix* v_up, float* out,
+                              int64_t out_stride) override;
   void silu_mul(float* gate, const float* up, int64_t n) override;
   void add(float* y, const float* x, int64_t n) override;
   void gather_rows(const float* src, int64_t dim, const int32_t* rows, int64_t n, float* dst) override;
@@ -65,6 +70,10 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   MatmulScratch matmul_scratch_;
   AttentionScratch attention_scratch_;
+  // The expanded MLA form's block of cached rows, its keys and values, and the running softmax (cpu_expanded_mla.cpp).
+  std::vector<float> mla_latent_, mla_keys_, mla_values_;
+  FlashAttentionState flash_state_;
+  FlashAttentionScratch flash_scratch_;
   std::vector<std::unique_ptr<ExpertWorker>> expert_workers_;
   std::vector<int32_t> routed_expert_;  // [n, n_expert_used]
   std::vector<float> routed_weight_;    // [n, n_expert_used]
