@@ -198,8 +198,8 @@ struct KScales {
   }
 };
 
-template <typename Group, int T>
-void superblock_k(const Group& w, const KScales& s, const uint8_t* act, int64_t act_stride, int64_t b, float* out,
+template <int T, typename Group>
+void superblock(const Group& w, const KScales& s, const uint8_t* act, int64_t act_stride, int64_t b, float* out,
                   int64_t out_stride) {
   constexpr bool k_fifth_bit = std::is_same_v<Group, GroupQ5_K>;
   constexpr int k_chunks_in_int16 = k_fifth_bit ? 4 : 8;
@@ -257,24 +257,6 @@ void superblock_k(const Group& w, const KScales& s, const uint8_t* act, int64_t 
   }
 }
 
-// Super-blocks outer, token tiles inner: the scales are unpacked once per
-// super-block and the outputs accumulate in place, in the same order for
-// every token.
-template <typename Group>
-void group_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
-             int64_t n_tokens, float* out, int64_t out_stride) {
-  const auto* w = reinterpret_cast<const Group*>(group);
-  const uint8_t* next = group_to_prefetch<Group>(group, n_blocks, n_tokens);
-  for (int64_t j = 0; j < n_tokens; ++j) _mm256_storeu_ps(out + j * out_stride, _mm256_setzero_ps());
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    prefetch_block<Group>(next, b);
-    const KScales scales(w[b].scales);
-    for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
-      superblock_k<Group, tile.value>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
-    });
-  }
-}
-
 // Q6_K x Q8_K, the formula of the row kernel: the unsigned codes (stored +
 // 32) times the activations, two 4-element chunks summed in int16 (pair sums
 // of at most 2 x 63 x 127, two of them under 32767), times the rows' 8-bit
@@ -301,7 +283,7 @@ struct Q6KScales {
 };
 
 template <int T>
-void superblock_q6_k(const GroupQ6_K& w, const Q6KScales& s, const uint8_t* act, int64_t act_stride, int64_t b,
+void superblock(const GroupQ6_K& w, const Q6KScales& s, const uint8_t* act, int64_t act_stride, int64_t b,
                      float* out, int64_t out_stride) {
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F), top_bits = _mm256_set1_epi8(0x30);
   __m256i sums[T];
@@ -344,16 +326,24 @@ void superblock_q6_k(const GroupQ6_K& w, const Q6KScales& s, const uint8_t* act,
   }
 }
 
-void group_q6_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
-                int64_t n_tokens, float* out, int64_t out_stride) {
-  const auto* w = reinterpret_cast<const GroupQ6_K*>(group);
-  const uint8_t* next = group_to_prefetch<GroupQ6_K>(group, n_blocks, n_tokens);
+KScales scales_of(const GroupQ4_K& w) { return KScales(w.scales); }
+KScales scales_of(const GroupQ5_K& w) { return KScales(w.scales); }
+Q6KScales scales_of(const GroupQ6_K& w) { return Q6KScales(w); }
+
+// Super-blocks outer, token tiles inner: the scales are unpacked once per
+// super-block and the outputs accumulate in place, in the same order for
+// every token.
+template <typename Group>
+void group_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
+             int64_t n_tokens, float* out, int64_t out_stride) {
+  const auto* w = reinterpret_cast<const Group*>(group);
+  const uint8_t* next = group_to_prefetch<Group>(group, n_blocks, n_tokens);
   for (int64_t j = 0; j < n_tokens; ++j) _mm256_storeu_ps(out + j * out_stride, _mm256_setzero_ps());
   for (int64_t b = 0; b < n_blocks; ++b) {
-    prefetch_block<GroupQ6_K>(next, b);
-    const Q6KScales scales(w[b]);
+    prefetch_block<Group>(next, b);
+    const auto scales = scales_of(w[b]);
     for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
-      superblock_q6_k<tile.value>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
+      superblock<tile.value>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
     });
   }
 }
@@ -384,7 +374,7 @@ InterleavedGroupFn interleaved_kernel_avx2(DType type) {
     case DType::q4_0: return group_q4_0;
     case DType::q4_k: return group_k<GroupQ4_K>;
     case DType::q5_k: return group_k<GroupQ5_K>;
-    case DType::q6_k: return group_q6_k;
+    case DType::q6_k: return group_k<GroupQ6_K>;
     default: return nullptr;
   }
 }
