@@ -47,7 +47,7 @@ def ensure_model(directory, n_ctx):
 
 def dsinfer_pp(binary, model, n_prompt, threads, form):
     cmd = [binary, "bench", "-m", model, "-p", str(n_prompt), "-n", "0", "-r", "1", "-t", str(threads), "-o", "json",
-           "-c", str(n_prompt + 16), "--mla-prefill", form]
+           "--mla-prefill", form]
     tests = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
     return next(t["avg_ts"] for t in tests if t["n_prompt"] == n_prompt)
 

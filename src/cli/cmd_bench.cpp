@@ -154,7 +154,11 @@ int cmd_bench(int argc, char** argv) {
     }
     return run_grammar_bench(a, options.value());
   }
-  if (Status s = refuse_options(a, "one sequence (no --concurrency)", throughput_options); !s.ok()) return fail(s.message());
+  // One sequence: the cache holds the longest test, so a context size would be read by nothing.
+  for (const Status& s : {refuse_options(a, "one sequence (no --concurrency)", throughput_options),
+                          refuse_options(a, "one sequence (no --concurrency), whose cache holds the longest test", {"-c", "--ctx-size"})}) {
+    if (!s.ok()) return fail(s.message());
+  }
   auto prompts = token_counts(a, {"-p", "--n-prompt"}, 512);
   auto gens = token_counts(a, {"-n", "--n-gen"}, 128);
   auto depths = token_counts(a, {"-d", "--n-depth"}, 0);

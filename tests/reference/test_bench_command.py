@@ -81,6 +81,7 @@ def test_membw_alone_measures_the_machine(dsinfer):
     (["--concurrency", "2", "-d", "8"], b"-d does not apply to --concurrency"),
     (["--concurrency", "2", "-n", "8"], b"-n does not apply to --concurrency"),
     (["--prompt-len", "8"], b"--prompt-len does not apply to one sequence"),
+    (["-c", "4096"], b"-c does not apply to one sequence (no --concurrency), whose cache holds the longest test"),
 ])
 def test_options_that_do_not_apply_are_refused(dsinfer, model, args, message):
     result = dsinfer("bench", "-m", model, *args, check=False)
