@@ -18,15 +18,17 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
     if (!weights.ok()) return weights.status();
     model->weights_ = weights.take();
     if (options.mla_prefill != MlaPrefill::automatic && !model->config_.mla) {
-      return Status::error("model: an MLA form (--mla-prefill) was asked for, but this model has no multi-head latent attention");
+      return Status::error("model: an MLA form (--mla-prefill) was asked for, but this model has no multi-head latent "
+                           "attention");
     }
-    if (options.mla_prefill == MlaPrefill::expanded) {
-      if (!model->backend_->expands_mla()) {
-        return Status::error("model: the expanded MLA form (--mla-prefill expanded) is not implemented on " + model->backend_->name());
-      }
-      if (model->weights_->layers[0].k_up.empty()) {
-        return Status::error("model: the expanded MLA form (--mla-prefill expanded) needs attn_k_b in a float or block type, not I8");
-      }
+    const auto& layers = model->weights_->layers;
+    const bool every_layer_expands =
+        std::all_of(layers.begin(), layers.end(), [](const LayerWeights& l) { return !l.k_up.empty(); });
+    model->mla_expandable_ = model->config_.mla && model->backend_->expands_mla() && every_layer_expands;
+    if (options.mla_prefill == MlaPrefill::expanded && !model->mla_expandable_) {
+      const std::string why = model->backend_->expands_mla() ? "needs every attn_k_b in a float or block type, not I8"
+                                                               : "is not implemented on " + model->backend_->name();
+      return Status::error("model: the expanded MLA form (--mla-prefill expanded) " + why);
     }
     model->mla_prefill_ = options.mla_prefill;
     return model;

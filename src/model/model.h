@@ -117,6 +117,7 @@ class Model {
     bool expanded = false;
   };
   MlaPrefill mla_prefill_ = MlaPrefill::automatic;
+  bool mla_expandable_ = false;  // the backend has the expanded form and every layer its k_up
   std::vector<MlaRun> mla_runs_;
   // MoE: router scores, the shared experts' output.
   DeviceArray router_logits_, shared_out_;

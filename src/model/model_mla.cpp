@@ -117,9 +117,8 @@ void Model::plan_mla_runs(const Batch& batch) {
   // query), and a query's attention in either form.
   const int64_t up_projection = (m.qk_nope_dim + m.v_head_dim) * m.kv_lora_rank;
   const int64_t absorbed_query = m.cache_dim() + m.kv_lora_rank, expanded_query = m.qk_nope_dim + m.qk_rope_dim + m.v_head_dim;
-  const bool can_expand = backend_->expands_mla() && !weights_->layers[0].k_up.empty();
   const auto worth_expanding = [&](int64_t t0, int64_t n) {
-    if (!can_expand || mla_prefill_ == MlaPrefill::absorbed) return false;
+    if (!mla_expandable_ || mla_prefill_ == MlaPrefill::absorbed) return false;
     if (mla_prefill_ == MlaPrefill::expanded) return true;
     if (n < k_min_expanded_run) return false;
     const int64_t n_ctx = batch.positions[size_t(t0 + n - 1)] + 1;
