@@ -5,6 +5,8 @@
 
 #include "base/status.h"
 #include "kernels/activation_quant.h"
+#include "kernels/cpu_features.h"
+#include "kernels/float_rows.h"
 #include "kernels/interleaved_rows.h"
 #include "kernels/vec_dot.h"
 #include "tensor/quant_blocks.h"
@@ -167,6 +169,22 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   const Activations act = convert_activations(pool, kernel.activation_type, x, x_token_stride, x_mat_stride, n_mats, n_tokens,
                                               first.n_cols, needs_offsets, first.input_scale, first.row_zero_points != nullptr,
                                               scratch);
+  // F32, F16 and BF16 weights: their own tiles (float_rows.h), 16 rows by 32
+  // tokens at a time as below.
+  if (const FloatRowsFn float_rows = use_avx2_kernels() ? float_rows_avx2(first.type) : nullptr) {
+    const int64_t tiles = (first.n_rows + k_row_tile - 1) / k_row_tile;
+    for_row_tiles(pool, n_mats * tiles, n_tokens, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t m = i / tiles, r0 = (i - m * tiles) * k_row_tile, r1 = std::min(first.n_rows, r0 + k_row_tile);
+        for (int64_t t0 = 0; t0 < n_tokens; t0 += k_token_tile) {
+          float_rows(w[m].data, w[m].row_stride_bytes(), first.n_cols, r0, r1, act.data + m * act.mat_stride + t0 * act.token_stride,
+                     act.token_stride, std::min(k_token_tile, n_tokens - t0), y + m * y_mat_stride + t0 * y_token_stride,
+                     y_token_stride);
+        }
+      }
+    });
+    return;
+  }
   if (first.interleaved) {
     // Each group of eight rows against every token: the group's weights stay
     // in L1/L2 while the tokens pass.

@@ -1,5 +1,6 @@
 // AVX2 + FMA + F16C dot products. Compiled with -mavx2 -mfma -mf16c and only
-// called when cpu_features() reports all three.
+// called when cpu_features() reports all three. Float weights (F32, F16,
+// BF16) take the tiles of float_rows_avx2.cpp instead.
 //
 // Batch invariance: the single-row, four-token and 2x4 kernels of a type add
 // the products of one (row, token) pair in the same order (one accumulator,
@@ -25,32 +26,6 @@ inline int32_t hsum_i32(__m256i v) {
   s = _mm_hadd_epi32(s, s);
   s = _mm_hadd_epi32(s, s);
   return _mm_cvtsi128_si32(s);
-}
-
-float dot_f32(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const float*>(w);
-  const auto* y = static_cast<const float*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
-  float sum = hsum(acc);
-  for (; i < n; ++i) sum += x[i] * y[i];
-  return sum;
-}
-
-inline __m256 load_f16x8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-float dot_f16(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const uint16_t*>(w);
-  const auto* y = static_cast<const uint16_t*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(load_f16x8(x + i), load_f16x8(y + i), acc);
-  float sum = hsum(acc);
-  for (; i < n; ++i) sum += load_fp16(x[i]) * load_fp16(y[i]);
-  return sum;
 }
 
 // Signed int8 x int8 products summed pairwise to 8 floats: maddubs needs an
@@ -359,82 +334,6 @@ void dot2x4_q4_0(int64_t n, const void* w, int64_t w_stride, const void* a, int6
                 });
 }
 
-// Plain types, n a multiple of 8: the weights are converted once for four rows.
-template <typename LoadW, typename LoadA>
-void dot4_plain(int64_t n, const uint8_t* a, int64_t a_stride, float* out, LoadW load_w, LoadA load_a, int64_t elem) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 wv = load_w(i);
-    acc0 = _mm256_fmadd_ps(wv, load_a(a + i * elem), acc0);
-    acc1 = _mm256_fmadd_ps(wv, load_a(a + a_stride + i * elem), acc1);
-    acc2 = _mm256_fmadd_ps(wv, load_a(a + 2 * a_stride + i * elem), acc2);
-    acc3 = _mm256_fmadd_ps(wv, load_a(a + 3 * a_stride + i * elem), acc3);
-  }
-  out[0] = hsum(acc0);
-  out[1] = hsum(acc1);
-  out[2] = hsum(acc2);
-  out[3] = hsum(acc3);
-}
-
-// Two weight rows by four activation rows of a plain type, n a multiple of 8.
-template <typename Load>
-void dot2x4_plain(int64_t n, const uint8_t* w, int64_t w_stride, const uint8_t* a, int64_t a_stride, float* out,
-                  Load load, int64_t elem) {
-  __m256 acc[2][4];
-  for (auto& row : acc) for (auto& v : row) v = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 w0 = load(w + i * elem), w1 = load(w + w_stride + i * elem);
-    for (int j = 0; j < 4; ++j) {
-      const __m256 av = load(a + j * a_stride + i * elem);
-      acc[0][j] = _mm256_fmadd_ps(w0, av, acc[0][j]);
-      acc[1][j] = _mm256_fmadd_ps(w1, av, acc[1][j]);
-    }
-  }
-  for (int r = 0; r < 2; ++r) for (int j = 0; j < 4; ++j) out[r * 4 + j] = hsum(acc[r][j]);
-}
-
-// n not a multiple of 8: four dot4 rows' worth of single dots.
-template <VecDotFn k_dot>
-void dot2x4_by_dots(int64_t n, const void* w, int64_t w_stride, const void* a, int64_t a_stride, float* out) {
-  for (int r = 0; r < 2; ++r) {
-    for (int j = 0; j < 4; ++j) {
-      out[r * 4 + j] = k_dot(n, static_cast<const uint8_t*>(w) + r * w_stride, static_cast<const uint8_t*>(a) + j * a_stride);
-    }
-  }
-}
-
-void dot2x4_f32(int64_t n, const void* w, int64_t w_stride, const void* a, int64_t a_stride, float* out) {
-  if (n % 8 != 0) return dot2x4_by_dots<dot_f32>(n, w, w_stride, a, a_stride, out);
-  dot2x4_plain(n, static_cast<const uint8_t*>(w), w_stride, static_cast<const uint8_t*>(a), a_stride, out,
-               [](const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }, 4);
-}
-
-void dot2x4_f16(int64_t n, const void* w, int64_t w_stride, const void* a, int64_t a_stride, float* out) {
-  if (n % 8 != 0) return dot2x4_by_dots<dot_f16>(n, w, w_stride, a, a_stride, out);
-  dot2x4_plain(n, static_cast<const uint8_t*>(w), w_stride, static_cast<const uint8_t*>(a), a_stride, out,
-               [](const uint8_t* p) { return load_f16x8(reinterpret_cast<const uint16_t*>(p)); }, 2);
-}
-
-void dot4_f32(int64_t n, const void* w, const void* a, int64_t a_stride, float* out) {
-  const auto* x = static_cast<const float*>(w);
-  if (n % 8 != 0) {
-    for (int j = 0; j < 4; ++j) out[j] = dot_f32(n, w, static_cast<const uint8_t*>(a) + j * a_stride);
-    return;
-  }
-  dot4_plain(n, static_cast<const uint8_t*>(a), a_stride, out, [x](int64_t i) { return _mm256_loadu_ps(x + i); },
-             [](const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }, 4);
-}
-
-void dot4_f16(int64_t n, const void* w, const void* a, int64_t a_stride, float* out) {
-  const auto* x = static_cast<const uint16_t*>(w);
-  if (n % 8 != 0) {
-    for (int j = 0; j < 4; ++j) out[j] = dot_f16(n, w, static_cast<const uint8_t*>(a) + j * a_stride);
-    return;
-  }
-  dot4_plain(n, static_cast<const uint8_t*>(a), a_stride, out, [x](int64_t i) { return load_f16x8(x + i); },
-             [](const uint8_t* p) { return load_f16x8(reinterpret_cast<const uint16_t*>(p)); }, 2);
-}
-
 // The activation rows of a 4-token call, as Q8_K super-blocks.
 struct Q8KRows {
   const BlockQ8_K* rows[4];
@@ -518,8 +417,6 @@ void dot4_q6_k(int64_t n, const void* w, const void* a, int64_t a_stride, float*
 
 VecDot2x4Fn vec_dot2x4_avx2(DType weight_type) {
   switch (weight_type) {
-    case DType::f32: return dot2x4_f32;
-    case DType::f16: return dot2x4_f16;
     case DType::q8_0: return dot2x4_q8_0;
     case DType::q4_0: return dot2x4_q4_0;
     case DType::i8: return dot2x4_i8;
@@ -529,8 +426,6 @@ VecDot2x4Fn vec_dot2x4_avx2(DType weight_type) {
 
 VecDot4Fn vec_dot4_avx2(DType weight_type) {
   switch (weight_type) {
-    case DType::f32: return dot4_f32;
-    case DType::f16: return dot4_f16;
     case DType::q8_0: return dot4_q8_0;
     case DType::q4_0: return dot4_q4_0;
     case DType::q4_k: return dot4_q4_k;
@@ -542,8 +437,6 @@ VecDot4Fn vec_dot4_avx2(DType weight_type) {
 
 VecDotFn vec_dot_avx2(DType weight_type) {
   switch (weight_type) {
-    case DType::f32: return dot_f32;
-    case DType::f16: return dot_f16;
     case DType::q4_0: return dot_q4_0;
     case DType::q4_1: return dot_q4_1;
     case DType::q8_0: return dot_q8_0;

@@ -1,0 +1,28 @@
+#pragma once
+// F32, F16 and BF16 weight rows against activation rows of the same type (as
+// llama.cpp pairs them), in register tiles of up to two rows by three tokens
+// with two accumulators per (row, token), even and odd groups of eight
+// columns: a decode step reads each weight row as one sequential stream with
+// two FMA chains in flight, where one chain waits on the FMA latency and
+// reads well under the memory bandwidth.
+//
+// Batch invariance: every tile adds a (row, token) pair's products in the same
+// order (the two accumulators over the columns, added, their lanes summed by
+// hsum, then the columns past the last whole eight one by one).
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace ds {
+
+// Rows [row_begin, row_end) of a row-major weight matrix (w, w_row_bytes apart,
+// n_cols each) against the activation rows x + t * x_row_bytes, t < n_tokens:
+// y[t * y_stride + r] = row r . token t.
+using FloatRowsFn = void (*)(const uint8_t* w, int64_t w_row_bytes, int64_t n_cols, int64_t row_begin, int64_t row_end,
+                             const uint8_t* x, int64_t x_row_bytes, int64_t n_tokens, float* y, int64_t y_stride);
+
+// The AVX2 kernel for F32, F16 or BF16 weights; nullptr for other types.
+FloatRowsFn float_rows_avx2(DType weight_type);
+
+}  // namespace ds
