@@ -53,7 +53,7 @@ def compare(dsinfer, model_path, out_path, kv="f32", extra=()):
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-@pytest.mark.parametrize("dtype", ["f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"])
 def test_logits_match_llama_cpp(dsinfer, model_dir, arch, dtype):
     path = os.path.join(model_dir, f"{arch}_{dtype}.gguf")
     write_model(path, arch=arch, dtype=dtype, seed=zlib.crc32(f"{arch}-{dtype}".encode()) % 1000)
