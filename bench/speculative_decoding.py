@@ -1,4 +1,5 @@
-"""Speculative decoding by prompt lookup (`--speculative-ngram N`) beside plain decoding, in one run.
+"""Speculative decoding, by prompt lookup (`--speculative-ngram N`) and by a draft model (`--draft-model FILE`),
+beside plain decoding, in one run.
 
 The prompt quotes its own context, as the seeds' summarise/quote/edit requests do: a document of
 about 2,000 tokens (the GPL-3 text every Debian machine has) and a request to repeat one of its
@@ -10,7 +11,9 @@ are identical, which they must be.
 Models: the 1.1B Q8_0 benchmark model (bench_vs_llama_cpp.py's, random weights: its continuation
 is whatever a random model loops into, not the paragraph) and, with --trained, the small Llama
 trained on these licences (train_models.py), which has learned the text and quotes it; it saw 256
-positions, so its document is the first 60 tokens (and the reply up to -n within the rest).
+positions, so its document is the first 60 tokens (and the reply up to -n within the rest). The trained
+Llama also drafts with stories260K (the fixture, trained on children's stories with the same vocabulary)
+as its draft model.
 
 Usage: python3 bench/speculative_decoding.py [--models DIR] [--trained] [-n 128] [--draft 8] [-r 2] [-t 2]
 """
@@ -41,16 +44,19 @@ def quoting_prompt(binary, model, doc_tokens):
     return f"{document}\n\nRepeat the paragraph above that begins \"{start}\", word for word:\n\n{start}"
 
 
-def run(binary, model, prompt, n, threads, draft):
+STORIES = os.path.join(ROOT, "..", "shared", "fixtures", "models", "stories260K.gguf")
+
+
+def run(binary, model, prompt, n, threads, drafter):
     cmd = [binary, "run", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "--ignore-eos", "--show-token-ids",
-           "-t", str(threads)] + (["--speculative-ngram", str(draft)] if draft else [])
+           "-t", str(threads)] + drafter
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"dsinfer run failed: {done.stderr}")
     err = done.stderr
     result = {"ids": re.search(r"token ids:(.*)", err).group(1).split(),
               "tps": float(re.search(r"generation: \d+ tokens in [0-9.]+ s, ([0-9.]+) tokens/s", err).group(1))}
-    spec = re.search(r"speculative decoding: (\d+) draft tokens verified, (\d+) accepted, in (\d+) steps", err)
+    spec = re.search(r"speculative decoding \([a-z ]+\): (\d+) draft tokens verified, (\d+) accepted, in (\d+) steps", err)
     if spec:
         result.update(drafted=int(spec.group(1)), accepted=int(spec.group(2)))
     return result
@@ -67,29 +73,32 @@ def main():
     parser.add_argument("-t", type=int, default=2)
     args = parser.parse_args()
 
-    models = [("1.1B Q8_0 (random weights)", ensure_models(args.models)["Q8_0"], 2000)]
+    ngram = ("prompt lookup", ["--speculative-ngram", str(args.draft)])
+    models = [("1.1B Q8_0 (random weights)", ensure_models(args.models)["Q8_0"], 2000, [ngram])]
     if args.trained:
         import train_models
-        models.append(("trained llama (F32, 256 positions)", train_models.trained_model("llama"), 60))
+        models.append(("trained llama (F32, 256 positions)", train_models.trained_model("llama"), 60,
+                       [ngram, ("draft model stories260K", ["--draft-model", STORIES, "--draft-tokens", str(args.draft)])]))
     print(f"machine: {machine()}; {args.t} threads; greedy, {args.n} tokens, up to {args.draft} drafts per step; "
           f"mean of {args.r} alternating repetitions\n")
-    print("| model | prompt tokens | plain decode tok/s | speculative decode tok/s | speedup | drafts verified | "
+    print("| model | drafter | prompt tokens | plain decode tok/s | speculative decode tok/s | speedup | drafts verified | "
           "accepted | identical greedy text |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, path, doc_tokens in models:
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, path, doc_tokens, drafters in models:
         prompt = quoting_prompt(args.dsinfer, path, doc_tokens)
         n_prompt = len(subprocess.run([args.dsinfer, "tokenize", "-m", path, prompt], capture_output=True, text=True,
                                       check=True).stdout.split())
-        plain, spec = [], []
-        for _ in range(args.r):
-            plain.append(run(args.dsinfer, path, prompt, args.n, args.t, 0))
-            spec.append(run(args.dsinfer, path, prompt, args.n, args.t, args.draft))
-        identical = all(s["ids"] == plain[0]["ids"] for s in plain + spec)
-        p_tps = sum(r["tps"] for r in plain) / len(plain)
-        s_tps = sum(r["tps"] for r in spec) / len(spec)
-        print(f"| {name} | {n_prompt} | {p_tps:.2f} | {s_tps:.2f} | {s_tps / p_tps:.2f}x | {spec[0]['drafted']} | "
-              f"{spec[0]['accepted']} ({100 * spec[0]['accepted'] / max(1, spec[0]['drafted']):.0f}%) | "
-              f"{'yes' if identical else 'NO'} |")
+        for drafter_name, drafter in drafters:
+            plain, spec = [], []
+            for _ in range(args.r):
+                plain.append(run(args.dsinfer, path, prompt, args.n, args.t, []))
+                spec.append(run(args.dsinfer, path, prompt, args.n, args.t, drafter))
+            identical = all(s["ids"] == plain[0]["ids"] for s in plain + spec)
+            p_tps = sum(r["tps"] for r in plain) / len(plain)
+            s_tps = sum(r["tps"] for r in spec) / len(spec)
+            print(f"| {name} | {drafter_name} | {n_prompt} | {p_tps:.2f} | {s_tps:.2f} | {s_tps / p_tps:.2f}x | "
+                  f"{spec[0]['drafted']} | {spec[0]['accepted']} "
+                  f"({100 * spec[0]['accepted'] / max(1, spec[0]['drafted']):.0f}%) | {'yes' if identical else 'NO'} |")
 
 
 if __name__ == "__main__":

@@ -118,6 +118,15 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   auto speculation = parse_speculation(a);
   if (!speculation.ok()) return fail(speculation.message());
   config.speculation = speculation.value();
+  std::unique_ptr<DraftModel> draft_model;
+  if (!config.speculation.draft_model.empty()) {
+    auto tokenizer = Tokenizer::from_gguf(m.file());
+    if (!tokenizer.ok()) return fail(tokenizer.message());
+    auto loaded = load_draft_model(config.speculation, options, m, tokenizer.value()->vocab(), kv.n_pages * kv.page_tokens);
+    if (!loaded.ok()) return fail(loaded.message());
+    draft_model = loaded.take();
+  }
+  config.draft_model = draft_model.get();
   EngineCore core(m, *memory.value(), config, {});
 
   GenerationParams params;
@@ -200,8 +209,8 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   std::printf("prefix cache: %lld of %lld prompt tokens hit\n", (long long)stats.prefix_hit_tokens,
               (long long)stats.prefix_query_tokens);
   if (config.speculation.n_draft > 0) {
-    std::printf("speculative decoding (prompt lookup, up to %d drafts): %lld draft tokens verified, %lld accepted (%.1f%%)\n",
-                config.speculation.n_draft, (long long)stats.draft_tokens, (long long)stats.accepted_draft_tokens,
+    std::printf("speculative decoding (%s, up to %d drafts): %lld draft tokens verified, %lld accepted (%.1f%%)\n",
+                draft_model ? "draft model" : "prompt lookup", config.speculation.n_draft, (long long)stats.draft_tokens, (long long)stats.accepted_draft_tokens,
                 stats.draft_tokens ? 100.0 * double(stats.accepted_draft_tokens) / double(stats.draft_tokens) : 0.0);
   }
   if (!expert_tokens.empty()) {

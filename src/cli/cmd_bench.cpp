@@ -104,7 +104,8 @@ int cmd_bench(int argc, char** argv) {
   values.merge(device_value_options());
   values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-d", "--n-depth", "-r", "--repetitions", "-o", "--output",
                  "--bandwidth", "--concurrency", "--requests", "--prompt-len", "--gen-len", "--max-num-batched-tokens",
-                 "--prompts", "--json-schema", "--trace", "--speculative-ngram"});
+                 "--prompts", "--json-schema", "--trace"});
+  values.merge(speculation_value_options());
   auto flags = model_flags();
   flags.insert("--membw");
   auto args = Args::parse(argc, argv, values, flags);
@@ -115,7 +116,7 @@ int cmd_bench(int argc, char** argv) {
   const Args& a = args.value();
   const std::initializer_list<const char*> throughput_options = {"--concurrency", "--requests", "--prompt-len", "--gen-len",
                                                                  "--max-num-batched-tokens", "--prompts", "--trace",
-                                                                 "--speculative-ngram"};
+                                                                 "--speculative-ngram", "--draft-model", "--draft-tokens"};
   const std::initializer_list<const char*> sequence_options = {"-p", "--n-prompt", "-d", "--n-depth", "-o", "--output",
                                                                "--membw", "--bandwidth"};
   if (a.has("--membw") && first_value(a, {"-m", "--model"}).empty()) {
@@ -214,7 +215,9 @@ int cmd_bench(int argc, char** argv) {
   report.model = options.value().path;
   report.arch = m.config().arch->name;
   report.backend = m.backend().name();
-  report.placement = std::string(mo.load_mode == LoadMode::mmap ? "mapped" : "copied (--no-mmap)") +
+  // As weights.cpp places them: the matrices copied unless --no-repack keeps the file's pages.
+  const bool copy = mo.load_mode == LoadMode::copy;
+  report.placement = std::string(copy ? "copied (--no-mmap)" : mo.interleave ? "copied where multiplied, tables mapped" : "mapped") +
                      (mo.interleave ? ", repacked where the backend has a layout" : " (--no-repack)");
   report.model_bytes = tensor_bytes(m.file());
   report.n_params = parameter_count(m.file());

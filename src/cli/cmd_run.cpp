@@ -24,7 +24,8 @@ int fail(const std::string& message) {
 int cmd_run(int argc, char** argv) {
   auto values = model_value_options();
   values.merge(device_value_options());
-  values.insert({"--speculative-ngram", "-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
+  values.merge(speculation_value_options());
+  values.insert({"-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size"});
   auto flags = model_flags();
   flags.insert({"--chat", "--ignore-eos", "--show-token-ids"});
@@ -117,6 +118,9 @@ int cmd_run(int argc, char** argv) {
   auto speculation = parse_speculation(args.value());
   if (!speculation.ok()) return fail(speculation.message());
   config.speculation = speculation.value();
+  auto draft_model = load_draft_model(config.speculation, options.value(), *model.value(), tok.vocab(), n_ctx);
+  if (!draft_model.ok()) return fail(draft_model.message());
+  config.draft_model = draft_model.value().get();
   EngineCore core(*model.value(), *memory.value(), config, tok.vocab().end_of_generation);
   auto id = core.add(tokens, params);
   if (!id.ok()) return fail(id.message());
@@ -158,8 +162,8 @@ int cmd_run(int argc, char** argv) {
                decode_seconds > 0 ? double(n_decoded) / decode_seconds : 0.0);
   if (config.speculation.n_draft > 0) {
     const EngineStats stats = core.stats();
-    std::fprintf(stderr, "speculative decoding: %lld draft tokens verified, %lld accepted, in %lld steps\n",
-                 (long long)stats.draft_tokens, (long long)stats.accepted_draft_tokens, (long long)stats.steps);
+    std::fprintf(stderr, "speculative decoding (%s): %lld draft tokens verified, %lld accepted, in %lld steps\n",
+                 config.draft_model ? "draft model" : "prompt lookup", (long long)stats.draft_tokens, (long long)stats.accepted_draft_tokens, (long long)stats.steps);
   }
   return 0;
 }

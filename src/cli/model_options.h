@@ -8,9 +8,11 @@
 #include "base/status.h"
 #include "cli/args.h"
 #include "device/device.h"
+#include "engine/draft_model.h"
 #include "engine/ngram_drafter.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ds {
 
@@ -47,8 +49,20 @@ Result<CommonModelOptions> parse_model_options(const Args& args);
 Result<std::optional<DeviceClaim>> claim_device(const Args& args);
 
 // --speculative-ngram N: up to N draft tokens per decode step by prompt
-// lookup (engine/ngram_drafter.h), 0..16; absent or 0: off.
+// lookup (engine/ngram_drafter.h), 0..16; absent or 0: off. Or --draft-model
+// FILE with --draft-tokens N (1..16, default 4) and --draft-p-min P (0..1,
+// default 0.75): drafts from that model (engine/draft_model.h), which must
+// have the target's vocabulary.
 Result<SpeculationConfig> parse_speculation(const Args& args);
+// The options above that take a value.
+std::set<std::string> speculation_value_options();
+
+// The draft model of `speculation` (nullptr when it names none), loaded on
+// the target's backend with its options (placement, KV type), its vocabulary checked
+// against the target's token by token, with a KV pool of `n_positions`
+// positions for all the sequences it drafts for.
+Result<std::unique_ptr<DraftModel>> load_draft_model(const SpeculationConfig& speculation, const CommonModelOptions& options,
+                                                     Model& target, const Vocab& target_vocab, int64_t n_positions);
 
 // First value given among aliases (e.g. "-m", "--model").
 std::string first_value(const Args& args, std::initializer_list<const char*> names, const std::string& fallback = "");

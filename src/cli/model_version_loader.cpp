@@ -197,7 +197,15 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
   v->page_tokens = int32_t(s.options.kv.page_tokens);
   v->weight_file_bytes = s.file_bytes;
   v->kv_pool_bytes = s.kv_pool_bytes;
-  v->engine = std::make_unique<Engine>(*v->model, *v->memory, s.engine, *v->tokenizer);
+  EngineCoreConfig engine = s.engine;
+  if (!engine.speculation.draft_model.empty()) {
+    // As many positions as the target's pool: every sequence it holds can draft.
+    auto draft = load_draft_model(engine.speculation, s.options, *v->model, vocab, s.options.kv.n_pages * s.options.kv.page_tokens);
+    if (!draft.ok()) return draft.status();
+    v->draft_model = draft.take();
+    engine.draft_model = v->draft_model.get();
+  }
+  v->engine = std::make_unique<Engine>(*v->model, *v->memory, engine, *v->tokenizer);
   phase("kv_pool_and_engine");
   if (Status checked = warm_up_and_check(*v, request, v->load_phases); !checked.ok()) return checked;
   v->load_seconds = std::chrono::duration<double>(Clock::now() - started).count();
@@ -215,7 +223,8 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
 
 std::set<std::string> version_value_options() {
   std::set<std::string> values = model_value_options();
-  values.insert({"--chat-template", "--tool-call-format", "--max-num-seqs", "--max-num-batched-tokens", "--speculative-ngram"});
+  values.insert({"--chat-template", "--tool-call-format", "--max-num-seqs", "--max-num-batched-tokens"});
+  values.merge(speculation_value_options());
   return values;
 }
 

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "base/log.h"
+
 namespace ds {
 
 EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& config,
@@ -15,7 +17,8 @@ EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& co
       kv_(pool_, int32_t(memory.page_tokens()), config.model_salt, config.prefix_cache),
       scheduler_(config.scheduler, kv_),
       end_of_generation_(std::move(end_of_generation)),
-      speculation_(config.speculation) {}
+      speculation_(config.speculation),
+      draft_model_(config.draft_model) {}
 
 Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationParams& params) {
   if (params.max_tokens < 1) return Status::error("max_tokens must be at least 1");
@@ -57,6 +60,7 @@ RequestMetrics EngineCore::end(int64_t id) {
   if (m.n_output_tokens > 1) m.tpot_seconds = seconds(r.first_token, r.last_token) / (m.n_output_tokens - 1);
   m.e2e_seconds = seconds(r.added, now);
   scheduler_.finish(&it->second->seq);
+  if (draft_model_) draft_model_->forget(id);
   requests_.erase(it);
   return m;
 }
@@ -224,6 +228,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
 }
 
 void EngineCore::propose_drafts() {
+  std::vector<DraftRequest> for_draft_model;
   for (auto& [id, request] : requests_) {
     Sequence& seq = request->seq;
     seq.draft.clear();
@@ -234,8 +239,17 @@ void EngineCore::propose_drafts() {
         request->params.embedding != GenerationParams::Pooling::none || room <= 0) {
       continue;
     }
-    seq.draft = propose_ngram_draft(speculation_, seq.tokens, std::min(room, speculation_.n_draft));
+    const int32_t n = std::min(room, speculation_.n_draft);
+    if (draft_model_) {
+      for_draft_model.push_back({id, &seq.tokens, n, &seq.draft});
+    } else {
+      seq.draft = propose_ngram_draft(speculation_, seq.tokens, n);
+    }
   }
+  if (!draft_model_) return;
+  // A draft is only ever an offer: a failed draft forward costs this step its drafts, nothing else.
+  const Status status = draft_model_->propose(for_draft_model);
+  if (!status.ok()) DS_LOG_WARN("draft model: %s; this step decodes without drafts", status.message().c_str());
 }
 
 // The pooled hidden state, L2-normalised, as the request's only output.

@@ -17,6 +17,7 @@
 #include "engine/kv_cache_manager.h"
 #include "engine/logprobs.h"
 #include "engine/model_runner.h"
+#include "engine/draft_model.h"
 #include "engine/ngram_drafter.h"
 #include "engine/sampler.h"
 #include "grammar/token_matcher.h"
@@ -30,11 +31,13 @@ struct EngineCoreConfig {
   SchedulerConfig scheduler;
   bool prefix_cache = true;
   uint64_t model_salt = 1;  // identifies the model in prefix-cache keys
-  // Speculative decoding by prompt lookup. A draft token is kept only where
-  // the token sampled from the target's own logits at its position equals it,
-  // so the output is the one plain decoding gives (the forward is
-  // batch-invariant), for greedy and seeded sampling alike.
+  // Speculative decoding, by prompt lookup or, when draft_model is set, by
+  // that model (speculation.n_draft tokens at most either way). A draft token
+  // is kept only where the token sampled from the target's own logits at its
+  // position equals it, so the output is the one plain decoding gives (the
+  // forward is batch-invariant), for greedy and seeded sampling alike.
   SpeculationConfig speculation;
+  DraftModel* draft_model = nullptr;  // not owned; outlives the core
 };
 
 struct GenerationParams {
@@ -160,6 +163,7 @@ class EngineCore {
   double last_step_seconds_ = 0.0;
   double grammar_mask_seconds_ = 0.0;
   SpeculationConfig speculation_;
+  DraftModel* draft_model_;
   int64_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;
   StepTrace trace_;
 };

@@ -8,6 +8,7 @@
 // The target model verifies the draft in one batched forward (engine_core.cpp).
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ds {
@@ -16,6 +17,8 @@ struct SpeculationConfig {
   int32_t n_draft = 0;    // draft tokens per decode step at most; 0: no speculation
   int32_t ngram_min = 2;  // shorter matches draft too often wrongly
   int32_t ngram_max = 4;
+  std::string draft_model;  // a GGUF file: draft with that model (engine/draft_model.h) instead of prompt lookup
+  float draft_p_min = 0.75f;  // ... whose drafts stop before a token it gives less probability (llama.cpp's default)
 };
 
 // Up to max_tokens draft tokens continuing `tokens`; empty when no n-gram recurs.

@@ -6,14 +6,22 @@
 namespace ds {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options, const BackendDecorator& decorate) {
+  auto backend = create_backend(options.backend, options.n_threads);
+  if (!backend.ok()) return backend.status();
+  return load_on(path, options, decorate ? decorate(backend.take()) : backend.take());
+}
+
+Result<std::unique_ptr<Model>> Model::load_beside(const std::string& path, const ModelOptions& options, Model& other) {
+  return load_on(path, options, other.backend_);
+}
+
+Result<std::unique_ptr<Model>> Model::load_on(const std::string& path, const ModelOptions& options, std::shared_ptr<Backend> backend) {
   return catching_exceptions("model", [&]() -> Result<std::unique_ptr<Model>> {
     auto file = GgufFile::open(path);
     if (!file.ok()) return file.status();
     auto config = ModelConfig::from_gguf(*file.value());
     if (!config.ok()) return config.status();
-    auto backend = create_backend(options.backend, options.n_threads);
-    if (!backend.ok()) return backend.status();
-    std::unique_ptr<Model> model(new Model(config.value(), decorate ? decorate(backend.take()) : backend.take()));
+    std::unique_ptr<Model> model(new Model(config.value(), std::move(backend)));
     auto weights = ModelWeights::load(file.take(), model->config_, options.load_mode, options.interleave, *model->backend_);
     if (!weights.ok()) return weights.status();
     model->weights_ = weights.take();
@@ -35,7 +43,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
   });
 }
 
-Model::Model(const ModelConfig& config, std::unique_ptr<Backend> backend) : config_(config), backend_(std::move(backend)) {}
+Model::Model(const ModelConfig& config, std::shared_ptr<Backend> backend) : config_(config), backend_(std::move(backend)) {}
 
 Status Model::DeviceArray::reserve(Backend& backend, int64_t n) {
   const size_t bytes = size_t(n) * sizeof(float);

@@ -45,6 +45,10 @@ class Model {
  public:
   static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOptions& options,
                                              const BackendDecorator& decorate = nullptr);
+  // A model on `other`'s backend (its device, memory and threads; options'
+  // backend and thread count are not read): a draft model beside its target,
+  // which on a backend of its own would contend with it for the same cores.
+  static Result<std::unique_ptr<Model>> load_beside(const std::string& path, const ModelOptions& options, Model& other);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return *weights_; }
@@ -73,7 +77,9 @@ class Model {
     DeviceBuffer buffer_;
   };
 
-  Model(const ModelConfig& config, std::unique_ptr<Backend> backend);
+  Model(const ModelConfig& config, std::shared_ptr<Backend> backend);
+  static Result<std::unique_ptr<Model>> load_on(const std::string& path, const ModelOptions& options,
+                                                std::shared_ptr<Backend> backend);
   Status validate(const Batch& batch, const KvCache& cache) const;
   Status ensure_workspace(int64_t n_tokens, int64_t n_logits, int64_t n_hidden);
   void attention_block(int64_t layer, const StepIndex& step, KvCache& cache);
@@ -94,7 +100,7 @@ class Model {
   void rms_norm_rows(const float* in, const WeightVector& weight, int64_t n, int64_t dim, int64_t stride, float* out);
 
   ModelConfig config_;
-  std::unique_ptr<Backend> backend_;        // declared before the weights: their memory is the backend's
+  std::shared_ptr<Backend> backend_;        // declared before the weights: their memory is the backend's
   std::unique_ptr<ModelWeights> weights_;
   StepTrace* trace_ = nullptr;  // the forward's batch.trace, for the forward's length
 

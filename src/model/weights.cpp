@@ -61,7 +61,7 @@ class Loader {
     const int64_t tensor_rows = t->n_elements() / t->ne[0];
     const bool interleave = for_matmul && backend_.repacks(t->type, n) && backend_.repacks(t->type, first) &&
                             backend_.repacks(t->type, tensor_rows);
-    matrices_.push_back({out, t, offset, interleave});
+    matrices_.push_back({out, t, offset, interleave, for_matmul});
     if (t->type != DType::i8) return Status();
     if (!for_matmul) {
       return Status::error("model: tensor '" + t->name + "' is I8 (W8A8), which serves matrix multiplies only; this one is "
@@ -186,10 +186,15 @@ class Loader {
     staged_bytes_.push_back(std::move(bytes));
   }
 
-  // Copies into one allocation of the backend's memory every tensor that is
-  // to be repacked (interleave) or every tensor (mode copy, or a backend that
-  // cannot read the mapping), and the vectors and derived matrices; points
-  // the weights at their copies. The rest stay in the mapping.
+  // Copies into one allocation of the backend's memory every tensor that a
+  // matrix multiply reads, repacked where the backend has a layout
+  // (interleave), or every tensor (mode copy, or a backend that cannot read
+  // the mapping), and the vectors and derived matrices; points the weights at
+  // their copies. The rest (tables read by row) stay in the mapping, and so
+  // does every matrix when interleave is off (--no-repack keeps the file's
+  // pages). A multiply reads the backend's memory faster than the mapping: on
+  // the CPU, huge pages where the mapping has 4 KiB ones, and F16 decode
+  // measured 24% faster from them.
   Status place(LoadMode mode, bool interleave, DeviceBuffer* memory, size_t* total_bytes) {
     const bool in_place = mode == LoadMode::mmap && backend_.reads_host_memory();
     // Offsets in the allocation, by tensor and layout (repacked or not).
@@ -205,7 +210,7 @@ class Loader {
       m.interleave = m.interleave && interleave;
       if (!stays_mapped.count(m.info)) total += m.info->n_bytes;
       bool& mapped = stays_mapped[m.info];
-      if (in_place && !m.interleave) {
+      if (in_place && !(m.matmul && interleave)) {
         mapped = true;
         continue;
       }
@@ -263,6 +268,7 @@ class Loader {
     const GgufTensorInfo* info;
     size_t offset;    // of the matrix's first row in the tensor
     bool interleave;  // the backend would store it in its own layout
+    bool matmul;      // a matrix multiply reads it (else rows are looked up)
   };
   // Host data bound for the backend's memory: a vector's values or a derived matrix.
   struct Staged {

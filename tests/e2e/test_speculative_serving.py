@@ -1,11 +1,19 @@
-"""`dsinfer serve --speculative-ngram N`: the replies are the ones plain decoding gives (greedy, seeded
-sampling, streamed, with stop strings and logprobs), and /metrics counts the draft tokens verified and
-accepted."""
+"""`dsinfer serve --speculative-ngram N` and `--draft-model FILE`: the replies are the ones plain decoding
+gives (greedy, seeded sampling, streamed, with stop strings and logprobs), and /metrics counts the draft
+tokens verified and accepted; `dsinfer run --draft-model` prints plain decoding's text; a draft model
+with another vocabulary is refused."""
+
+import os
+import subprocess
+import sys
 
 import openai
 import pytest
 
-from server_process import ServerProcess
+from server_process import DSINFER, STORIES, ServerProcess
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from make_model import FIXTURES, write_model  # noqa: E402
 
 # Text that quotes itself, as the summarise/quote requests speculation is for.
 PROMPT = ("Once upon a time there was a little girl named Lily. She loved to play in the park. " * 3 +
@@ -17,9 +25,11 @@ REQUESTS = [dict(max_tokens=48, temperature=0), dict(max_tokens=40, temperature=
 @pytest.fixture(scope="module")
 def servers():
     plain, speculative = ServerProcess("--ctx-size", "512"), ServerProcess("--ctx-size", "512", "--speculative-ngram", "4")
-    yield plain, speculative
-    plain.stop()
-    speculative.stop()
+    # The model as its own draft: the draft model's whole path (its cache, catch-up, proposals) at no download.
+    drafted = ServerProcess("--ctx-size", "512", "--draft-model", STORIES, "--draft-tokens", "4")
+    yield plain, speculative, drafted
+    for s in (plain, speculative, drafted):
+        s.stop()
 
 
 def complete(server, **fields):
@@ -28,10 +38,10 @@ def complete(server, **fields):
     return reply.text, reply.finish_reason, reply.logprobs and reply.logprobs.top_logprobs
 
 
+@pytest.mark.parametrize("drafter", [1, 2], ids=["ngram", "draft_model"])
 @pytest.mark.parametrize("fields", REQUESTS, ids=["greedy", "seeded", "stop", "logprobs"])
-def test_replies_equal_plain_decoding(servers, fields):
-    plain, speculative = servers
-    assert complete(speculative, **fields) == complete(plain, **fields)
+def test_replies_equal_plain_decoding(servers, fields, drafter):
+    assert complete(servers[drafter], **fields) == complete(servers[0], **fields)
 
 
 def test_streamed_equals_whole(servers):
@@ -43,11 +53,38 @@ def test_streamed_equals_whole(servers):
 
 
 def test_metrics_count_drafts(servers):
-    plain, speculative = servers
-    complete(speculative, max_tokens=48, temperature=0)
-    drafted, accepted = speculative.metric("dsinfer:spec_draft_tokens"), speculative.metric("dsinfer:spec_accepted_tokens")
-    assert drafted > 0 and 0 < accepted <= drafted
+    plain, speculative, drafted = servers
+    for server in (speculative, drafted):
+        complete(server, max_tokens=48, temperature=0)
+        verified, accepted = server.metric("dsinfer:spec_draft_tokens"), server.metric("dsinfer:spec_accepted_tokens")
+        assert verified > 0 and 0 < accepted <= verified
     assert plain.metric("dsinfer:spec_draft_tokens") == 0
+
+
+def run(*args):
+    return subprocess.run([DSINFER, "run", "-m", STORIES, "-p", PROMPT, "-n", "48", "--temp", "0", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_run_with_a_draft_model_prints_plain_decodings_text():
+    plain, drafted = run(), run("--draft-model", STORIES, "--draft-tokens", "5")
+    assert plain.returncode == 0 and drafted.returncode == 0, drafted.stderr
+    assert drafted.stdout == plain.stdout
+    # Its own draft: every greedy draft token is kept (the forward is batch-invariant).
+    line = next(l for l in drafted.stderr.splitlines() if l.startswith("speculative decoding (draft model)"))
+    verified, accepted = [int(w) for w in line.split(":")[1].split() if w.isdigit()][:2]
+    assert verified > 0 and accepted == verified, line
+
+
+def test_a_draft_model_of_another_vocabulary_is_refused(tmp_path):
+    other = write_model(str(tmp_path / "other_vocab.gguf"), n_embd=64, n_ff=128, n_layer=1,
+                        vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-llama-spm.gguf"))
+    result = run("--draft-model", other)
+    assert result.returncode == 1 and "must share the vocabulary" in result.stderr, result.stderr
+    with pytest.raises(RuntimeError, match="must share the vocabulary"):
+        ServerProcess("--draft-model", other)
+    both = run("--draft-model", STORIES, "--speculative-ngram", "4")
+    assert both.returncode == 1 and "two drafters" in both.stderr
 
 
 def test_out_of_range_is_refused():

@@ -31,6 +31,7 @@ struct RunShape {
   bool prefix_cache = true;
   int32_t n_draft = 0;       // speculative decoding by prompt lookup
   float temperature = 0.0f;  // > 0: seeded sampling
+  DraftModel* draft_model = nullptr;  // with n_draft: drafts from this model instead
 };
 
 std::vector<std::vector<int32_t>> prompts() {
@@ -61,6 +62,7 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
   config.scheduler = SchedulerConfig{s.max_batched_tokens, 16, 512};
   config.prefix_cache = s.prefix_cache;
   config.speculation.n_draft = s.n_draft;
+  config.draft_model = s.draft_model;
   EngineCore core(model, *memory.value(), config, {});
   GenerationParams params;
   params.sampling.temperature = s.temperature;
@@ -123,6 +125,7 @@ class EngineCoreTest : public ::testing::TestWithParam<TestModel> {
     auto loaded = Model::load(path, ModelOptions{2, LoadMode::mmap});
     ASSERT_TRUE(loaded.ok()) << loaded.message();
     model_ = loaded.take();
+    path_ = path;
     reference_ = generate(*model_, shape(16, 256, 512, false), true);
     // The comparisons below mean something only if the model's outputs vary.
     std::set<std::vector<int32_t>> distinct(reference_.begin(), reference_.end());
@@ -134,6 +137,7 @@ class EngineCoreTest : public ::testing::TestWithParam<TestModel> {
   RunShape shape(int32_t page_tokens, int32_t n_pages, int32_t max_batched_tokens, bool prefix_cache) const {
     return RunShape{GetParam().kv_dtype, page_tokens, n_pages, max_batched_tokens, prefix_cache};
   }
+  std::string path_;
   std::unique_ptr<Model> model_;
   std::vector<std::vector<int32_t>> reference_;
 };
@@ -157,6 +161,48 @@ TEST_P(EngineCoreTest, SpeculativeDecodingGivesPlainDecodingsTokens) {
   RunShape sampled = shape(16, 256, 512, true), sampled_speculative = sampled;
   sampled.temperature = sampled_speculative.temperature = 0.9f;
   sampled_speculative.n_draft = 4;
+  EXPECT_EQ(generate(*model_, sampled_speculative, false), generate(*model_, sampled, false));
+}
+
+// A draft model proposes, the target decides. With the model as its own draft
+// every greedy draft token is kept (the draft computes the target's logits bit
+// for bit: the forward is batch-invariant); with an unrelated random model of
+// the same vocabulary few are. The tokens are plain decoding's either way,
+// greedy and sampled, alone and batched, and with a draft pool too small for
+// every sequence (those get no draft).
+TEST_P(EngineCoreTest, DraftModelGivesPlainDecodingsTokens) {
+  const DType kv_dtype = GetParam().kv_dtype;
+  auto self = Model::load(path_, ModelOptions{2, LoadMode::mmap});
+  ASSERT_TRUE(self.ok()) << self.message();
+  auto self_draft = DraftModel::create(self.take(), KvCacheOptions{kv_dtype, 16, 256}, 0.0f);
+  ASSERT_TRUE(self_draft.ok()) << self_draft.message();
+  RunShape s = shape(16, 256, 512, true);
+  s.n_draft = 4;
+  s.draft_model = self_draft.value().get();
+  RunStats stats;
+  EXPECT_EQ(generate(*model_, s, true, &stats), reference_);
+  EXPECT_GT(stats.draft_tokens, 0);
+  EXPECT_EQ(stats.accepted_draft_tokens, stats.draft_tokens);
+  EXPECT_EQ(generate(*model_, s, false), reference_);
+
+  RandomModelShape other;
+  other.arch = "llama";
+  other.n_vocab = model_->config().n_vocab;
+  other.seed = 77;
+  auto unrelated = Model::load(write_random_model(other, std::string("draft_for_") + GetParam().name + ".gguf"),
+                               ModelOptions{2, LoadMode::mmap});
+  ASSERT_TRUE(unrelated.ok()) << unrelated.message();
+  // 12 pages of 16 positions: two or three sequences' worth, for sixteen.
+  auto unrelated_draft = DraftModel::create(unrelated.take(), KvCacheOptions{DType::f16, 16, 12}, 0.0f);
+  ASSERT_TRUE(unrelated_draft.ok()) << unrelated_draft.message();
+  s.draft_model = unrelated_draft.value().get();
+  EXPECT_EQ(generate(*model_, s, false, &stats), reference_);
+  EXPECT_GT(stats.draft_tokens, 0);
+  EXPECT_LT(stats.accepted_draft_tokens, stats.draft_tokens);
+  EXPECT_EQ(unrelated_draft.value()->free_pages(), 12) << "pages of ended sequences left held";
+
+  RunShape sampled = shape(16, 256, 512, true), sampled_speculative = s;
+  sampled.temperature = sampled_speculative.temperature = 0.9f;
   EXPECT_EQ(generate(*model_, sampled_speculative, false), generate(*model_, sampled, false));
 }
 
