@@ -210,7 +210,8 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
               (long long)stats.prefix_query_tokens);
   if (config.speculation.n_draft > 0) {
     std::printf("speculative decoding (%s, up to %d drafts): %lld draft tokens verified, %lld accepted (%.1f%%)\n",
-                draft_model ? "draft model" : "prompt lookup", config.speculation.n_draft, (long long)stats.draft_tokens, (long long)stats.accepted_draft_tokens,
+                draft_model ? "draft model" : "prompt lookup", config.speculation.n_draft, (long long)stats.draft_tokens,
+                (long long)stats.accepted_draft_tokens,
                 stats.draft_tokens ? 100.0 * double(stats.accepted_draft_tokens) / double(stats.draft_tokens) : 0.0);
   }
   if (!expert_tokens.empty()) {

@@ -163,7 +163,8 @@ int cmd_run(int argc, char** argv) {
   if (config.speculation.n_draft > 0) {
     const EngineStats stats = core.stats();
     std::fprintf(stderr, "speculative decoding (%s): %lld draft tokens verified, %lld accepted, in %lld steps\n",
-                 config.draft_model ? "draft model" : "prompt lookup", (long long)stats.draft_tokens, (long long)stats.accepted_draft_tokens, (long long)stats.steps);
+                 config.draft_model ? "draft model" : "prompt lookup", (long long)stats.draft_tokens,
+                 (long long)stats.accepted_draft_tokens, (long long)stats.steps);
   }
   return 0;
 }

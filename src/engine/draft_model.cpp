@@ -7,10 +7,12 @@
 namespace ds {
 namespace {
 
-// Catch-up tokens per forward, all sequences together: a long prompt's
-// first proposal is a prefill of the draft model, taken in chunks as the
-// scheduler takes the target's.
+// Catch-up tokens per forward, all sequences together, and forwards per
+// proposal: a long prompt is prefilled into the draft model over several
+// steps (a sequence drafts once it has caught up), so no step of the engine
+// waits on more than 2,048 tokens of it.
 constexpr int32_t k_catch_up_tokens = 512;
+constexpr int k_catch_up_forwards = 4;
 
 // The lowest-numbered token of the largest logit, if its probability is at
 // least min_probability; -1 if not.
@@ -93,7 +95,7 @@ Status DraftModel::propose(const std::vector<DraftRequest>& requests) {
   };
   // Catch up, k_catch_up_tokens per forward; a sequence's last chunk yields
   // its first draft token.
-  for (;;) {
+  for (int forward = 0; forward < k_catch_up_forwards; ++forward) {
     runner_.begin();
     std::vector<Drafting*> finishing;
     int32_t budget = k_catch_up_tokens;

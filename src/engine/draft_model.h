@@ -3,7 +3,8 @@
 // vocabulary (llama.cpp's --model-draft, vLLM's draft-model method). It keeps
 // its own paged KV cache for each sequence, catches up on the tokens the
 // sequence gained since its last proposal (what the target rejected is
-// recomputed), and proposes its greedy continuation: one forward per draft
+// recomputed; a long prompt over several steps, 2,048 tokens per step), and
+// once caught up proposes its greedy continuation: one forward per draft
 // token, every drafting sequence in the same batch, until a token the draft
 // model itself gives less than a minimum probability (llama.cpp's
 // --draft-p-min): such a token is rarely the target's, and each costs a draft
@@ -44,8 +45,9 @@ class DraftModel {
   static Result<std::unique_ptr<DraftModel>> create(std::unique_ptr<Model> model, const KvCacheOptions& kv,
                                                     float min_probability);
 
-  // Fills each request's draft; a sequence the pool has no room for gets
-  // none this time. A failed forward leaves every draft empty.
+  // Fills each request's draft; a sequence the pool has no room for, or
+  // still catching up, gets none this time. A failed forward leaves every
+  // draft empty.
   Status propose(const std::vector<DraftRequest>& requests);
   // Forgets a sequence (it ended), freeing its pages.
   void forget(int64_t id);

@@ -14,10 +14,10 @@
 
 #include "base/status.h"
 #include "engine/block_pool.h"
+#include "engine/draft_model.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/logprobs.h"
 #include "engine/model_runner.h"
-#include "engine/draft_model.h"
 #include "engine/ngram_drafter.h"
 #include "engine/sampler.h"
 #include "grammar/token_matcher.h"
