@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "kernels/cpu_features.h"
-#include "kernels/elementwise.h"
 #include "tensor/quantize.h"
 
 namespace ds {
@@ -48,7 +47,7 @@ float online_softmax_portable(float* x, int64_t n, float* max, float* sum) {
 }  // namespace
 
 AttentionTileKernels attention_tile_kernels_portable() {
-  return {scores_portable, weighted_sum_portable, to_f32_portable, softmax, online_softmax_portable};
+  return {scores_portable, weighted_sum_portable, to_f32_portable, online_softmax_portable};
 }
 
 const AttentionTileKernels& attention_tile_kernels() {

@@ -29,9 +29,6 @@ using TileWeightedSumFn = void (*)(int64_t dim, const float* p, int64_t p_stride
 // n cache elements of `type` (f32, f16 or q8_0) to f32.
 using CacheToF32Fn = void (*)(DType type, const void* x, float* y, int64_t n);
 
-// x[i] = exp(x[i] - max) / sum over a row of n scores, in place.
-using SoftmaxFn = void (*)(float* x, int64_t n);
-
 // One row of a flash-style pass (FlashAttention's online softmax): the row's
 // scores of a new tile of n positions become exp(x - m') with m' = max(*max,
 // max x) in place; *sum becomes *sum * exp(*max - m') + their sum and *max
@@ -43,7 +40,6 @@ struct AttentionTileKernels {
   TileScoresFn scores;
   TileWeightedSumFn weighted_sum;
   CacheToF32Fn to_f32;
-  SoftmaxFn softmax;
   OnlineSoftmaxFn online_softmax;
 };
 

@@ -176,14 +176,6 @@ float exp_in_place(float* x, int64_t n, float max) {
   return sum;
 }
 
-void softmax_avx2(float* x, int64_t n) {
-  const float sum = exp_in_place(x, n, row_max(x, n, -INFINITY));
-  const int64_t n8 = n / 8 * 8;
-  const __m256 inv = _mm256_set1_ps(1.0f / sum);
-  for (int64_t i = 0; i < n8; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
-  for (int64_t i = n8; i < n; ++i) x[i] *= 1.0f / sum;
-}
-
 float online_softmax_avx2(float* x, int64_t n, float* max, float* sum) {
   if (n == 0) return 1.0f;
   const float new_max = row_max(x, n, *max);
@@ -196,7 +188,7 @@ float online_softmax_avx2(float* x, int64_t n, float* max, float* sum) {
 }  // namespace
 
 AttentionTileKernels attention_tile_kernels_avx2() {
-  return {scores_avx2, weighted_sum_avx2, to_f32_avx2, softmax_avx2, online_softmax_avx2};
+  return {scores_avx2, weighted_sum_avx2, to_f32_avx2, online_softmax_avx2};
 }
 
 }  // namespace ds

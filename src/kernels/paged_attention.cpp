@@ -20,6 +20,17 @@ size_t kv_bytes(const KvLayerView& kv, int64_t n) { return size_t(row_bytes(kv.d
 constexpr int64_t k_heads_per_item = 8;
 constexpr int64_t k_position_tile = 16;
 
+// Split-K (FlashDecoding's, vLLM's partitions): a token's context is cut into
+// ranges of k_key_range positions at fixed offsets, each range attended to on
+// its own by any thread, and the ranges' softmax states merged in order
+// afterwards, so that a single long sequence's decode keeps every thread busy
+// where its heads alone would not. The cut depends only on the position, so
+// a token's result does not depend on the thread count or the step's other
+// tokens.
+constexpr int64_t k_key_range = 512;
+static_assert(k_key_range % k_position_tile == 0, "ranges hold whole tiles");
+static_assert(sizeof(AttentionScratch::PerThread::max) == k_heads_per_item * sizeof(float), "a state for every head of an item");
+
 template <typename T>
 void grow(std::vector<T>& v, int64_t n) {
   if (int64_t(v.size()) < n) v.resize(size_t(n));
@@ -34,7 +45,105 @@ size_t slot_offset(const KvLayerView& kv, const BlockTableView& table, int64_t p
   return (page * size_t(kv.page_tokens) + size_t(position % kv.page_tokens)) * head_bytes;
 }
 
+// The heads of one item: up to k_heads_per_item heads of one KV head's group.
+struct ItemHeads {
+  int64_t kv_head, first, count;
+};
+
+ItemHeads item_heads(const AttentionShape& shape, int64_t item) {
+  const int64_t group = shape.n_head / shape.n_head_kv, head_blocks = (group + k_heads_per_item - 1) / k_heads_per_item;
+  const int64_t kv_head = item / head_blocks, first = kv_head * group + item % head_blocks * k_heads_per_item;
+  return {kv_head, first, std::min(k_heads_per_item, (kv_head + 1) * group - first)};
+}
+
+// A key range's softmax state for an item's heads: their output rows (v_dim
+// apart, not yet divided by the sums), maxima and sums.
+struct RangeState {
+  float* out;
+  float* max;
+  float* sum;
+};
+
+// The states of a step's (item, key range) units in one buffer: each unit's
+// output rows for up to `capacity` heads, then their maxima, then their sums.
+struct RangeStates {
+  float* data;
+  int64_t capacity, v_dim;
+  static int64_t floats(int64_t capacity, int64_t v_dim) { return capacity * (v_dim + 2); }
+  RangeState operator[](int64_t unit) const {
+    float* state = data + unit * floats(capacity, v_dim);
+    return {state, state + capacity * v_dim, state + capacity * (v_dim + 1)};
+  }
+};
+
+// The heads' attention to positions [p_begin, p_end) of token q_rows' sequence, into `state`.
+void attend_key_range(const KvLayerView& kv, const AttentionShape& shape, const float* q_rows, const BlockTableView& table,
+                      const ItemHeads& heads, int64_t p_begin, int64_t p_end, AttentionScratch::PerThread& buffers,
+                      const RangeState& state) {
+  const AttentionTileKernels& tiles = attention_tile_kernels();
+  const int64_t head_dim = shape.head_dim, v_dim = shape.value_dim();
+  float* scores = buffers.scores.data();
+  float* queries = buffers.queries.data();
+  float* rows = buffers.rows.data();
+  // Queries are rounded to the cache's type before q·k, as llama.cpp does, so
+  // that both engines see the same products.
+  for (int64_t i = 0; i < heads.count; ++i) {
+    quantize_row(kv.dtype, q_rows + i * head_dim, buffers.rounded_query.data(), head_dim);
+    dequantize_row(kv.dtype, buffers.rounded_query.data(), queries + i * head_dim, head_dim);
+  }
+  // Cached rows p0.. in f32: whole rows a page at a time, or one by one when
+  // only the first dim elements of each row are wanted.
+  const auto cached_rows = [&](const uint8_t* base, int64_t p0, int64_t n_positions, int64_t dim) {
+    if (dim == head_dim) return kv_read(kv, base, table, heads.kv_head, p0, n_positions, rows);
+    for (int64_t j = 0; j < n_positions; ++j) {
+      tiles.to_f32(kv.dtype, base + slot_offset(kv, table, p0 + j, heads.kv_head), rows + j * dim, dim);
+    }
+  };
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += k_position_tile) {
+    const int64_t n_positions = std::min(k_position_tile, p_end - p0);
+    cached_rows(kv.k, p0, n_positions, head_dim);
+    tiles.scores(head_dim, queries, heads.count, rows, n_positions, shape.scale, scores + (p0 - p_begin), k_key_range);
+  }
+  for (int64_t i = 0; i < heads.count; ++i) {
+    state.max[i] = -INFINITY, state.sum[i] = 0.0f;
+    tiles.online_softmax(scores + i * k_key_range, p_end - p_begin, state.max + i, state.sum + i);
+  }
+  std::memset(state.out, 0, size_t(heads.count * v_dim) * sizeof(float));
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += k_position_tile) {
+    const int64_t n_positions = std::min(k_position_tile, p_end - p0);
+    cached_rows(kv.v ? kv.v : kv.k, p0, n_positions, v_dim);
+    tiles.weighted_sum(v_dim, scores + (p0 - p_begin), k_key_range, heads.count, rows, n_positions, state.out);
+  }
+}
+
+// row[d] *= 1 / sum for v_dim elements.
+void divide_row(float* row, int64_t v_dim, float sum) {
+  const float inv = 1.0f / sum;
+  for (int64_t d = 0; d < v_dim; ++d) row[d] *= inv;
+}
+
+// Head i's output row from the states of its key ranges (units first.. of
+// `states`), in order: out = sum_r e^(max_r - M) out_r / sum_r e^(max_r - M)
+// sum_r, M the largest max_r. For one range that is out_0 * (1 / sum_0)
+// exactly, which attend_key_range's caller computes in place instead.
+void merge_key_ranges(const RangeStates& states, int64_t first, int64_t n_ranges, int64_t i, float* out) {
+  const int64_t v_dim = states.v_dim;
+  float m = -INFINITY;
+  for (int64_t r = 0; r < n_ranges; ++r) m = std::max(m, states[first + r].max[i]);
+  std::memset(out, 0, size_t(v_dim) * sizeof(float));
+  float total = 0.0f;
+  for (int64_t r = 0; r < n_ranges; ++r) {
+    const RangeState state = states[first + r];
+    const float weight = std::exp(state.max[i] - m);
+    total += weight * state.sum[i];
+    const float* o = state.out + i * v_dim;
+    for (int64_t d = 0; d < v_dim; ++d) out[d] += weight * o[d];
+  }
+  divide_row(out, v_dim, total);
+}
+
 }  // namespace
+
 
 void kv_read(const KvLayerView& kv, const uint8_t* memory, const BlockTableView& table, int64_t kv_head, int64_t p0, int64_t n,
              float* out) {
@@ -65,66 +174,68 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
                      const BlockTableView* tables, float* out, AttentionScratch& scratch) {
   const int64_t head_dim = shape.head_dim, v_dim = shape.value_dim();
   const int64_t group = shape.n_head / shape.n_head_kv;
-  const int64_t head_blocks = (group + k_heads_per_item - 1) / k_heads_per_item;
+  const int64_t heads_per_item = std::min(k_heads_per_item, group);
+  const int64_t items_per_token = shape.n_head_kv * ((group + k_heads_per_item - 1) / k_heads_per_item);
+  const int64_t state_floats = RangeStates::floats(heads_per_item, v_dim);
   DS_CHECK(kv.head_dim() == head_dim && kv.n_kv_heads == shape.n_head_kv, "KV layout and attention shape differ");
-  const uint8_t* values = kv.v ? kv.v : kv.k;
-  const AttentionTileKernels& tiles = attention_tile_kernels();
-  int64_t max_len = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) max_len = std::max<int64_t>(max_len, positions[t] + 1);
   const int n_threads = pool.n_threads();
   if (int(scratch.threads.size()) < n_threads) scratch.threads.resize(static_cast<size_t>(n_threads));
   for (AttentionScratch::PerThread& buffers : scratch.threads) {
-    grow(buffers.scores, k_heads_per_item * max_len);
-    grow(buffers.queries, k_heads_per_item * head_dim);
+    grow(buffers.scores, heads_per_item * k_key_range);
+    grow(buffers.queries, heads_per_item * head_dim);
     grow(buffers.rounded_query, row_bytes(kv.dtype, head_dim));
     grow(buffers.rows, k_position_tile * std::max(head_dim, v_dim));
   }
+  const auto ranges_of = [&](int64_t t) { return (int64_t(positions[t]) + k_key_range) / k_key_range; };
 
-  // An item is up to k_heads_per_item heads of one KV head's group for one
-  // token. Later tokens attend to more positions: items are handed out
-  // dynamically.
-  const int64_t n_items = n_tokens * shape.n_head_kv * head_blocks;
-  pool.parallel_for_dynamic(n_items, 1, [&](int64_t begin, int64_t end, int thread_index) {
-    AttentionScratch::PerThread& buffers = scratch.threads[size_t(thread_index)];
-    float* scores = buffers.scores.data();
-    float* queries = buffers.queries.data();
-    float* rows = buffers.rows.data();
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / (shape.n_head_kv * head_blocks);
-      const int64_t kv_head = item / head_blocks % shape.n_head_kv;
-      const int64_t first_head = kv_head * group + item % head_blocks * k_heads_per_item;
-      const int64_t n_heads = std::min(k_heads_per_item, (kv_head + 1) * group - first_head);
-      const BlockTableView& table = tables[seq_of_token[t]];
-      const int64_t n_ctx = positions[t] + 1;
-      // Queries are rounded to the cache's type before q·k, as llama.cpp
-      // does, so that both engines see the same products.
-      for (int64_t i = 0; i < n_heads; ++i) {
-        quantize_row(kv.dtype, q + (t * shape.n_head + first_head + i) * head_dim, buffers.rounded_query.data(), head_dim);
-        dequantize_row(kv.dtype, buffers.rounded_query.data(), queries + i * head_dim, head_dim);
-      }
-      // Cached rows p0.. in f32: whole rows a page at a time, or one by one
-      // when only the first dim elements of each row are wanted.
-      const auto cached_rows = [&](const uint8_t* base, int64_t p0, int64_t n_positions, int64_t dim) {
-        if (dim == head_dim) return kv_read(kv, base, table, kv_head, p0, n_positions, rows);
-        for (int64_t j = 0; j < n_positions; ++j) {
-          tiles.to_f32(kv.dtype, base + slot_offset(kv, table, p0 + j, kv_head), rows + j * dim, dim);
-        }
-      };
-      for (int64_t p0 = 0; p0 < n_ctx; p0 += k_position_tile) {
-        const int64_t n_positions = std::min(k_position_tile, n_ctx - p0);
-        cached_rows(kv.k, p0, n_positions, head_dim);
-        tiles.scores(head_dim, queries, n_heads, rows, n_positions, shape.scale, scores + p0, max_len);
-      }
-      for (int64_t i = 0; i < n_heads; ++i) tiles.softmax(scores + i * max_len, n_ctx);
-      float* o = out + (t * shape.n_head + first_head) * v_dim;
-      std::memset(o, 0, size_t(n_heads * v_dim) * sizeof(float));
-      for (int64_t p0 = 0; p0 < n_ctx; p0 += k_position_tile) {
-        const int64_t n_positions = std::min(k_position_tile, n_ctx - p0);
-        cached_rows(values, p0, n_positions, v_dim);
-        tiles.weighted_sum(v_dim, scores + p0, max_len, n_heads, rows, n_positions, o);
-      }
+  // A unit is one key range of one item. Later tokens attend to more ranges:
+  // units are handed out dynamically. The units of tokens [t_begin, t_end)
+  // run together, as many tokens as partial_floats_limit holds the states of.
+  std::vector<int64_t>& first_unit = scratch.first_unit;
+  for (int64_t t_begin = 0, t_end = 0; t_begin < n_tokens; t_begin = t_end) {
+    first_unit.assign(1, 0);
+    bool split = false;
+    for (t_end = t_begin; t_end < n_tokens; ++t_end) {
+      const int64_t units = first_unit.back() + items_per_token * ranges_of(t_end);
+      if (t_end > t_begin && units * state_floats > scratch.partial_floats_limit) break;
+      first_unit.push_back(units);
+      split |= ranges_of(t_end) > 1;
     }
-  });
+    const int64_t n_units = first_unit.back();
+    grow(scratch.partials, n_units * state_floats);
+    const RangeStates states{scratch.partials.data(), heads_per_item, v_dim};
+
+    pool.parallel_for_dynamic(n_units, 1, [&](int64_t begin, int64_t end, int thread_index) {
+      for (int64_t unit = begin; unit < end; ++unit) {
+        const int64_t t = t_begin + (std::upper_bound(first_unit.begin(), first_unit.end(), unit) - first_unit.begin() - 1);
+        const int64_t n_ranges = ranges_of(t), local = unit - first_unit[size_t(t - t_begin)];
+        const ItemHeads heads = item_heads(shape, local / n_ranges);
+        const int64_t p_begin = local % n_ranges * k_key_range, p_end = std::min<int64_t>(p_begin + k_key_range, positions[t] + 1);
+        AttentionScratch::PerThread& buffers = scratch.threads[size_t(thread_index)];
+        // A context of one range goes straight to the output rows (the
+        // merge would only divide them by the sums).
+        float* final_rows = out + (t * shape.n_head + heads.first) * v_dim;
+        const RangeState state = n_ranges > 1 ? states[unit] : RangeState{final_rows, buffers.max, buffers.sum};
+        attend_key_range(kv, shape, q + (t * shape.n_head + heads.first) * head_dim, tables[seq_of_token[t]], heads, p_begin, p_end,
+                         buffers, state);
+        if (n_ranges == 1) {
+          for (int64_t i = 0; i < heads.count; ++i) divide_row(final_rows + i * v_dim, v_dim, state.sum[i]);
+        }
+      }
+    });
+    if (!split) continue;
+    pool.parallel_for((t_end - t_begin) * items_per_token, [&](int64_t begin, int64_t end) {
+      for (int64_t wave_item = begin; wave_item < end; ++wave_item) {
+        const int64_t t = t_begin + wave_item / items_per_token, item = wave_item % items_per_token, n_ranges = ranges_of(t);
+        if (n_ranges == 1) continue;
+        const ItemHeads heads = item_heads(shape, item);
+        const int64_t first = first_unit[size_t(t - t_begin)] + item * n_ranges;
+        for (int64_t i = 0; i < heads.count; ++i) {
+          merge_key_ranges(states, first, n_ranges, i, out + (t * shape.n_head + heads.first + i) * v_dim);
+        }
+      }
+    });
+  }
 }
 
 void paged_attention_reference(const KvLayerView& kv, const AttentionShape& shape, const float* q, int64_t n_tokens,

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "device/backend.h"
+#include "kernels/flash_attention.h"
 #include "kernels/elementwise.h"
 #include "kernels/vec_dot.h"
 #include "support/random_tensors.h"
@@ -166,7 +167,8 @@ class OpCase {
   virtual ~OpCase() = default;
   std::string op, shape, dtype;
   double flops = 0.0, bytes = 0.0;  // per run, for perf
-  // False where the backend refuses the case's weight type (a model of it would not load there).
+  // False where the backend does not run the case: a weight type it refuses
+  // (a model of it would not load there), a form it does not have.
   virtual bool supported(const Backend& backend) const { return true; }
   virtual void setup(Backend& backend, DeviceData& data) = 0;
   virtual void run(Backend& backend) = 0;
@@ -694,6 +696,156 @@ class PagedAttentionCase : public OpCase {
   float *q_dev_ = nullptr, *out_ = nullptr;
 };
 
+// Multi-head latent attention in expanded form: each sequence's cached
+// latents up-projected to every head's keys ([nope | the cached RoPE part])
+// and values, then attention with an online softmax. The reference projects
+// the same operands (latents as the weight type's activations) in double,
+// then attends in double. Keys and values carry γ_L of their products'
+// magnitudes (L = kv_lora): δk and δv. A score then carries
+// scale·|q|₁·(δk + D·u·max|k|) = δs, and the output, normalised by max|v|,
+// the paged-attention bound of δs plus δv / max|v|.
+class MlaExpandedAttentionCase : public OpCase {
+ public:
+  MlaExpandedAttentionCase(DType weight_type, DType kv_dtype, int64_t n_head, int64_t kv_lora, int64_t nope, int64_t rope,
+                           int64_t v_dim, std::vector<int64_t> lengths, int64_t new_tokens)
+      : weight_type_(weight_type), kv_dtype_(kv_dtype), kv_lora_(kv_lora), nope_(nope), rope_(rope), step_(lengths, new_tokens) {
+    shape_ = AttentionShape{n_head, n_head, nope + rope, 1.0f / std::sqrt(float(nope + rope)), v_dim};
+    op = "mla_expanded_attention";
+    shape = std::to_string(n_head) + "x(" + std::to_string(nope) + "+" + std::to_string(rope) + ")/" + std::to_string(kv_lora) +
+            " ctx " + std::to_string(step_.n_ctx) + " n=" + std::to_string(step_.tokens.size());
+    dtype = std::string(dtype_name(weight_type)) + " kv " + dtype_name(kv_dtype);
+    int64_t pairs = 0, projected = 0;
+    for (int32_t p : step_.positions) pairs += p + 1;
+    for (const Sequence& s : sequences()) projected += step_.positions[size_t(s.t0 + s.n - 1)] + 1;
+    flops = 2.0 * double(projected * n_head * (nope + v_dim) * kv_lora + pairs * n_head * (nope + rope + v_dim));
+    bytes = double(projected * row_bytes(kv_dtype, kv_lora + rope) + n_head * (nope + v_dim) * row_bytes(weight_type, kv_lora));
+  }
+  bool supported(const Backend& b) const override { return b.expands_mla() && b.supports(weight_type_); }
+  int64_t n() const { return int64_t(step_.tokens.size()); }
+  int64_t q_stride() const { return shape_.n_head * shape_.head_dim + 8; }  // padded, as the model's q rows are
+  int64_t out_stride() const { return shape_.n_head * shape_.v_dim + 4; }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(shape_.n_head * 5 + kv_lora_ + step_.n_ctx));
+    const int64_t row = kv_lora_ + rope_, n_slots = step_.n_pages * step_.page_tokens;
+    kv_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, 1, row, false);
+    std::vector<int32_t> positions, seqs;
+    for (size_t s = 0; s < step_.pages.size(); ++s) {
+      for (int64_t p = 0; p < int64_t(step_.pages[s].size()) * step_.page_tokens; ++p) {
+        positions.push_back(int32_t(p));
+        seqs.push_back(int32_t(s));
+      }
+    }
+    const std::vector<float> latents = random_floats(rng, n_slots * row);
+    kv_write(kv_->host, latents.data(), nullptr, int64_t(positions.size()), positions.data(), seqs.data(), step_.tables.data());
+    b.upload(kv_->device.k, kv_->host_k.data(), kv_->k_bytes);
+    for (int64_t h = 0; h < shape_.n_head; ++h) {
+      k_rows_.push_back(random_weights(rng, weight_type_, nope_, kv_lora_));
+      k_up_.push_back(data.matrix(weight_type_, nope_, kv_lora_, k_rows_.back(), true));
+      v_rows_.push_back(random_weights(rng, weight_type_, shape_.v_dim, kv_lora_));
+      v_up_.push_back(data.matrix(weight_type_, shape_.v_dim, kv_lora_, v_rows_.back(), true));
+    }
+    q_ = random_floats(rng, n() * q_stride());
+    q_dev_ = data.floats(q_);
+    out_ = data.zeros(size_t(n() * out_stride()));
+    step_dev_ = b.upload_step(step_.host());
+  }
+  void run(Backend& b) override {
+    for (const Sequence& s : sequences()) {
+      b.mla_expanded_attention(kv_->device, shape_, step_dev_, s.t0, s.n, q_dev_, q_stride(), k_up_.data(), v_up_.data(), out_,
+                               out_stride());
+    }
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    const int64_t head_dim = shape_.head_dim, v_dim = shape_.v_dim, n_head = shape_.n_head, row = kv_lora_ + rope_;
+    const std::vector<float> all = data.read(out_, size_t(n() * out_stride()));
+    std::vector<float> got, want;
+    double max_k = 0.0, max_v = 0.0, dk = 0.0, dv = 0.0, q_l1 = 0.0;
+    const double gamma = double(kv_lora_ + 1) * k_u;
+    for (const Sequence& s : sequences()) {
+      const int64_t n_keys = step_.positions[size_t(s.t0 + s.n - 1)] + 1;
+      std::vector<float> latents(size_t(n_keys * row)), keys(size_t(n_head * n_keys * head_dim)), values(size_t(n_head * n_keys * v_dim));
+      kv_read(kv_->host, kv_->host.k, step_.tables[size_t(step_.seq_of_token[size_t(s.t0)])], 0, 0, n_keys, latents.data());
+      std::vector<float> x(size_t(n_keys * kv_lora_));
+      for (int64_t p = 0; p < n_keys; ++p) std::copy_n(latents.data() + p * row, kv_lora_, x.data() + p * kv_lora_);
+      const std::vector<float> xa = as_activations(weight_type_, x, kv_lora_);
+      // out [n_head][n_keys][width]: the up-projection of each head's rows, beside `tail` copied from each latent's RoPE part.
+      const auto project = [&](const std::vector<uint8_t>* w_rows, int64_t rows, int64_t width, bool tail, std::vector<float>& out) {
+        double largest = 0.0, error = 0.0;
+        for (int64_t h = 0; h < n_head; ++h) {
+          const std::vector<float> w = dequantized(weight_type_, w_rows[h], rows, kv_lora_);
+          for (int64_t p = 0; p < n_keys; ++p) {
+            float* o = out.data() + (h * n_keys + p) * width;
+            for (int64_t r = 0; r < rows; ++r) {
+              double sum = 0.0, magnitude = 0.0;
+              for (int64_t i = 0; i < kv_lora_; ++i) {
+                const double product = double(w[size_t(r * kv_lora_ + i)]) * xa[size_t(p * kv_lora_ + i)];
+                sum += product, magnitude += std::fabs(product);
+              }
+              o[r] = float(sum);
+              error = std::max(error, gamma * magnitude);
+            }
+            if (tail) std::copy_n(latents.data() + p * row + kv_lora_, rope_, o + rows);
+            for (int64_t i = 0; i < width; ++i) largest = std::max(largest, std::fabs(double(o[i])));
+          }
+        }
+        return std::pair{largest, error};
+      };
+      const auto [k_largest, k_error] = project(k_rows_.data(), nope_, head_dim, true, keys);
+      const auto [v_largest, v_error] = project(v_rows_.data(), v_dim, v_dim, false, values);
+      max_k = std::max(max_k, k_largest), dk = std::max(dk, k_error), max_v = std::max(max_v, v_largest), dv = std::max(dv, v_error);
+      std::vector<float> expected(size_t(s.n * n_head * v_dim));
+      dense_attention_reference(shape_, q_.data() + s.t0 * q_stride(), q_stride(), step_.positions.data() + s.t0, s.n, keys.data(),
+                                values.data(), n_keys, expected.data(), n_head * v_dim);
+      for (int64_t t = 0; t < s.n; ++t) {
+        for (int64_t i = 0; i < n_head * v_dim; ++i) {
+          got.push_back(all[size_t((s.t0 + t) * out_stride() + i)]);
+          want.push_back(expected[size_t(t * n_head * v_dim + i)]);
+        }
+        for (int64_t h = 0; h < n_head; ++h) {
+          double l1 = 0.0;
+          for (int64_t i = 0; i < head_dim; ++i) l1 += std::fabs(q_[size_t((s.t0 + t) * q_stride() + h * head_dim + i)]);
+          q_l1 = std::max(q_l1, l1);
+        }
+      }
+    }
+    const double ds = shape_.scale * q_l1 * (dk + double(head_dim) * k_u * max_k);
+    const double bound = 2.0 * ds + 3.0 * double(step_.n_ctx + head_dim) * k_u + dv / max_v;
+    Outcome outcome{normalised_error(got, want, std::vector<double>(want.size(), max_v)), bound};
+    // The padding after each token's heads stays as it was.
+    for (int64_t t = 0; t < n(); ++t) {
+      for (int64_t i = n_head * v_dim; i < out_stride(); ++i) {
+        if (all[size_t(t * out_stride() + i)] != 0.0f) outcome.note = "wrote past a token's heads";
+      }
+    }
+    return outcome;
+  }
+
+ private:
+  // The step's tokens of one sequence: [t0, t0 + n).
+  struct Sequence {
+    int64_t t0, n;
+  };
+  std::vector<Sequence> sequences() const {
+    std::vector<Sequence> out;
+    for (int64_t t = 0; t < n(); ++t) {
+      if (t == 0 || step_.seq_of_token[size_t(t)] != step_.seq_of_token[size_t(t - 1)]) out.push_back({t, 0});
+      ++out.back().n;
+    }
+    return out;
+  }
+
+  DType weight_type_, kv_dtype_;
+  int64_t kv_lora_, nope_, rope_;
+  AttentionShape shape_;
+  PagedStep step_;
+  StepIndex step_dev_;
+  std::unique_ptr<PagedKv> kv_;
+  std::vector<std::vector<uint8_t>> k_rows_, v_rows_;
+  std::vector<WeightMatrix> k_up_, v_up_;
+  std::vector<float> q_;
+  float *q_dev_ = nullptr, *out_ = nullptr;
+};
+
 // The routed experts of one MoE layer. The reference routes with
 // moe_route and runs each (token, slot) through the reference matmuls. The
 // bound is first order through the chain: gate and up carry γ_K of their
@@ -845,10 +997,15 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
     add(new RopeKvWriteCase(RopeLayout::neox, RopeScaling::yarn, kv, 4, 4, 32, false));
     add(new PagedAttentionCase(kv, 8, 2, 64, 0, {21, 9, 3}, 5));
     add(new PagedAttentionCase(kv, 4, 4, 32, 0, {40}, 40));
+    add(new PagedAttentionCase(kv, 6, 1, 64, 0, {1300, 600}, 2));  // contexts of several key ranges, one KV head
   }
   for (DType kv : {DType::f32, DType::f16}) {
     add(new RopeKvWriteCase(RopeLayout::neox, RopeScaling::dynamic_ntk, kv, 4, 1, 32, true));
     add(new PagedAttentionCase(kv, 4, 1, 96, 64, {17, 30}, 6));  // MLA: latent rows, values the first 64
+  }
+  // Contexts of more than one up-projected block (256 positions), two sequences in one step.
+  for (auto [weights, kv] : {std::pair{DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::bf16, DType::f16}}) {
+    add(new MlaExpandedAttentionCase(weights, kv, 4, 64, 32, 16, 48, {300, 70}, 40));
   }
   for (DType type : {DType::f32, DType::f16, DType::q8_0, DType::q4_k}) {
     for (int64_t n : {1, 3, 17}) {
@@ -878,6 +1035,8 @@ std::vector<std::unique_ptr<OpCase>> perf_cases() {
   add(new PagedAttentionCase(DType::f16, 32, 8, 64, 0, {32768}, 1));
   add(new PagedAttentionCase(DType::f16, 16, 1, 576, 512, {32768}, 1));
   add(new PagedAttentionCase(DType::f16, 32, 8, 64, 0, {512}, 512));
+  add(new PagedAttentionCase(DType::f16, 8, 1, 128, 0, {32768}, 1));  // one KV head of eight: split by key range only
+  add(new MlaExpandedAttentionCase(DType::f32, DType::f16, 16, 512, 128, 64, 128, {2048}, 512));  // V2-Lite widths
   add(new MoeCase(DType::q8_0, ExpertGating::softmax, 1, 16));
   return cases;
 }
@@ -912,7 +1071,7 @@ int run_tests(Backend& backend, const std::string& only) {
   for (auto& c : test_cases()) {
     if (!only.empty() && c->op != only) continue;
     if (!c->supported(backend)) {
-      std::printf("not-run %-12s %-44s %-10s the backend refuses this type\n", c->op.c_str(), c->shape.c_str(), c->dtype.c_str());
+      std::printf("not-run %-12s %-44s %-10s the backend does not run this case\n", c->op.c_str(), c->shape.c_str(), c->dtype.c_str());
       continue;
     }
     DeviceData data(backend);

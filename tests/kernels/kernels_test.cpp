@@ -488,6 +488,59 @@ TEST_P(PagedAttentionTest, ScatteredPagesMatchReference) {
   }
 }
 
+// Contexts longer than one key range (512 positions) are split into ranges
+// that threads take separately; the merged result matches the reference,
+// does not depend on the thread count, the step's other tokens, or on how
+// many tokens' range states are held at once.
+TEST_P(PagedAttentionTest, LongContextsSplitIntoKeyRangesMatchReference) {
+  const auto [dtype, n_threads, latent] = GetParam();
+  ThreadPool pool(n_threads), one_thread(1);
+  std::mt19937 rng(8);
+  // Six heads of one KV head: a single item per token, so only the key
+  // ranges give a second thread work.
+  const int64_t page_tokens = 16, head_dim = dtype == DType::q8_0 ? 64 : 24;
+  const int64_t v_dim = latent ? head_dim - (dtype == DType::q8_0 ? 32 : 8) : 0, n_head = 6, n_head_kv = 1;
+  const int64_t long_len = 1300, short_len = 40, n_pages = (long_len + short_len) / page_tokens + 2;
+  std::vector<uint8_t> k(size_t(n_pages * page_tokens * row_bytes(dtype, head_dim))), v(k.size());
+  const KvLayerView kv{dtype, k.data(), latent ? nullptr : v.data(), page_tokens, head_dim, n_head_kv};
+  // Pages in reverse order for the long sequence, the short one's after them.
+  std::vector<int32_t> table_a, table_b;
+  for (int32_t p = 0; p < (long_len + page_tokens - 1) / page_tokens; ++p) table_a.insert(table_a.begin(), p);
+  for (int32_t p = 0; p < 3; ++p) table_b.push_back(int32_t(table_a.size()) + p);
+  const BlockTableView tables[] = {{table_a.data(), int32_t(table_a.size())}, {table_b.data(), int32_t(table_b.size())}};
+  std::vector<int32_t> fill_positions, fill_seqs;
+  for (int p = 0; p < long_len; ++p) { fill_positions.push_back(p); fill_seqs.push_back(0); }
+  for (int p = 0; p < short_len; ++p) { fill_positions.push_back(p); fill_seqs.push_back(1); }
+  const int64_t n_fill = int64_t(fill_positions.size());
+  // Scores spread wide enough that the ranges' maxima differ a lot.
+  const std::vector<float> keys = random_floats(rng, n_fill * head_dim, 4.0f), values = random_floats(rng, n_fill * head_dim);
+  kv_write(kv, keys.data(), values.data(), n_fill, fill_positions.data(), fill_seqs.data(), tables);
+  // Tokens at the ranges' edges, and one of the short sequence.
+  const std::vector<int32_t> positions = {510, 511, 512, 1023, 1024, 1299, 39}, seqs = {0, 0, 0, 0, 0, 0, 1};
+  const int64_t n = int64_t(positions.size());
+  const std::vector<float> q = random_floats(rng, n * n_head * head_dim);
+  const AttentionShape shape{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim)), v_dim};
+  const int64_t out_row = n_head * shape.value_dim();
+  std::vector<float> out(size_t(n * out_row)), expected(out.size()), serial(out.size()), waves(out.size());
+  AttentionScratch scratch, serial_scratch;
+  paged_attention(pool, kv, shape, q.data(), n, positions.data(), seqs.data(), tables, out.data(), scratch);
+  paged_attention_reference(kv, shape, q.data(), n, positions.data(), seqs.data(), tables, expected.data());
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-4) << i;
+
+  paged_attention(one_thread, kv, shape, q.data(), n, positions.data(), seqs.data(), tables, serial.data(), serial_scratch);
+  EXPECT_EQ(0, std::memcmp(serial.data(), out.data(), out.size() * sizeof(float)));
+  AttentionScratch small;
+  small.partial_floats_limit = 1;  // one token's ranges at a time
+  paged_attention(pool, kv, shape, q.data(), n, positions.data(), seqs.data(), tables, waves.data(), small);
+  EXPECT_EQ(0, std::memcmp(waves.data(), out.data(), out.size() * sizeof(float)));
+  std::vector<float> alone(static_cast<size_t>(out_row));
+  for (int64_t t = 0; t < n; ++t) {
+    paged_attention(pool, kv, shape, q.data() + t * n_head * head_dim, 1, positions.data() + t, seqs.data() + t, tables,
+                    alone.data(), scratch);
+    EXPECT_EQ(0, std::memcmp(alone.data(), out.data() + t * out_row, alone.size() * sizeof(float))) << t;
+  }
+}
+
 TEST(KvWrite, StoresEachHeadInItsPageAtTheDocumentedPlace) {
   std::mt19937 rng(6);
   for (DType dtype : {DType::f32, DType::f16, DType::q8_0}) {
@@ -587,24 +640,26 @@ TEST(AttentionTiles, WeightedSumMatchesFormulaAndSplitsByPosition) {
   }
 }
 
-TEST(AttentionTiles, SoftmaxMatchesFormula) {
+TEST(AttentionTiles, OnlineSoftmaxOfAWholeKeyRangeMatchesFormula) {
   std::mt19937 rng(14);
   for (const AttentionTileKernels& isa : attention_tile_isas()) {
-    for (int64_t n : {1, 7, 8, 9, 100, 1000}) {
-      // Spreads up to 200 put some probabilities far below FLT_MIN (they must
-      // come out as 0, not garbage).
+    for (int64_t n : {1, 7, 8, 9, 100, 512}) {
+      // Spreads up to 200 put some weights far below FLT_MIN (they must come
+      // out as 0, not garbage).
       for (float spread : {0.5f, 10.0f, 200.0f}) {
         std::vector<float> x = random_floats(rng, n, spread);
         const std::vector<float> in = x;
-        isa.softmax(x.data(), n);
+        float max = -INFINITY, sum = 0.0f;
+        EXPECT_EQ(isa.online_softmax(x.data(), n, &max, &sum), 0.0f);
         // Exponents of the f32 differences x - max, as both kernels take them
         // (at x - max = -35 the difference's own rounding is 2e-6 relative).
-        float max = -INFINITY;
-        for (float v : in) max = std::max(max, v);
-        double sum = 0.0;
-        for (float v : in) sum += std::exp(double(v - max));
+        EXPECT_EQ(max, *std::max_element(in.begin(), in.end()));
+        double expected_sum = 0.0;
+        for (float v : in) expected_sum += std::exp(double(v - max));
+        // Each term's 1e-6, plus the f32 running sum's n roundings.
+        EXPECT_NEAR(sum, expected_sum, (1e-6 + double(n) * 0x1p-24) * expected_sum) << n << " " << spread;
         for (int64_t i = 0; i < n; ++i) {
-          const double expected = std::exp(double(in[size_t(i)] - max)) / sum;
+          const double expected = std::exp(double(in[size_t(i)] - max));
           EXPECT_NEAR(x[size_t(i)], expected, 1e-6 * expected + 1e-37) << n << " " << spread << " " << i;
         }
       }
