@@ -119,6 +119,16 @@ def machine():
     return f"{cpu}, {os.cpu_count()} cores, {isa}, {platform.system()} {platform.release()}"
 
 
+def kernels(binary, threads):
+    """The kernels each engine runs: dsinfer's backend as its bench reports it, llama.cpp's build features."""
+    import llama_cpp
+    out = subprocess.run([binary, "bench", "-m", os.path.join(FIXTURES, "models", "stories260K.gguf"), "-p", "1", "-n", "0",
+                          "-r", "1", "-t", str(threads), "-o", "json"], capture_output=True, text=True, check=True).stdout
+    built = llama_cpp.llama_print_system_info().decode()
+    features = " ".join(f.split("=")[0].split(":")[-1].strip() for f in built.split("|") if f.strip().endswith("= 1"))
+    return f"dsinfer {json.loads(out)[0]['backend']}; llama.cpp built with {features}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=os.path.join(ROOT, "models", "bench"))
@@ -138,7 +148,8 @@ def main():
     kinds = ["pp", "tg"] + (["tg_d"] if args.d else [])
     label = {"pp": f"pp{args.p}", "tg": f"tg{args.n}", "tg_d": f"tg{args.n} @ d{args.d}"}
     print(f"machine: {machine()}; {args.t} threads; mean of {args.r} alternating repetitions; memory read bandwidth "
-          f"{bandwidth / 1e9:.1f} GB/s ({'given' if args.bandwidth else 'dsinfer bench --membw'})\n")
+          f"{bandwidth / 1e9:.1f} GB/s ({'given' if args.bandwidth else 'dsinfer bench --membw'})")
+    print(f"kernels: {kernels(args.dsinfer, args.t)}\n")
     tg_kinds = [k for k in kinds if k != "pp"]
     print("| weights | engine | " + " | ".join(f"{label[k]} tok/s" + (f" | {label[k]} share of the bandwidth limit"
                                                                          if k != "pp" else "") for k in kinds) + " |")

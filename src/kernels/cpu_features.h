@@ -9,6 +9,7 @@ struct CpuFeatures {
   bool f16c = false;
   bool avx512f = false;
   bool avx512bw = false;
+  bool avx512vl = false;
   bool avx512vnni = false;
   bool avx512bf16 = false;
 };
@@ -18,7 +19,10 @@ const CpuFeatures& cpu_features();
 // Whether the AVX2 kernels run (AVX2, FMA and F16C present, and not forced
 // off with DSINFER_ISA=portable). Decided once.
 bool use_avx2_kernels();
-// Kernel ISA in use: "avx2" or "portable".
+// Whether the int8 tile kernels with VNNI's dpbusd run (the AVX2 kernels do,
+// the CPU has AVX512_VNNI and AVX512VL, and DSINFER_ISA is not avx2).
+bool use_vnni_kernels();
+// Kernel ISA in use: "avx2+vnni", "avx2" or "portable".
 const char* kernel_isa_name();
 
 }  // namespace ds

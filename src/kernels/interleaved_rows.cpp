@@ -80,6 +80,12 @@ void deinterleave_q6_k(const uint8_t* group, int64_t r, BlockQ6_K& row) {
 
 }  // namespace
 
+InterleavedGroupFn interleaved_kernel(DType type) {
+  if (!use_avx2_kernels()) return nullptr;
+  const InterleavedGroupFn vnni = use_vnni_kernels() ? interleaved_kernel_vnni(type) : nullptr;
+  return vnni ? vnni : interleaved_kernel_avx2(type);
+}
+
 bool interleavable(DType type, int64_t n_rows) {
   return n_rows % k_interleave == 0 && use_avx2_kernels() && interleaved_kernel_avx2(type) != nullptr;
 }

@@ -55,7 +55,12 @@ void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t 
 using InterleavedGroupFn = void (*)(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride,
                                     const int32_t* offsets, int64_t n_tokens, float* out, int64_t out_stride);
 
-// The kernel for a type; nullptr if the CPU has none.
+// The kernel for a type on this CPU: the VNNI one where use_vnni_kernels(),
+// else the AVX2 one; nullptr if the CPU has none.
+InterleavedGroupFn interleaved_kernel(DType type);
+
+// Per ISA, for the tests; nullptr for a type the ISA has no kernel of.
 InterleavedGroupFn interleaved_kernel_avx2(DType type);
+InterleavedGroupFn interleaved_kernel_vnni(DType type);
 
 }  // namespace ds

@@ -190,7 +190,7 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
     // in L1/L2 while the tokens pass.
     const int64_t n_blocks = first.n_cols / dtype_traits(first.type).block_elements;
     const int64_t group_bytes = k_interleave * first.row_stride_bytes(), groups = first.n_rows / k_interleave;
-    const InterleavedGroupFn group_kernel = interleaved_kernel_avx2(first.type);
+    const InterleavedGroupFn group_kernel = interleaved_kernel(first.type);
     for_row_tiles(pool, n_mats * groups, n_tokens, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t m = i / groups, g = i % groups;

@@ -166,6 +166,37 @@ TEST(InterleavedRows, OnlyWholeGroupsOfTheKernelTypes) {
   }
 }
 
+// The VNNI tiles (dpbusd) add the same exact integer sums as the AVX2 ones
+// (maddubs + madd), so a group's outputs agree bit for bit: every token-tile
+// shape, with the extreme codes (a Q8_0 block of -128 weights against
+// activations that reach ±127) where an int16 step that saturated would show.
+TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
+  const CpuFeatures& f = cpu_features();
+  if (!use_avx2_kernels() || !f.avx512vnni || !f.avx512vl) GTEST_SKIP() << "no AVX512_VNNI with AVX512VL on this CPU: no VNNI tiles to run";
+  std::mt19937 rng(21);
+  for (DType type : {DType::q8_0, DType::q4_0}) {
+    const DType act_type = activation_type_for(type);
+    const int64_t n_blocks = 5, n_cols = dtype_traits(type).block_elements * n_blocks, act_stride = row_bytes(act_type, n_cols);
+    std::vector<uint8_t> rows = random_weights(rng, type, k_interleave, n_cols);
+    if (type == DType::q8_0) std::memset(reinterpret_cast<BlockQ8_0*>(rows.data())[0].qs, 0x80, 32);
+    std::vector<uint8_t> group(rows.size());
+    interleave_rows(type, k_interleave, n_cols, rows.data(), group.data());
+    for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 9}) {
+      const std::vector<float> x = random_floats(rng, n_tokens * n_cols, 2.0f);
+      std::vector<uint8_t> act(size_t(act_stride * n_tokens));
+      quantize_row(act_type, x.data(), act.data(), n_tokens * n_cols);
+      std::vector<int32_t> offsets(size_t(n_tokens * n_blocks));  // Q4_0's 8 * sum(a) per block
+      for (int64_t i = 0; type == DType::q4_0 && i < n_tokens * n_blocks; ++i) {
+        for (int8_t q : reinterpret_cast<const BlockQ8_0*>(act.data())[i].qs) offsets[size_t(i)] += 8 * q;
+      }
+      std::vector<float> avx2(size_t(k_interleave * n_tokens)), vnni(avx2.size());
+      interleaved_kernel_avx2(type)(n_blocks, group.data(), act.data(), act_stride, offsets.data(), n_tokens, avx2.data(), k_interleave);
+      interleaved_kernel_vnni(type)(n_blocks, group.data(), act.data(), act_stride, offsets.data(), n_tokens, vnni.data(), k_interleave);
+      ASSERT_EQ(0, std::memcmp(avx2.data(), vnni.data(), avx2.size() * sizeof(float))) << dtype_name(type) << " " << n_tokens << " tokens";
+    }
+  }
+}
+
 // The fast activation quantizers write exactly the reference's bytes: random
 // blocks, a zero block, exact halves (amax 127 makes the Q8_0 scale 1, so
 // x.5 must round to even as nearbyint does), tiny values, and for Q8_K a block
