@@ -15,25 +15,39 @@ namespace {
 
 // A register tile of NQ queries x NK keys: each loaded key chunk serves NQ
 // queries and each query chunk NK keys. Per pair: one accumulator over the
-// 8-element chunks, its lanes summed, then the scalar tail.
+// 8-element chunks, its lanes summed (all the tile's pairs at once, each as
+// hsum adds them), then the scalar tail.
 template <int NQ, int NK>
 void scores_tile(int64_t dim, const float* q, const float* k, float scale, float* scores, int64_t scores_stride) {
-  __m256 acc[NQ][NK];
-  for (int i = 0; i < NQ; ++i) {
-    for (int j = 0; j < NK; ++j) acc[i][j] = _mm256_setzero_ps();
-  }
+  static_assert(NQ * NK <= 8, "one register of sums per tile");
+  __m256 acc[8];
+  for (__m256& a : acc) a = _mm256_setzero_ps();
   int64_t d = 0;
   for (; d + 8 <= dim; d += 8) {
     __m256 keys[NK];
     for (int j = 0; j < NK; ++j) keys[j] = _mm256_loadu_ps(k + j * dim + d);
     for (int i = 0; i < NQ; ++i) {
       const __m256 query = _mm256_loadu_ps(q + i * dim + d);
-      for (int j = 0; j < NK; ++j) acc[i][j] = _mm256_fmadd_ps(query, keys[j], acc[i][j]);
+      for (int j = 0; j < NK; ++j) acc[i * NK + j] = _mm256_fmadd_ps(query, keys[j], acc[i * NK + j]);
     }
   }
+  const __m256 sums8 = hsum8(acc);
+  if constexpr (NQ == 4 && NK == 2) {
+    if (d == dim) {  // no tail: rows 0-3 take lanes (0, 1), (2, 3), (4, 5), (6, 7), scaled as below
+      const __m256 scaled = _mm256_mul_ps(sums8, _mm256_set1_ps(scale));
+      const __m128 lo = _mm256_castps256_ps128(scaled), hi = _mm256_extractf128_ps(scaled, 1);
+      _mm_storel_pi(reinterpret_cast<__m64*>(scores), lo);
+      _mm_storeh_pi(reinterpret_cast<__m64*>(scores + scores_stride), lo);
+      _mm_storel_pi(reinterpret_cast<__m64*>(scores + 2 * scores_stride), hi);
+      _mm_storeh_pi(reinterpret_cast<__m64*>(scores + 3 * scores_stride), hi);
+      return;
+    }
+  }
+  alignas(32) float sums[8];
+  _mm256_store_ps(sums, sums8);
   for (int i = 0; i < NQ; ++i) {
     for (int j = 0; j < NK; ++j) {
-      float sum = hsum(acc[i][j]);
+      float sum = sums[i * NK + j];
       for (int64_t e = d; e < dim; ++e) sum += q[i * dim + e] * k[j * dim + e];
       scores[i * scores_stride + j] = sum * scale;
     }

@@ -20,6 +20,13 @@ size_t kv_bytes(const KvLayerView& kv, int64_t n) { return size_t(row_bytes(kv.d
 constexpr int64_t k_heads_per_item = 8;
 constexpr int64_t k_position_tile = 16;
 
+// Consecutive tokens of one sequence at consecutive positions (a prefill
+// chunk, a draft being verified) share the passes too, up to k_query_block
+// at a time, so that a tile of cached rows converted once meets all their
+// heads. Each token still does its own arithmetic: its scores, a softmax over
+// its own positions, values weighted up to its own position only.
+constexpr int64_t k_query_block = 4;
+
 // Split-K (FlashDecoding's, vLLM's partitions): a token's context is cut into
 // ranges of k_key_range positions at fixed offsets, each range attended to on
 // its own by any thread, and the ranges' softmax states merged in order
@@ -29,7 +36,6 @@ constexpr int64_t k_position_tile = 16;
 // tokens.
 constexpr int64_t k_key_range = 512;
 static_assert(k_key_range % k_position_tile == 0, "ranges hold whole tiles");
-static_assert(sizeof(AttentionScratch::PerThread::max) == k_heads_per_item * sizeof(float), "a state for every head of an item");
 
 template <typename T>
 void grow(std::vector<T>& v, int64_t n) {
@@ -64,32 +70,46 @@ struct RangeState {
   float* sum;
 };
 
-// The states of a step's (item, key range) units in one buffer: each unit's
-// output rows for up to `capacity` heads, then their maxima, then their sums.
+// The states of a step's (token, item, key range) triples in one buffer:
+// each one's output rows for up to `capacity` heads, then their maxima, then
+// their sums.
 struct RangeStates {
   float* data;
   int64_t capacity, v_dim;
   static int64_t floats(int64_t capacity, int64_t v_dim) { return capacity * (v_dim + 2); }
-  RangeState operator[](int64_t unit) const {
-    float* state = data + unit * floats(capacity, v_dim);
+  RangeState operator[](int64_t index) const {
+    float* state = data + index * floats(capacity, v_dim);
     return {state, state + capacity * v_dim, state + capacity * (v_dim + 1)};
   }
 };
 
-// The heads' attention to positions [p_begin, p_end) of token q_rows' sequence, into `state`.
-void attend_key_range(const KvLayerView& kv, const AttentionShape& shape, const float* q_rows, const BlockTableView& table,
-                      const ItemHeads& heads, int64_t p_begin, int64_t p_end, AttentionScratch::PerThread& buffers,
-                      const RangeState& state) {
+// Tokens at consecutive positions of one sequence whose queries share passes
+// over its cache: token k of the block is at position first_position + k,
+// its heads' queries at q + k * q_stride.
+struct QueryBlock {
+  const float* q;
+  int64_t q_stride, n_tokens, first_position;
+};
+
+// The block's attention to positions [p_begin, p_end) (p_end at most one past
+// its last token), for each token up to its own position: into buffers.out
+// (row k * heads.count + i for token k's head i), buffers.max and buffers.sum.
+void attend_key_range(const KvLayerView& kv, const AttentionShape& shape, const QueryBlock& block, const BlockTableView& table,
+                      const ItemHeads& heads, int64_t p_begin, int64_t p_end, AttentionScratch::PerThread& buffers) {
   const AttentionTileKernels& tiles = attention_tile_kernels();
-  const int64_t head_dim = shape.head_dim, v_dim = shape.value_dim();
+  const int64_t head_dim = shape.head_dim, v_dim = shape.value_dim(), n_rows = block.n_tokens * heads.count;
   float* scores = buffers.scores.data();
   float* queries = buffers.queries.data();
   float* rows = buffers.rows.data();
+  float* out = buffers.out.data();
+  const auto token_end = [&](int64_t k) { return std::min(p_end, block.first_position + k + 1); };
   // Queries are rounded to the cache's type before q·k, as llama.cpp does, so
   // that both engines see the same products.
-  for (int64_t i = 0; i < heads.count; ++i) {
-    quantize_row(kv.dtype, q_rows + i * head_dim, buffers.rounded_query.data(), head_dim);
-    dequantize_row(kv.dtype, buffers.rounded_query.data(), queries + i * head_dim, head_dim);
+  for (int64_t k = 0; k < block.n_tokens; ++k) {
+    for (int64_t i = 0; i < heads.count; ++i) {
+      quantize_row(kv.dtype, block.q + k * block.q_stride + i * head_dim, buffers.rounded_query.data(), head_dim);
+      dequantize_row(kv.dtype, buffers.rounded_query.data(), queries + (k * heads.count + i) * head_dim, head_dim);
+    }
   }
   // Cached rows p0.. in f32: whole rows a page at a time, or one by one when
   // only the first dim elements of each row are wanted.
@@ -99,33 +119,45 @@ void attend_key_range(const KvLayerView& kv, const AttentionShape& shape, const 
       tiles.to_f32(kv.dtype, base + slot_offset(kv, table, p0 + j, heads.kv_head), rows + j * dim, dim);
     }
   };
+  // Scores past a token's own position are computed with the others' and
+  // never read.
   for (int64_t p0 = p_begin; p0 < p_end; p0 += k_position_tile) {
     const int64_t n_positions = std::min(k_position_tile, p_end - p0);
     cached_rows(kv.k, p0, n_positions, head_dim);
-    tiles.scores(head_dim, queries, heads.count, rows, n_positions, shape.scale, scores + (p0 - p_begin), k_key_range);
+    tiles.scores(head_dim, queries, n_rows, rows, n_positions, shape.scale, scores + (p0 - p_begin), k_key_range);
   }
-  for (int64_t i = 0; i < heads.count; ++i) {
-    state.max[i] = -INFINITY, state.sum[i] = 0.0f;
-    tiles.online_softmax(scores + i * k_key_range, p_end - p_begin, state.max + i, state.sum + i);
+  for (int64_t row = 0; row < n_rows; ++row) {
+    buffers.max[size_t(row)] = -INFINITY, buffers.sum[size_t(row)] = 0.0f;
+    tiles.online_softmax(scores + row * k_key_range, token_end(row / heads.count) - p_begin, &buffers.max[size_t(row)],
+                         &buffers.sum[size_t(row)]);
   }
-  std::memset(state.out, 0, size_t(heads.count * v_dim) * sizeof(float));
+  std::memset(out, 0, size_t(n_rows * v_dim) * sizeof(float));
   for (int64_t p0 = p_begin; p0 < p_end; p0 += k_position_tile) {
     const int64_t n_positions = std::min(k_position_tile, p_end - p0);
     cached_rows(kv.v ? kv.v : kv.k, p0, n_positions, v_dim);
-    tiles.weighted_sum(v_dim, scores + (p0 - p_begin), k_key_range, heads.count, rows, n_positions, state.out);
+    // Tokens k_whole.. see the whole tile; those before it, up to their own position.
+    int64_t k_whole = 0;
+    while (k_whole < block.n_tokens && token_end(k_whole) < p0 + n_positions) ++k_whole;
+    for (int64_t k = 0; k < k_whole; ++k) {
+      if (token_end(k) <= p0) continue;
+      tiles.weighted_sum(v_dim, scores + k * heads.count * k_key_range + (p0 - p_begin), k_key_range, heads.count, rows,
+                         token_end(k) - p0, out + k * heads.count * v_dim);
+    }
+    tiles.weighted_sum(v_dim, scores + k_whole * heads.count * k_key_range + (p0 - p_begin), k_key_range,
+                       (block.n_tokens - k_whole) * heads.count, rows, n_positions, out + k_whole * heads.count * v_dim);
   }
 }
 
-// row[d] *= 1 / sum for v_dim elements.
-void divide_row(float* row, int64_t v_dim, float sum) {
+// out[d] = row[d] * (1 / sum) for v_dim elements (row may be out).
+void divide_row(const float* row, float* out, int64_t v_dim, float sum) {
   const float inv = 1.0f / sum;
-  for (int64_t d = 0; d < v_dim; ++d) row[d] *= inv;
+  for (int64_t d = 0; d < v_dim; ++d) out[d] = row[d] * inv;
 }
 
 // Head i's output row from the states of its key ranges (units first.. of
 // `states`), in order: out = sum_r e^(max_r - M) out_r / sum_r e^(max_r - M)
 // sum_r, M the largest max_r. For one range that is out_0 * (1 / sum_0)
-// exactly, which attend_key_range's caller computes in place instead.
+// exactly, which the unit writes directly instead.
 void merge_key_ranges(const RangeStates& states, int64_t first, int64_t n_ranges, int64_t i, float* out) {
   const int64_t v_dim = states.v_dim;
   float m = -INFINITY;
@@ -139,7 +171,7 @@ void merge_key_ranges(const RangeStates& states, int64_t first, int64_t n_ranges
     const float* o = state.out + i * v_dim;
     for (int64_t d = 0; d < v_dim; ++d) out[d] += weight * o[d];
   }
-  divide_row(out, v_dim, total);
+  divide_row(out, out, v_dim, total);
 }
 
 }  // namespace
@@ -174,62 +206,95 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
                      const BlockTableView* tables, float* out, AttentionScratch& scratch) {
   const int64_t head_dim = shape.head_dim, v_dim = shape.value_dim();
   const int64_t group = shape.n_head / shape.n_head_kv;
-  const int64_t heads_per_item = std::min(k_heads_per_item, group);
+  const int64_t heads_per_item = std::min(k_heads_per_item, group), rows_per_unit = k_query_block * heads_per_item;
   const int64_t items_per_token = shape.n_head_kv * ((group + k_heads_per_item - 1) / k_heads_per_item);
   const int64_t state_floats = RangeStates::floats(heads_per_item, v_dim);
   DS_CHECK(kv.head_dim() == head_dim && kv.n_kv_heads == shape.n_head_kv, "KV layout and attention shape differ");
   const int n_threads = pool.n_threads();
   if (int(scratch.threads.size()) < n_threads) scratch.threads.resize(static_cast<size_t>(n_threads));
   for (AttentionScratch::PerThread& buffers : scratch.threads) {
-    grow(buffers.scores, heads_per_item * k_key_range);
-    grow(buffers.queries, heads_per_item * head_dim);
+    grow(buffers.scores, rows_per_unit * k_key_range);
+    grow(buffers.queries, rows_per_unit * head_dim);
     grow(buffers.rounded_query, row_bytes(kv.dtype, head_dim));
     grow(buffers.rows, k_position_tile * std::max(head_dim, v_dim));
+    grow(buffers.out, rows_per_unit * v_dim);
+    grow(buffers.max, rows_per_unit);
+    grow(buffers.sum, rows_per_unit);
   }
   const auto ranges_of = [&](int64_t t) { return (int64_t(positions[t]) + k_key_range) / k_key_range; };
+  std::vector<int64_t>& block_first = scratch.block_first;
+  block_first.clear();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const bool continues = t > 0 && t - block_first.back() < k_query_block && seq_of_token[t] == seq_of_token[t - 1] &&
+                           positions[t] == positions[t - 1] + 1;
+    if (!continues) block_first.push_back(t);
+  }
+  const int64_t n_blocks = int64_t(block_first.size());
+  block_first.push_back(n_tokens);
 
-  // A unit is one key range of one item. Later tokens attend to more ranges:
-  // units are handed out dynamically. The units of tokens [t_begin, t_end)
-  // run together, as many tokens as partial_floats_limit holds the states of.
+  // A unit is one key range of one item of one block. Later blocks attend to
+  // more ranges: units are handed out dynamically. The units of blocks
+  // [b_begin, b_end) run together, as many blocks as partial_floats_limit
+  // holds the range states of (a token of one range needs none: it writes
+  // its output directly).
   std::vector<int64_t>& first_unit = scratch.first_unit;
-  for (int64_t t_begin = 0, t_end = 0; t_begin < n_tokens; t_begin = t_end) {
+  std::vector<int64_t>& first_state = scratch.first_state;
+  for (int64_t b_begin = 0, b_end = 0; b_begin < n_blocks; b_begin = b_end) {
+    const int64_t t_begin = block_first[size_t(b_begin)];
     first_unit.assign(1, 0);
-    bool split = false;
-    for (t_end = t_begin; t_end < n_tokens; ++t_end) {
-      const int64_t units = first_unit.back() + items_per_token * ranges_of(t_end);
-      if (t_end > t_begin && units * state_floats > scratch.partial_floats_limit) break;
-      first_unit.push_back(units);
-      split |= ranges_of(t_end) > 1;
+    first_state.assign(1, 0);
+    for (b_end = b_begin; b_end < n_blocks; ++b_end) {
+      int64_t states = first_state.back();
+      for (int64_t t = block_first[size_t(b_end)]; t < block_first[size_t(b_end) + 1]; ++t) {
+        states += ranges_of(t) > 1 ? items_per_token * ranges_of(t) : 0;
+      }
+      if (b_end > b_begin && states * state_floats > scratch.partial_floats_limit) break;
+      for (int64_t t = block_first[size_t(b_end)]; t < block_first[size_t(b_end) + 1]; ++t) {
+        first_state.push_back(first_state.back() + (ranges_of(t) > 1 ? items_per_token * ranges_of(t) : 0));
+      }
+      first_unit.push_back(first_unit.back() + items_per_token * ranges_of(block_first[size_t(b_end) + 1] - 1));
     }
-    const int64_t n_units = first_unit.back();
-    grow(scratch.partials, n_units * state_floats);
+    const int64_t t_end = block_first[size_t(b_end)];
+    grow(scratch.partials, first_state.back() * state_floats);
     const RangeStates states{scratch.partials.data(), heads_per_item, v_dim};
 
-    pool.parallel_for_dynamic(n_units, 1, [&](int64_t begin, int64_t end, int thread_index) {
+    pool.parallel_for_dynamic(first_unit.back(), 1, [&](int64_t begin, int64_t end, int thread_index) {
       for (int64_t unit = begin; unit < end; ++unit) {
-        const int64_t t = t_begin + (std::upper_bound(first_unit.begin(), first_unit.end(), unit) - first_unit.begin() - 1);
-        const int64_t n_ranges = ranges_of(t), local = unit - first_unit[size_t(t - t_begin)];
-        const ItemHeads heads = item_heads(shape, local / n_ranges);
-        const int64_t p_begin = local % n_ranges * k_key_range, p_end = std::min<int64_t>(p_begin + k_key_range, positions[t] + 1);
+        const int64_t b = b_begin + (std::upper_bound(first_unit.begin(), first_unit.end(), unit) - first_unit.begin() - 1);
+        const int64_t t_first = block_first[size_t(b)], t_last = block_first[size_t(b) + 1] - 1;
+        const int64_t n_ranges = ranges_of(t_last), local = unit - first_unit[size_t(b - b_begin)];
+        const int64_t item = local / n_ranges, range = local % n_ranges;
+        const ItemHeads heads = item_heads(shape, item);
+        // The block's tokens that reach this range: those at p_begin or later.
+        const int64_t p_begin = range * k_key_range, p_end = std::min<int64_t>(p_begin + k_key_range, positions[t_last] + 1);
+        const int64_t t_lo = t_first + std::max<int64_t>(0, p_begin - positions[t_first]);
+        const QueryBlock block{q + (t_lo * shape.n_head + heads.first) * head_dim, shape.n_head * head_dim, t_last + 1 - t_lo,
+                               positions[t_lo]};
         AttentionScratch::PerThread& buffers = scratch.threads[size_t(thread_index)];
-        // A context of one range goes straight to the output rows (the
-        // merge would only divide them by the sums).
-        float* final_rows = out + (t * shape.n_head + heads.first) * v_dim;
-        const RangeState state = n_ranges > 1 ? states[unit] : RangeState{final_rows, buffers.max, buffers.sum};
-        attend_key_range(kv, shape, q + (t * shape.n_head + heads.first) * head_dim, tables[seq_of_token[t]], heads, p_begin, p_end,
-                         buffers, state);
-        if (n_ranges == 1) {
-          for (int64_t i = 0; i < heads.count; ++i) divide_row(final_rows + i * v_dim, v_dim, state.sum[i]);
+        attend_key_range(kv, shape, block, tables[seq_of_token[t_first]], heads, p_begin, p_end, buffers);
+        for (int64_t t = t_lo; t <= t_last; ++t) {
+          const int64_t row = (t - t_lo) * heads.count;
+          const float* rows = buffers.out.data() + row * v_dim;
+          if (ranges_of(t) == 1) {  // the merge would only divide the rows by the sums
+            for (int64_t i = 0; i < heads.count; ++i) {
+              divide_row(rows + i * v_dim, out + (t * shape.n_head + heads.first + i) * v_dim, v_dim, buffers.sum[size_t(row + i)]);
+            }
+            continue;
+          }
+          const RangeState state = states[first_state[size_t(t - t_begin)] + item * ranges_of(t) + range];
+          std::memcpy(state.out, rows, size_t(heads.count * v_dim) * sizeof(float));
+          std::memcpy(state.max, &buffers.max[size_t(row)], size_t(heads.count) * sizeof(float));
+          std::memcpy(state.sum, &buffers.sum[size_t(row)], size_t(heads.count) * sizeof(float));
         }
       }
     });
-    if (!split) continue;
+    if (first_state.back() == 0) continue;  // no token of more than one range
     pool.parallel_for((t_end - t_begin) * items_per_token, [&](int64_t begin, int64_t end) {
       for (int64_t wave_item = begin; wave_item < end; ++wave_item) {
         const int64_t t = t_begin + wave_item / items_per_token, item = wave_item % items_per_token, n_ranges = ranges_of(t);
         if (n_ranges == 1) continue;
         const ItemHeads heads = item_heads(shape, item);
-        const int64_t first = first_unit[size_t(t - t_begin)] + item * n_ranges;
+        const int64_t first = first_state[size_t(t - t_begin)] + item * n_ranges;
         for (int64_t i = 0; i < heads.count; ++i) {
           merge_key_ranges(states, first, n_ranges, i, out + (t * shape.n_head + heads.first + i) * v_dim);
         }

@@ -45,15 +45,17 @@ struct AttentionShape {
 // Per-thread buffers, so that the hot path does not allocate.
 struct AttentionScratch {
   struct PerThread {
-    std::vector<float> scores;   // [heads of an item][positions of a key range]
-    std::vector<float> queries;  // the item's queries, rounded to the cache's type
+    std::vector<float> scores;   // [tokens of a block][heads of an item][positions of a key range]
+    std::vector<float> queries;  // their queries, rounded to the cache's type
     std::vector<uint8_t> rounded_query;
-    std::vector<float> rows;  // a tile of cached keys or values in f32
-    float max[8], sum[8];     // the softmax state of an item's heads over a context of one key range
+    std::vector<float> rows;               // a tile of cached keys or values in f32
+    std::vector<float> out, max, sum;      // their softmax states over one key range
   };
   std::vector<PerThread> threads;
-  std::vector<float> partials;      // the softmax states of each key range, merged at the end
-  std::vector<int64_t> first_unit;  // index of each token's first (item, key range)
+  std::vector<float> partials;         // the softmax states of each key range, merged at the end
+  std::vector<int64_t> block_first;    // each query block's first token, then n_tokens
+  std::vector<int64_t> first_unit;     // index of each block's first (item, key range)
+  std::vector<int64_t> first_state;    // index of each token's first key-range state
   // Floats of key-range states held at once (16 MiB): a step whose ranges
   // need more runs in waves of whole tokens, with the same results.
   int64_t partial_floats_limit = int64_t(1) << 22;
@@ -72,11 +74,13 @@ void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t n_t
 
 // out[t, h, :] = softmax(q[t,h]·K[0..pos_t] * scale) · V[0..pos_t] over the
 // token's own sequence. The heads that share a KV head (up to eight at a
-// time) go through the cache together: each cached row is converted to f32
-// once for all of them (kernels/attention_tiles.h). Long contexts are split
-// into key ranges of 512 positions that threads take separately, their
-// partial softmax states merged in order (split-K). q: [n_tokens, n_head,
-// head_dim]; out: [n_tokens, n_head, value_dim].
+// time), of up to four consecutive tokens of one sequence (a prefill chunk),
+// go through the cache together: each cached row is converted to f32 once for
+// all of them (kernels/attention_tiles.h). Long contexts are split into key
+// ranges of 512 positions that threads take separately, their partial softmax
+// states merged in order (split-K). A token's result is the same whatever
+// shares its step. q: [n_tokens, n_head, head_dim]; out: [n_tokens, n_head,
+// value_dim].
 void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionShape& shape, const float* q,
                      int64_t n_tokens, const int32_t* positions, const int32_t* seq_of_token,
                      const BlockTableView* tables, float* out, AttentionScratch& scratch);

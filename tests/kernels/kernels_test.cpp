@@ -546,8 +546,11 @@ TEST_P(PagedAttentionTest, LongContextsSplitIntoKeyRangesMatchReference) {
   // Scores spread wide enough that the ranges' maxima differ a lot.
   const std::vector<float> keys = random_floats(rng, n_fill * head_dim, 4.0f), values = random_floats(rng, n_fill * head_dim);
   kv_write(kv, keys.data(), values.data(), n_fill, fill_positions.data(), fill_seqs.data(), tables);
-  // Tokens at the ranges' edges, and one of the short sequence.
-  const std::vector<int32_t> positions = {510, 511, 512, 1023, 1024, 1299, 39}, seqs = {0, 0, 0, 0, 0, 0, 1};
+  // Tokens at the ranges' edges (consecutive ones share passes over the
+  // cache, across a range's edge too), a run of six (two blocks), and one of
+  // the short sequence.
+  const std::vector<int32_t> positions = {510, 511, 512, 1023, 1024, 1290, 1291, 1292, 1293, 1294, 1295, 39};
+  const std::vector<int32_t> seqs = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
   const int64_t n = int64_t(positions.size());
   const std::vector<float> q = random_floats(rng, n * n_head * head_dim);
   const AttentionShape shape{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim)), v_dim};
@@ -636,6 +639,14 @@ TEST(AttentionTiles, ScoresMatchFormulaAndDoNotDependOnTheTile) {
           float single = 0.0f;
           isa.scores(dim, q.data() + i * dim, 1, k.data() + j * dim, 1, 0.5f, &single, 1);
           EXPECT_EQ(single, got) << "pair (" << i << ", " << j << ") differs when computed alone";
+          if (isa.scores != attention_tile_kernels_portable().scores && dim % 8 == 0) {
+            // The AVX2 order, exactly: eight lanes of fused multiply-adds over
+            // the chunks, then ((0+4) + (2+6)) + ((1+5) + (3+7)).
+            float lane[8] = {};
+            for (int64_t d = 0; d < dim; ++d) lane[d % 8] = std::fma(q[size_t(i * dim + d)], k[size_t(j * dim + d)], lane[d % 8]);
+            const float sum = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+            EXPECT_EQ(got, sum * 0.5f) << dim << " " << i << " " << j;
+          }
         }
       }
     }
