@@ -1,7 +1,8 @@
 """Prompt processing and generation speed of dsinfer beside llama.cpp, in one run.
 
 Writes a ~1.1B-parameter random-weight Llama model (TinyLlama's shape) in F16
-and quantizes it to Q8_0, Q4_0 and Q4_K_M with llama.cpp's quantizer (or, with --moe,
+and quantizes it to Q8_0, Q4_0 and Q4_K_M with llama.cpp's quantizer (--types
+picks others, BF16 among them; or, with --moe,
 a DeepSeek-V2-Lite-shaped MoE model with 4 of its 27 layers in Q8_0 and Q4_0;
 it carries V2's q LoRA of 1536 because llama.cpp takes a deepseek2 file without
 one for V2-Lite only when it has 27 layers), then measures
@@ -20,7 +21,7 @@ commit, built beside this one) to the same alternation, for a refactor's
 before and after.
 
 Usage: python3 bench/bench_vs_llama_cpp.py [--moe] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-d 0]
-       [-r 3] [-t 2] [--bandwidth GB/s]
+       [-r 3] [-t 2] [--bandwidth GB/s] [--types F16,Q8_0,Q4_0,Q4_K_M (BF16 too)]
 """
 
 import argparse
@@ -57,19 +58,24 @@ def ensure_moe_models(directory):
     return paths
 
 
-def ensure_models(directory):
+# The Llama model's weight types: written in F16, the others converted from it by llama.cpp's quantizer.
+LLAMA_TYPES = {"F16": None, "BF16": "LLAMA_FTYPE_MOSTLY_BF16", "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
+               "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0", "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
+DEFAULT_TYPES = "F16,Q8_0,Q4_0,Q4_K_M"
+
+
+def ensure_models(directory, types=tuple(DEFAULT_TYPES.split(","))):
     os.makedirs(directory, exist_ok=True)
     f16 = os.path.join(directory, "llama1b_f16.gguf")
     if not os.path.exists(f16):
         print(f"writing {f16} (random weights, TinyLlama shape)", file=sys.stderr)
         write_model(f16, arch="llama", dtype="f16", seed=0,
                     vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-llama-spm.gguf"), **SHAPE)
-    paths = {"F16": f16}
-    for name, ftype in (("Q8_0", "LLAMA_FTYPE_MOSTLY_Q8_0"), ("Q4_0", "LLAMA_FTYPE_MOSTLY_Q4_0"),
-                        ("Q4_K_M", "LLAMA_FTYPE_MOSTLY_Q4_K_M")):
+    paths = {}
+    for name in types:
         path = os.path.join(directory, f"llama1b_{name.lower()}.gguf")
         if not os.path.exists(path):
-            quantize_with_llama_cpp(f16, path, ftype)
+            quantize_with_llama_cpp(f16, path, LLAMA_TYPES[name])
         paths[name] = path
     return paths
 
@@ -141,9 +147,16 @@ def main():
     parser.add_argument("-r", type=int, default=3)
     parser.add_argument("-t", type=int, default=2)
     parser.add_argument("--bandwidth", type=float, help="memory read bandwidth in GB/s (default: dsinfer bench --membw)")
+    parser.add_argument("--types", default=DEFAULT_TYPES,
+                        help=f"the Llama model's weight types, of {', '.join(LLAMA_TYPES)} (default {DEFAULT_TYPES})")
     args = parser.parse_args()
+    types = args.types.split(",")
+    unknown = [t for t in types if t not in LLAMA_TYPES]
+    if unknown or (args.moe and args.types != DEFAULT_TYPES):
+        parser.error(f"--types: {', '.join(unknown)} not among {', '.join(LLAMA_TYPES)}" if unknown
+                     else "--types is for the Llama model; --moe writes Q8_0 and Q4_0")
 
-    models = ensure_moe_models(args.models) if args.moe else ensure_models(args.models)
+    models = ensure_moe_models(args.models) if args.moe else ensure_models(args.models, types)
     bandwidth = args.bandwidth * 1e9 if args.bandwidth else read_bandwidth(args.dsinfer, args.t)
     kinds = ["pp", "tg"] + (["tg_d"] if args.d else [])
     label = {"pp": f"pp{args.p}", "tg": f"tg{args.n}", "tg_d": f"tg{args.n} @ d{args.d}"}
