@@ -154,7 +154,7 @@ void divide_row(const float* row, float* out, int64_t v_dim, float sum) {
   for (int64_t d = 0; d < v_dim; ++d) out[d] = row[d] * inv;
 }
 
-// Head i's output row from the states of its key ranges (units first.. of
+// Head i's output row from the states of its key ranges (first.. of
 // `states`), in order: out = sum_r e^(max_r - M) out_r / sum_r e^(max_r - M)
 // sum_r, M the largest max_r. For one range that is out_0 * (1 / sum_0)
 // exactly, which the unit writes directly instead.
@@ -244,13 +244,13 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
     first_unit.assign(1, 0);
     first_state.assign(1, 0);
     for (b_end = b_begin; b_end < n_blocks; ++b_end) {
-      int64_t states = first_state.back();
-      for (int64_t t = block_first[size_t(b_end)]; t < block_first[size_t(b_end) + 1]; ++t) {
-        states += ranges_of(t) > 1 ? items_per_token * ranges_of(t) : 0;
-      }
-      if (b_end > b_begin && states * state_floats > scratch.partial_floats_limit) break;
+      const size_t held = first_state.size();
       for (int64_t t = block_first[size_t(b_end)]; t < block_first[size_t(b_end) + 1]; ++t) {
         first_state.push_back(first_state.back() + (ranges_of(t) > 1 ? items_per_token * ranges_of(t) : 0));
+      }
+      if (b_end > b_begin && first_state.back() * state_floats > scratch.partial_floats_limit) {
+        first_state.resize(held);  // this block starts the next wave
+        break;
       }
       first_unit.push_back(first_unit.back() + items_per_token * ranges_of(block_first[size_t(b_end) + 1] - 1));
     }

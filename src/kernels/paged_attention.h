@@ -57,7 +57,7 @@ struct AttentionScratch {
   std::vector<int64_t> first_unit;     // index of each block's first (item, key range)
   std::vector<int64_t> first_state;    // index of each token's first key-range state
   // Floats of key-range states held at once (16 MiB): a step whose ranges
-  // need more runs in waves of whole tokens, with the same results.
+  // need more runs in waves of whole query blocks, with the same results.
   int64_t partial_floats_limit = int64_t(1) << 22;
 };
 

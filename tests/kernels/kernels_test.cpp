@@ -564,7 +564,7 @@ TEST_P(PagedAttentionTest, LongContextsSplitIntoKeyRangesMatchReference) {
   paged_attention(one_thread, kv, shape, q.data(), n, positions.data(), seqs.data(), tables, serial.data(), serial_scratch);
   EXPECT_EQ(0, std::memcmp(serial.data(), out.data(), out.size() * sizeof(float)));
   AttentionScratch small;
-  small.partial_floats_limit = 1;  // one token's ranges at a time
+  small.partial_floats_limit = 1;  // one query block's ranges at a time
   paged_attention(pool, kv, shape, q.data(), n, positions.data(), seqs.data(), tables, waves.data(), small);
   EXPECT_EQ(0, std::memcmp(waves.data(), out.data(), out.size() * sizeof(float)));
   std::vector<float> alone(static_cast<size_t>(out_row));
