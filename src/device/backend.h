@@ -94,14 +94,15 @@ class Backend {
   virtual void download(void* host_dst, const void* device_src, size_t bytes) = 0;
 
   // Weights. Whether matrices may be read in place from host memory (the file
-  // mapping); which weight types it runs; whether n_rows rows of a type are stored in the backend's own
-  // layout (a repacked tensor takes the same bytes, and its row r starts at
-  // the same offset whenever repacks(type, r), so slices of it stay slices);
+  // mapping); which weight types it runs; whether n_rows rows of n_cols of a
+  // type are stored in the backend's own layout (a repacked tensor takes the
+  // same bytes, and its row r starts at the same offset whenever
+  // repacks(type, r, n_cols), so slices of it stay slices);
   // and storing a tensor: host rows in the GGUF layout to `device_dst`. May be
   // called from several threads at once.
   virtual bool reads_host_memory() const = 0;
   virtual bool supports(DType type) const = 0;  // weight types this backend multiplies
-  virtual bool repacks(DType type, int64_t n_rows) const = 0;
+  virtual bool repacks(DType type, int64_t n_rows, int64_t n_cols) const = 0;
   virtual void store_matrix(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* host_rows, uint8_t* device_dst,
                             bool repack) = 0;
 

@@ -22,7 +22,7 @@ class ForwardingBackend : public Backend {
   void download(void* dst, const void* src, size_t bytes) override { inner_->download(dst, src, bytes); }
   bool reads_host_memory() const override { return inner_->reads_host_memory(); }
   bool supports(DType type) const override { return inner_->supports(type); }
-  bool repacks(DType type, int64_t n_rows) const override { return inner_->repacks(type, n_rows); }
+  bool repacks(DType type, int64_t n_rows, int64_t n_cols) const override { return inner_->repacks(type, n_rows, n_cols); }
   void store_matrix(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* host_rows, uint8_t* dst, bool repack) override {
     inner_->store_matrix(type, n_rows, n_cols, host_rows, dst, repack);
   }

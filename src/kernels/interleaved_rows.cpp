@@ -10,12 +10,14 @@ namespace ds {
 namespace {
 
 bool has_layout(DType type) {
-  return type == DType::q8_0 || type == DType::q4_0 || type == DType::q4_k || type == DType::q5_k || type == DType::q6_k;
+  return type == DType::q8_0 || type == DType::q4_0 || type == DType::q4_k || type == DType::q5_k || type == DType::q6_k ||
+         type == DType::i8;
 }
 
+// Bytes of one row's part of a group block.
 int64_t row_block_bytes(DType type) {
   DS_CHECK(has_layout(type), std::string("no interleaved layout for ") + dtype_name(type));
-  return dtype_traits(type).block_bytes;
+  return type == DType::i8 ? k_qk : dtype_traits(type).block_bytes;
 }
 
 // Where the pieces of row r's block go in its group block: calls
@@ -34,6 +36,10 @@ void for_each_piece(DType type, int64_t r, Copy copy) {
     for (int64_t pair = 0; pair < 4; ++pair) {  // 32 bytes per pair of sub-blocks
       for (int64_t c = 0; c < 8; ++c) copy(group_at + 256 * pair + 32 * c + 4 * r, row_at + 32 * pair + 4 * c, 4);
     }
+    return;
+  }
+  if (type == DType::i8) {  // Q8_0's quants without the scale
+    for (int64_t c = 0; c < 8; ++c) copy(32 * c + 4 * r, 4 * c, 4);
     return;
   }
   copy(2 * r, 0, 2);  // the f16 scale
@@ -86,13 +92,33 @@ InterleavedGroupFn interleaved_kernel(DType type) {
   return vnni ? vnni : interleaved_kernel_avx2(type);
 }
 
-bool interleavable(DType type, int64_t n_rows) {
-  return n_rows % k_interleave == 0 && use_avx2_kernels() && interleaved_kernel_avx2(type) != nullptr;
+bool interleaved_activations_biased(DType type) {
+  return use_avx2_kernels() && use_vnni_kernels() && interleaved_kernel_vnni(type) && interleaved_kernel_vnni_biased(type);
+}
+
+void bias_activation_codes(DType act_type, uint8_t* row, int64_t n_cols) {
+  DS_CHECK(act_type == DType::q8_0 || act_type == DType::i8, std::string("no biased codes for ") + dtype_name(act_type));
+  if (act_type == DType::i8) {
+    for (int64_t i = 0; i < n_cols; ++i) row[i] ^= 0x80;  // a + 128 as an unsigned byte, for a in [-128, 127]
+    return;
+  }
+  auto* blocks = reinterpret_cast<BlockQ8_0*>(row);
+  for (int64_t b = 0; b < n_cols / k_qk; ++b) {
+    for (int8_t& q : blocks[b].qs) q = int8_t(uint8_t(q) ^ 0x80);
+  }
+}
+
+int64_t interleaved_block_elements(DType type) { return type == DType::i8 ? k_qk : dtype_traits(type).block_elements; }
+
+bool interleavable(DType type, int64_t n_rows, int64_t n_cols) {
+  return n_rows % k_interleave == 0 && n_cols % interleaved_block_elements(type) == 0 && use_avx2_kernels() &&
+         interleaved_kernel_avx2(type) != nullptr;
 }
 
 void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* rows, uint8_t* out) {
-  DS_CHECK(n_rows % k_interleave == 0, "interleave_rows: rows must come in groups of 8");
-  const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / dtype_traits(type).block_elements;
+  DS_CHECK(n_rows % k_interleave == 0 && n_cols % interleaved_block_elements(type) == 0,
+           "interleave_rows: rows must come in groups of 8, columns in whole group blocks");
+  const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / interleaved_block_elements(type);
   for (int64_t group = 0; group < n_rows / k_interleave; ++group) {
     for (int64_t b = 0; b < n_blocks; ++b) {
       uint8_t* dst = out + (group * n_blocks + b) * k_interleave * block_bytes;
@@ -110,7 +136,7 @@ void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* 
 }
 
 void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t row, uint8_t* out) {
-  const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / dtype_traits(type).block_elements;
+  const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / interleaved_block_elements(type);
   const int64_t group = row / k_interleave;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* src = data + (group * n_blocks + b) * k_interleave * block_bytes;

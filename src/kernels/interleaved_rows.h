@@ -27,6 +27,10 @@
 //         of row r's element 4i + k (low) and 128 + 4i + k (high); then 16
 //         high-bit registers, byte 32i + 4r + k holding the top two bits of
 //         row r's element 4(i + 16q) + k at bits 2q, 2q + 1 (q < 4).
+//   I8 (W8A8, 8 rows x 32, no scales in the matrix): 256 bytes, byte 32c +
+//         4r + i is row r's element 4c + i, as Q8_0's quants. The kernel
+//         writes each output's exact int32 sum (as a float); the row and token
+//         scales multiply afterwards (matmul.cpp), as for the row layout.
 
 #include <cstdint>
 
@@ -36,9 +40,13 @@ namespace ds {
 
 constexpr int64_t k_interleave = 8;
 
-// Whether matrices of this type and row count are interleaved at load: a
-// type with interleaved kernels on this CPU, and whole groups of rows.
-bool interleavable(DType type, int64_t n_rows);
+// Elements of a row in one group block: the type's block, or 32 for I8.
+int64_t interleaved_block_elements(DType type);
+
+// Whether matrices of this type and shape are interleaved at load: a type
+// with interleaved kernels on this CPU, whole groups of rows and (I8) whole
+// group blocks of columns.
+bool interleavable(DType type, int64_t n_rows, int64_t n_cols);
 
 // rows: n_rows rows in the GGUF layout; out: the same bytes interleaved.
 void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* rows, uint8_t* out);
@@ -47,11 +55,11 @@ void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* 
 void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t row, uint8_t* out);
 
 // One group (8 rows) against n_tokens tokens: for j < n_tokens, out + j *
-// out_stride receives the 8 outputs of token j, whose activations (Q8_0, or
-// Q8_K for the K types) are at act + j * act_stride. Q4_0 needs each activation
-// block's offset 8 * sum(q) at offsets[j * n_blocks + b]; the others ignore
-// it. Tokens go through in register tiles; every token's outputs are the
-// same whatever n_tokens is.
+// out_stride receives the 8 outputs of token j, whose activations (Q8_0, Q8_K
+// for the K types, an int8 row for I8) are at act + j * act_stride; n_blocks
+// counts group blocks. Q4_0 needs each activation block's offset 8 * sum(q)
+// at offsets[j * n_blocks + b]; the others ignore it. Tokens go through in
+// register tiles; every token's outputs are the same whatever n_tokens is.
 using InterleavedGroupFn = void (*)(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride,
                                     const int32_t* offsets, int64_t n_tokens, float* out, int64_t out_stride);
 
@@ -59,8 +67,18 @@ using InterleavedGroupFn = void (*)(int64_t n_blocks, const uint8_t* group, cons
 // else the AVX2 one; nullptr if the CPU has none.
 InterleavedGroupFn interleaved_kernel(DType type);
 
+// Whether interleaved_kernel(type) reads biased activation codes: each int8
+// code a (Q8_0 blocks' quants, I8 rows; all within ±127) as the unsigned byte
+// a + 128, which VNNI's dpbusd meets with the signed weights in one
+// instruction (the kernel takes 128 x the weights' sum back out).
+bool interleaved_activations_biased(DType type);
+
+// Biases the codes of n_cols activations of act_type (Q8_0 or I8) in place.
+void bias_activation_codes(DType act_type, uint8_t* row, int64_t n_cols);
+
 // Per ISA, for the tests; nullptr for a type the ISA has no kernel of.
 InterleavedGroupFn interleaved_kernel_avx2(DType type);
 InterleavedGroupFn interleaved_kernel_vnni(DType type);
+bool interleaved_kernel_vnni_biased(DType type);  // the AVX2 kernels read plain codes
 
 }  // namespace ds

@@ -1,5 +1,5 @@
-// AVX2 tile kernels over interleaved rows (kernels/interleaved_rows.h): Q8_0
-// and Q4_0 from interleaved_tiles_x86.h with maddubs, and the K types.
+// AVX2 tile kernels over interleaved rows (kernels/interleaved_rows.h): Q8_0,
+// Q4_0 and I8 from interleaved_tiles_x86.h with maddubs, and the K types.
 // Compiled with -mavx2 -mfma -mf16c; only called when cpu_features() reports
 // all three.
 
@@ -226,6 +226,7 @@ InterleavedGroupFn interleaved_kernel_avx2(DType type) {
   switch (type) {
     case DType::q8_0: return group_q8_0<MaddubsDot>;
     case DType::q4_0: return group_q4_0<MaddubsDot>;
+    case DType::i8: return group_i8<MaddubsDot>;
     case DType::q4_k: return group_k<GroupQ4_K>;
     case DType::q5_k: return group_k<GroupQ5_K>;
     case DType::q6_k: return group_k<GroupQ6_K>;

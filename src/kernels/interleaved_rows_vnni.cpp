@@ -1,4 +1,4 @@
-// Q8_0 and Q4_0 tile kernels over interleaved rows (interleaved_tiles_x86.h) with AVX-512 VNNI's
+// Q8_0, Q4_0 and I8 tile kernels over interleaved rows (interleaved_tiles_x86.h) with AVX-512 VNNI's
 // dpbusd on 256-bit registers (AVX512_VNNI + AVX512VL): four u8 x s8
 // products added into each int32 lane in one instruction, where AVX2 takes
 // maddubs, madd and an add. The sums are exact either way, so the outputs
@@ -15,6 +15,7 @@ namespace {
 // The K types stay on AVX2's tiles: summed per sub-block in int32 and then
 // scaled with vpmulld, they measured no faster than maddubs' int16 pairs.
 struct VnniDot {
+  static constexpr bool k_biased = true;
   static __m256i add4(__m256i sums, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(sums, u, s); }
   static __m256i add_chunk(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
   static __m256i to_int32(__m256i acc) { return acc; }
@@ -26,8 +27,11 @@ InterleavedGroupFn interleaved_kernel_vnni(DType type) {
   switch (type) {
     case DType::q8_0: return group_q8_0<VnniDot>;
     case DType::q4_0: return group_q4_0<VnniDot>;
+    case DType::i8: return group_i8<VnniDot>;
     default: return nullptr;
   }
 }
+
+bool interleaved_kernel_vnni_biased(DType type) { return VnniDot::k_biased && (type == DType::q8_0 || type == DType::i8); }
 
 }  // namespace ds

@@ -1,5 +1,5 @@
 #pragma once
-// The Q8_0 and Q4_0 tile kernels over interleaved rows (kernels/
+// The Q8_0, Q4_0 and I8 tile kernels over interleaved rows (kernels/
 // interleaved_rows.h), written once for two instruction sets: `Dot` says how
 // unsigned-by-signed byte products reach int32 lanes, AVX2's maddubs + madd
 // (MaddubsDot, here) or AVX-512 VNNI's dpbusd (interleaved_rows_vnni.cpp).
@@ -10,7 +10,8 @@
 // Each block's dot product is exact in int32; the float part adds
 // (row scale x token scale) x block sum into one accumulator per (row,
 // token), blocks in order, whatever the tile size: a token's outputs do not
-// depend on how many tokens share its step.
+// depend on how many tokens share its step. I8 has no float part: a row's
+// whole sum is exact in int32.
 
 #include <immintrin.h>
 
@@ -25,16 +26,23 @@ namespace ds {
 namespace {
 
 // AVX2: four u8 x s8 products per int32 lane through maddubs' int16 pairs.
-// Pairs of at most 2 x 128 x 127 (Q8_0's |w| against a) or 2 x 15 x 127
-// (Q4_0's codes) stay under 32767: exact.
+// Pairs of at most 2 x 128 x 127 (Q8_0's and I8's |w| against a) or 2 x 15 x
+// 127 (Q4_0's codes) stay under 32767: exact.
 //
 // A Dot has
 //   add4(sums, u, s):     sums (int32 lanes) += the four products of each lane;
 //   add_chunk(acc, u, s): a block's accumulator += the products, which for
 //                         MaddubsDot is int16 pair sums (each kernel says why
 //                         its chunks stay under 32767), for VNNI int32 lanes;
-//   to_int32(acc):        the accumulator's sums per int32 lane.
+//   to_int32(acc):        the accumulator's sums per int32 lane;
+//   k_biased:             whether the Q8_0 and I8 tiles read biased
+//                         activation codes (interleaved_rows.h): add4 then
+//                         meets them with the signed weights directly, one
+//                         instruction where moving w's sign onto a takes two.
+//                         Only where add4 sums u8 x s8 products of up to
+//                         255 x 128 exactly: VNNI, not maddubs.
 struct MaddubsDot {
+  static constexpr bool k_biased = false;
   static __m256i add4(__m256i sums, __m256i u, __m256i s) {
     return _mm256_add_epi32(sums, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }
@@ -49,6 +57,9 @@ struct GroupQ8_0 {
 struct GroupQ4_0 {
   uint16_t d[k_interleave];
   uint8_t qs[k_interleave * k_qk / 2];
+};
+struct GroupI8 {
+  int8_t qs[k_interleave * k_qk];
 };
 
 // Activations 4c..4c+3 of a block, in all eight lanes.
@@ -79,14 +90,54 @@ inline const uint8_t* group_to_prefetch(const uint8_t* group, int64_t n_blocks, 
   return n_tokens > 4 ? group + n_blocks * int64_t(sizeof(Block)) : nullptr;
 }
 
+// sums[j] += the products of q (chunk c of eight rows' block: four weights
+// per lane) and chunk c of token j's 32 codes at codes(j). Unbiased codes:
+// |w| (taken once for the tile) meets a with w's sign moved onto it. Biased
+// codes a + 128 meet w as they are, and weight_sums gathers each row's
+// weights so that the tile can take 128 x their sum back out (in int32's
+// wrapping arithmetic, which leaves the exact sum exact).
+template <int T, typename Dot, typename Codes>
+inline void add_chunk_products(__m256i q, int c, Codes codes, __m256i* sums, __m256i& weight_sums) {
+  if constexpr (Dot::k_biased) {
+    weight_sums = Dot::add4(weight_sums, _mm256_set1_epi8(1), q);
+    for (int j = 0; j < T; ++j) sums[j] = Dot::add4(sums[j], broadcast_chunk(codes(j), c), q);
+  } else {
+    const __m256i abs_q = _mm256_sign_epi8(q, q);
+    for (int j = 0; j < T; ++j) sums[j] = Dot::add4(sums[j], abs_q, _mm256_sign_epi8(broadcast_chunk(codes(j), c), q));
+  }
+}
+
+// f(c) for the eight chunks c of a block. Unrolled where the codes are
+// biased: rolled, GCC copies the dpbusd accumulators between registers every
+// iteration (unrolled measured 1.3x on Q8_0). Rolled for maddubs: unrolled,
+// GCC reorders the int32 adds into a tree and spills the partial sums
+// (measured 10% slower for Q8_0, 20% for Q4_0).
+template <typename Dot, typename F>
+inline void for_chunks(F f) {
+  if constexpr (Dot::k_biased) {
+    for (int c = 0; c < 8; ++c) f(c);
+  } else {
+#pragma GCC unroll 1
+    for (int c = 0; c < 8; ++c) f(c);
+  }
+}
+
+// The exact sums from add_chunk_products' (128 x weight_sums out where the codes were biased).
+template <int T, typename Dot>
+inline void unbias(__m256i* sums, __m256i weight_sums) {
+  if constexpr (Dot::k_biased) {
+    const __m256i bias = _mm256_slli_epi32(weight_sums, 7);
+    for (int j = 0; j < T; ++j) sums[j] = _mm256_sub_epi32(sums[j], bias);
+  }
+}
+
 // Adds the block's int32 sums, scaled by row scale x token scale, to acc.
 inline __m256 accumulate(__m256 acc, __m256 row_scales, const BlockQ8_0& a, __m256i sums) {
   const __m256 scale = _mm256_mul_ps(row_scales, _mm256_set1_ps(_cvtsh_ss(a.d)));
   return _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc);
 }
 
-// Q8_0 x Q8_0: maddubs and dpbusd want one unsigned operand, so |w| meets a
-// with w's sign moved onto it; |w| is taken once per register for the whole tile.
+// Q8_0 x Q8_0: maddubs and dpbusd want one unsigned operand: |w| or the biased codes (add_chunk_products).
 template <int T, typename Dot>
 void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, float* out,
                int64_t out_stride, const uint8_t* next) {
@@ -94,24 +145,45 @@ void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
   __m256 acc[T];
   for (int j = 0; j < T; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
-    __m256i sums[T];
+    __m256i sums[T], weight_sums = _mm256_setzero_si256();
     for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
     prefetch_block<GroupQ8_0>(next, b);
-    // Not unrolled: unrolled, GCC reorders the int32 adds into a tree and
-    // spills the partial sums (measured 10% slower for Q8_0, 20% for Q4_0).
-#pragma GCC unroll 1
-    for (int c = 0; c < 8; ++c) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
-      const __m256i abs_q = _mm256_sign_epi8(q, q);
-      for (int j = 0; j < T; ++j) {
-        const __m256i signed_a = _mm256_sign_epi8(broadcast_chunk(act_block(act, act_stride, j, b).qs, c), q);
-        sums[j] = Dot::add4(sums[j], abs_q, signed_a);
-      }
-    }
+    const auto codes = [&](int j) { return act_block(act, act_stride, j, b).qs; };
+    for_chunks<Dot>([&](int c) {
+      add_chunk_products<T, Dot>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c)), c, codes, sums, weight_sums);
+    });
+    unbias<T, Dot>(sums, weight_sums);
     const __m256 row_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
     for (int j = 0; j < T; ++j) acc[j] = accumulate(acc[j], row_scales, act_block(act, act_stride, j, b), sums[j]);
   }
   for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, acc[j]);
+}
+
+// I8 x I8 (W8A8): as Q8_0 without scales, so each (row, token) sums in one
+// int32 lane over the whole row; the weights may hold -128 (|w| is then 128
+// as an unsigned byte), the activations stay within ±127, and rows are at
+// most k_max_i8_cols long, so no exact sum overflows. Writes the sums as floats.
+template <int T, typename Dot>
+void tile_i8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, float* out,
+             int64_t out_stride, const uint8_t* next) {
+  const auto* w = reinterpret_cast<const GroupI8*>(group);
+  __m256i totals[T], weight_totals = _mm256_setzero_si256();
+  for (int j = 0; j < T; ++j) totals[j] = _mm256_setzero_si256();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    // Fresh sums per block, so that one block's chains of dependent adds
+    // overlap the next block's (one chain over the whole row measured 26% slower).
+    __m256i sums[T], weight_sums = _mm256_setzero_si256();
+    for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
+    prefetch_block<GroupI8>(next, b);
+    const auto codes = [&](int j) { return reinterpret_cast<const int8_t*>(act + j * act_stride) + b * k_qk; };
+    for_chunks<Dot>([&](int c) {
+      add_chunk_products<T, Dot>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c)), c, codes, sums, weight_sums);
+    });
+    for (int j = 0; j < T; ++j) totals[j] = _mm256_add_epi32(totals[j], sums[j]);
+    weight_totals = _mm256_add_epi32(weight_totals, weight_sums);
+  }
+  unbias<T, Dot>(totals, weight_totals);
+  for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, _mm256_cvtepi32_ps(totals[j]));
 }
 
 // Q4_0 x Q8_0: the unsigned codes q = w + 8 meet the activations as they
@@ -181,6 +253,15 @@ void group_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int6
   });
 }
 
+template <typename Dot>
+void group_i8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
+              int64_t n_tokens, float* out, int64_t out_stride) {
+  const uint8_t* next = group_to_prefetch<GroupI8>(group, n_blocks, n_tokens);
+  for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+    tile_i8<tile.value, Dot>(n_blocks, group, act + t * act_stride, act_stride, out + t * out_stride, out_stride,
+                             t == 0 ? next : nullptr);
+  });
+}
 
 }  // namespace
 }  // namespace ds

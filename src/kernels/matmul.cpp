@@ -29,7 +29,8 @@ constexpr int64_t k_token_tile = 32;
 
 // The activations of every matrix in the kernel's type, converted once for
 // all rows: matrix m's token t at act + m * mat_stride + t * token_stride
-// (bytes), with the per-block offsets the interleaved Q4_0 kernel needs.
+// (bytes), with the per-block offsets the interleaved Q4_0 kernel needs, the
+// codes biased where the interleaved kernel reads them so.
 struct Activations {
   const uint8_t* data;
   int64_t token_stride, mat_stride;
@@ -40,7 +41,7 @@ struct Activations {
 
 Activations convert_activations(ThreadPool& pool, DType act_type, const float* x, int64_t x_token_stride, int64_t x_mat_stride,
                                 int64_t n_mats, int64_t n_tokens, int64_t n_cols, bool with_offsets, float static_scale,
-                                bool with_sums, MatmulScratch& scratch) {
+                                bool with_sums, bool biased, MatmulScratch& scratch) {
   if (act_type == DType::f32) {
     const int64_t f = int64_t(sizeof(float));
     return {reinterpret_cast<const uint8_t*>(x), x_token_stride * f, x_mat_stride * f, nullptr, nullptr, nullptr};
@@ -61,9 +62,11 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
         auto* codes = reinterpret_cast<int8_t*>(converted + row * act_row_bytes);
         scratch.token_scales[size_t(row)] = quantize_int8_activations(in, codes, n_cols, static_scale);
         if (with_sums) scratch.token_sums[size_t(row)] = std::accumulate(codes, codes + n_cols, int32_t(0));
+        if (biased) bias_activation_codes(act_type, converted + row * act_row_bytes, n_cols);
         continue;
       }
       quantize_activations(act_type, in, converted + row * act_row_bytes, n_cols);
+      if (biased) bias_activation_codes(act_type, converted + row * act_row_bytes, n_cols);
       if (!with_offsets) continue;
       const auto* blocks = reinterpret_cast<const BlockQ8_0*>(converted + row * act_row_bytes);
       for (int64_t b = 0; b < n_blocks; ++b) {
@@ -95,19 +98,27 @@ void for_row_tiles(ThreadPool& pool, int64_t n_tiles, int64_t n_tokens, Function
   }
 }
 
+// W8A8: outputs y[t * y_stride + r] for tokens [t0, t1) and rows [r0, r1)
+// hold their int32 sums (as floats); each becomes the sum less the row's zero
+// point times the token's code sum, times the token's scale, times the row's.
+void scale_w8a8_outputs(const WeightMatrix& w, const float* token_scales, const int32_t* token_sums, int64_t t0, int64_t t1,
+                        int64_t r0, int64_t r1, float* y, int64_t y_stride) {
+  for (int64_t t = t0; t < t1; ++t) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float& out = y[t * y_stride + r];
+      out = w8a8_output(out, w.row_zero_points ? w.row_zero_points[r] : 0, token_sums ? token_sums[t] : 0, token_scales[t],
+                        w.row_scales[r]);
+    }
+  }
+}
+
 // Rows [row_begin, row_end) of one matrix in the row layout against every
-// token: act + t * act_stride (bytes) in, y + t * y_stride + r out. For I8 the
-// dot is the int32 sum (less the row's zero point times the token's code sum),
-// times the token's scale, times the row's.
+// token: act + t * act_stride (bytes) in, y + t * y_stride + r out (for I8,
+// scaled by scale_w8a8_outputs).
 void rows_against_tokens(const WeightMatrix& w, const VecDotKernel& kernel, const uint8_t* act, int64_t act_stride,
                          const float* token_scales, const int32_t* token_sums, int64_t n_tokens, float* y, int64_t y_stride,
                          int64_t row_begin, int64_t row_end) {
   const int64_t w_row_bytes = w.row_stride_bytes();
-  const auto scaled = [&](int64_t t, int64_t r, float dot) {
-    if (!token_scales) return dot;
-    return w8a8_output(dot, w.row_zero_points ? w.row_zero_points[r] : 0, token_sums ? token_sums[t] : 0, token_scales[t],
-                       w.row_scales[r]);
-  };
   for (int64_t r0 = row_begin; r0 < row_end; r0 += k_row_tile) {
     const int64_t r1 = std::min(row_end, r0 + k_row_tile);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += k_token_tile) {
@@ -121,13 +132,13 @@ void rows_against_tokens(const WeightMatrix& w, const VecDotKernel& kernel, cons
             float out[8];
             kernel.dot2x4(w.n_cols, w_rows, w_row_bytes, act + t * act_stride, act_stride, out);
             for (int j = 0; j < 4; ++j) {
-              y[(t + j) * y_stride + r] = scaled(t + j, r, out[j]);
-              y[(t + j) * y_stride + r + 1] = scaled(t + j, r + 1, out[4 + j]);
+              y[(t + j) * y_stride + r] = out[j];
+              y[(t + j) * y_stride + r + 1] = out[4 + j];
             }
           }
           for (; t < t1; ++t) {
-            y[t * y_stride + r] = scaled(t, r, kernel.dot(w.n_cols, w_rows, act + t * act_stride));
-            y[t * y_stride + r + 1] = scaled(t, r + 1, kernel.dot(w.n_cols, w_rows + w_row_bytes, act + t * act_stride));
+            y[t * y_stride + r] = kernel.dot(w.n_cols, w_rows, act + t * act_stride);
+            y[t * y_stride + r + 1] = kernel.dot(w.n_cols, w_rows + w_row_bytes, act + t * act_stride);
           }
         }
       }
@@ -138,11 +149,12 @@ void rows_against_tokens(const WeightMatrix& w, const VecDotKernel& kernel, cons
           for (; t + 4 <= t1; t += 4) {
             float out[4];
             kernel.dot4(w.n_cols, w_row, act + t * act_stride, act_stride, out);
-            for (int j = 0; j < 4; ++j) y[(t + j) * y_stride + r] = scaled(t + j, r, out[j]);
+            for (int j = 0; j < 4; ++j) y[(t + j) * y_stride + r] = out[j];
           }
         }
-        for (; t < t1; ++t) y[t * y_stride + r] = scaled(t, r, kernel.dot(w.n_cols, w_row, act + t * act_stride));
+        for (; t < t1; ++t) y[t * y_stride + r] = kernel.dot(w.n_cols, w_row, act + t * act_stride);
       }
+      if (token_scales) scale_w8a8_outputs(w, token_scales, token_sums, t0, t1, r0, r1, y, y_stride);
     }
   }
 }
@@ -168,7 +180,7 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   const bool needs_offsets = first.interleaved && first.type == DType::q4_0;
   const Activations act = convert_activations(pool, kernel.activation_type, x, x_token_stride, x_mat_stride, n_mats, n_tokens,
                                               first.n_cols, needs_offsets, first.input_scale, first.row_zero_points != nullptr,
-                                              scratch);
+                                              first.interleaved && interleaved_activations_biased(first.type), scratch);
   // F32, F16 and BF16 weights: their own tiles (float_rows.h), 16 rows by 32
   // tokens at a time as below.
   if (const FloatRowsFn float_rows = use_avx2_kernels() ? float_rows_avx2(first.type) : nullptr) {
@@ -188,15 +200,20 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   if (first.interleaved) {
     // Each group of eight rows against every token: the group's weights stay
     // in L1/L2 while the tokens pass.
-    const int64_t n_blocks = first.n_cols / dtype_traits(first.type).block_elements;
+    const int64_t n_blocks = first.n_cols / interleaved_block_elements(first.type);
     const int64_t group_bytes = k_interleave * first.row_stride_bytes(), groups = first.n_rows / k_interleave;
     const InterleavedGroupFn group_kernel = interleaved_kernel(first.type);
     for_row_tiles(pool, n_mats * groups, n_tokens, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t m = i / groups, g = i % groups;
         const int32_t* offsets = act.offsets ? act.offsets + m * n_tokens * n_blocks : nullptr;
+        float* y_m = y + m * y_mat_stride;
         group_kernel(n_blocks, w[m].data + g * group_bytes, act.data + m * act.mat_stride, act.token_stride, offsets, n_tokens,
-                     y + m * y_mat_stride + g * k_interleave, y_token_stride);
+                     y_m + g * k_interleave, y_token_stride);
+        if (act.token_scales) {
+          scale_w8a8_outputs(w[m], act.token_scales + m * n_tokens, act.token_sums ? act.token_sums + m * n_tokens : nullptr, 0,
+                             n_tokens, g * k_interleave, (g + 1) * k_interleave, y_m, y_token_stride);
+        }
       }
     });
     return;
@@ -220,7 +237,7 @@ namespace {
 // W8A8: the per-token int8 row against each int8 weight row, summed in int64,
 // scaled as the kernels scale.
 void matmul_reference_i8(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
-  std::vector<int8_t> a(static_cast<size_t>(w.n_cols));
+  std::vector<int8_t> a(static_cast<size_t>(w.n_cols)), row_codes(static_cast<size_t>(w.n_cols));
   for (int64_t t = 0; t < n_tokens; ++t) {
     float a_scale = w.input_scale;
     if (a_scale > 0.0f) quantize_int8_row_static(x + t * w.n_cols, w.n_cols, a_scale, a.data());
@@ -229,6 +246,10 @@ void matmul_reference_i8(const WeightMatrix& w, const float* x, int64_t n_tokens
     for (int8_t q : a) a_sum += q;
     for (int64_t r = 0; r < w.n_rows; ++r) {
       const auto* row = reinterpret_cast<const int8_t*>(w.data + r * w.n_cols);
+      if (w.interleaved) {
+        deinterleaved_row(w.type, w.n_cols, w.data, r, reinterpret_cast<uint8_t*>(row_codes.data()));
+        row = row_codes.data();
+      }
       int64_t sum = 0;
       for (int64_t k = 0; k < w.n_cols; ++k) sum += int64_t(row[k]) * a[size_t(k)];
       y[t * w.n_rows + r] = w8a8_output(float(sum), w.row_zero_points ? w.row_zero_points[r] : 0, int32_t(a_sum), a_scale,

@@ -40,8 +40,9 @@ struct MatmulScratch {
   std::vector<int32_t> token_sums;     // I8 with zero points: each activation row's sum of codes
 };
 
-// The largest row an I8 matmul sums exactly in int32: 127 * 127 per product.
-constexpr int64_t k_max_i8_cols = INT32_MAX / (127 * 127);
+// The largest row an I8 matmul sums exactly in int32: up to 128 * 127 per
+// product (a file's weights may hold -128; activations stay within ±127).
+constexpr int64_t k_max_i8_cols = INT32_MAX / (128 * 127);
 
 // x: [n_tokens, w.n_cols] f32; y: [n_tokens, w.n_rows] f32.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,

@@ -60,13 +60,14 @@ float dot_q8_0(int64_t n, const void* w, const void* a) {
 
 // W8A8: a row of int8 weights against rows of int8 activations, summed exactly
 // in int32 over the whole row (the scales multiply afterwards, matmul.cpp). Per
-// 32 products: vpsignb moves the activation's sign onto the weight, vpmaddubsw
-// multiplies by |a| (<= 127, so a pair sums to at most 2 * 127 * 127 < 2^15 and
-// never saturates: the pitfall of an unsigned operand up to 255) and vpmaddwd
-// and vpaddd widen into the int32 lanes: 4 instructions, |a| computed once per
-// activation chunk and shared by the rows of a tile.
-inline __m256i madd_i8(__m256i w, __m256i abs_a, __m256i a, __m256i acc) {
-  const __m256i pairs = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(w, a));
+// 32 products: vpsignb moves the weight's sign onto the activation, vpmaddubsw
+// multiplies by |w| (an unsigned byte: 128 for a file's -128, so any weight
+// byte is exact; a pair sums to at most 2 * 128 * 127 < 2^15 because the
+// activations stay within ±127) and vpmaddwd and vpaddd widen into the int32
+// lanes: 4 instructions, |w| computed once per weight chunk and shared by the
+// tokens of a tile.
+inline __m256i madd_i8(__m256i abs_w, __m256i w, __m256i a, __m256i acc) {
+  const __m256i pairs = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a, w));
   return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
@@ -86,8 +87,8 @@ float dot_i8(int64_t n, const void* wv, const void* av) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     _mm_prefetch(reinterpret_cast<const char*>(w + i) + 1024, _MM_HINT_T0);  // decode streams the weights
-    const __m256i x = load_i8(a + i);
-    acc = madd_i8(load_i8(w + i), _mm256_sign_epi8(x, x), x, acc);
+    const __m256i wi = load_i8(w + i);
+    acc = madd_i8(_mm256_sign_epi8(wi, wi), wi, load_i8(a + i), acc);
   }
   return float(hsum_i32(acc) + dot_i8_tail(i, n, w, a));
 }
@@ -98,11 +99,8 @@ void dot4_i8(int64_t n, const void* wv, const void* av, int64_t a_stride, float*
   __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m256i wi = load_i8(w + i);
-    for (int j = 0; j < 4; ++j) {
-      const __m256i x = load_i8(a + j * a_stride + i);
-      acc[j] = madd_i8(wi, _mm256_sign_epi8(x, x), x, acc[j]);
-    }
+    const __m256i wi = load_i8(w + i), abs_w = _mm256_sign_epi8(wi, wi);
+    for (int j = 0; j < 4; ++j) acc[j] = madd_i8(abs_w, wi, load_i8(a + j * a_stride + i), acc[j]);
   }
   for (int j = 0; j < 4; ++j) out[j] = float(hsum_i32(acc[j]) + dot_i8_tail(i, n, w, a + j * a_stride));
 }
@@ -116,18 +114,19 @@ void dot2x4_i8(int64_t n, const void* wv, int64_t w_stride, const void* av, int6
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m256i w0 = load_i8(w + i), w1 = load_i8(w + w_stride + i);
-    __m256i x = load_i8(a + i), abs_x = _mm256_sign_epi8(x, x);
-    r0t0 = madd_i8(w0, abs_x, x, r0t0);
-    r1t0 = madd_i8(w1, abs_x, x, r1t0);
-    x = load_i8(a + a_stride + i), abs_x = _mm256_sign_epi8(x, x);
-    r0t1 = madd_i8(w0, abs_x, x, r0t1);
-    r1t1 = madd_i8(w1, abs_x, x, r1t1);
-    x = load_i8(a + 2 * a_stride + i), abs_x = _mm256_sign_epi8(x, x);
-    r0t2 = madd_i8(w0, abs_x, x, r0t2);
-    r1t2 = madd_i8(w1, abs_x, x, r1t2);
-    x = load_i8(a + 3 * a_stride + i), abs_x = _mm256_sign_epi8(x, x);
-    r0t3 = madd_i8(w0, abs_x, x, r0t3);
-    r1t3 = madd_i8(w1, abs_x, x, r1t3);
+    const __m256i abs_w0 = _mm256_sign_epi8(w0, w0), abs_w1 = _mm256_sign_epi8(w1, w1);
+    __m256i x = load_i8(a + i);
+    r0t0 = madd_i8(abs_w0, w0, x, r0t0);
+    r1t0 = madd_i8(abs_w1, w1, x, r1t0);
+    x = load_i8(a + a_stride + i);
+    r0t1 = madd_i8(abs_w0, w0, x, r0t1);
+    r1t1 = madd_i8(abs_w1, w1, x, r1t1);
+    x = load_i8(a + 2 * a_stride + i);
+    r0t2 = madd_i8(abs_w0, w0, x, r0t2);
+    r1t2 = madd_i8(abs_w1, w1, x, r1t2);
+    x = load_i8(a + 3 * a_stride + i);
+    r0t3 = madd_i8(abs_w0, w0, x, r0t3);
+    r1t3 = madd_i8(abs_w1, w1, x, r1t3);
   }
   const __m256i sums[8] = {r0t0, r0t1, r0t2, r0t3, r1t0, r1t1, r1t2, r1t3};
   for (int r = 0; r < 2; ++r)

@@ -59,8 +59,8 @@ class Loader {
     const size_t offset = size_t(first * row_bytes(t->type, t->ne[0]));
     *out = WeightMatrix{t->type, n, t->ne[0], file_.tensor_data(*t) + offset};
     const int64_t tensor_rows = t->n_elements() / t->ne[0];
-    const bool interleave = for_matmul && backend_.repacks(t->type, n) && backend_.repacks(t->type, first) &&
-                            backend_.repacks(t->type, tensor_rows);
+    const bool interleave = for_matmul && backend_.repacks(t->type, n, t->ne[0]) && backend_.repacks(t->type, first, t->ne[0]) &&
+                            backend_.repacks(t->type, tensor_rows, t->ne[0]);
     matrices_.push_back({out, t, offset, interleave, for_matmul});
     if (t->type != DType::i8) return Status();
     if (!for_matmul) {

@@ -99,7 +99,7 @@ class DeviceData {
   // with i8_row_scales in the backend's memory).
   WeightMatrix matrix(DType type, int64_t n_rows, int64_t n_cols, const std::vector<uint8_t>& rows, bool repack) {
     uint8_t* data = bytes(nullptr, rows.size());
-    const bool repacked = repack && backend_.repacks(type, n_rows);
+    const bool repacked = repack && backend_.repacks(type, n_rows, n_cols);
     backend_.store_matrix(type, n_rows, n_cols, rows.data(), data, repacked);
     WeightMatrix w{type, n_rows, n_cols, data, repacked};
     if (type == DType::i8) w.row_scales = floats(i8_row_scales(n_rows));
@@ -981,6 +981,7 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
   }
   for (int64_t tokens : {1, 5, 33}) {  // W8A8, where the backend multiplies it; rows off the vector width
     add(new MatmulCase(DType::i8, 40, 96, tokens, true));
+    add(new MatmulCase(DType::i8, 40, 96, tokens, false));
     add(new MatmulCase(DType::i8, 19, 100, tokens, true));
   }
   for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0}) {

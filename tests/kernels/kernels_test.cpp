@@ -132,18 +132,23 @@ Layouts layouts(DType type, int64_t n_rows, int64_t n_cols, const std::vector<ui
     l.matrices.push_back(l.matrices.front());
     l.matrices.back().row_zero_points = l.zero_points.data();  // asymmetric rows (W8A8_ASYM)
   }
-  if (interleavable(type, n_rows)) {
+  if (interleavable(type, n_rows, n_cols)) {  // each of the above again, interleaved
     l.interleaved_data.resize(rows.size());
     interleave_rows(type, n_rows, n_cols, rows.data(), l.interleaved_data.data());
-    l.matrices.push_back(WeightMatrix{type, n_rows, n_cols, l.interleaved_data.data(), true});
+    for (size_t i = 0, n = l.matrices.size(); i < n; ++i) {
+      WeightMatrix w = l.matrices[i];
+      w.data = l.interleaved_data.data();
+      w.interleaved = true;
+      l.matrices.push_back(w);
+    }
   }
   return l;
 }
 
 TEST(InterleavedRows, EveryRowComesBackByteForByte) {
   std::mt19937 rng(5);
-  for (DType type : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
-    const int64_t n_rows = 24, n_cols = dtype_traits(type).block_elements * 3;
+  for (DType type : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::i8}) {
+    const int64_t n_rows = 24, n_cols = interleaved_block_elements(type) * 3;
     const std::vector<uint8_t> rows = random_weights(rng, type, n_rows, n_cols);
     std::vector<uint8_t> interleaved(rows.size()), row(size_t(row_bytes(type, n_cols)));
     interleave_rows(type, n_rows, n_cols, rows.data(), interleaved.data());
@@ -156,42 +161,53 @@ TEST(InterleavedRows, EveryRowComesBackByteForByte) {
 }
 
 TEST(InterleavedRows, OnlyWholeGroupsOfTheKernelTypes) {
-  EXPECT_FALSE(interleavable(DType::q8_0, 12));
-  EXPECT_FALSE(interleavable(DType::f16, 16));
-  EXPECT_FALSE(interleavable(DType::q5_0, 16));
-  EXPECT_FALSE(interleavable(DType::q6_k, 20));
+  EXPECT_FALSE(interleavable(DType::q8_0, 12, 64));
+  EXPECT_FALSE(interleavable(DType::f16, 16, 64));
+  EXPECT_FALSE(interleavable(DType::q5_0, 16, 64));
+  EXPECT_FALSE(interleavable(DType::q6_k, 20, 256));
+  EXPECT_FALSE(interleavable(DType::i8, 16, 100));  // I8 rows in whole group blocks of 32 only
   if (use_avx2_kernels()) {
-    EXPECT_TRUE(interleavable(DType::q8_0, 16) && interleavable(DType::q4_0, 8) && interleavable(DType::q4_k, 24) &&
-                interleavable(DType::q5_k, 8) && interleavable(DType::q6_k, 16));
+    EXPECT_TRUE(interleavable(DType::q8_0, 16, 64) && interleavable(DType::q4_0, 8, 32) && interleavable(DType::q4_k, 24, 256) &&
+                interleavable(DType::q5_k, 8, 512) && interleavable(DType::q6_k, 16, 256) && interleavable(DType::i8, 16, 96));
   }
 }
 
 // The VNNI tiles (dpbusd) add the same exact integer sums as the AVX2 ones
 // (maddubs + madd), so a group's outputs agree bit for bit: every token-tile
-// shape, with the extreme codes (a Q8_0 block of -128 weights against
-// activations that reach ±127) where an int16 step that saturated would show.
+// shape, with the extreme codes (a Q8_0 block and 32 I8 weights of -128
+// against activations that reach ±127) where an int16 step that saturated
+// would show.
 TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
   const CpuFeatures& f = cpu_features();
   if (!use_avx2_kernels() || !f.avx512vnni || !f.avx512vl) GTEST_SKIP() << "no AVX512_VNNI with AVX512VL on this CPU: no VNNI tiles to run";
   std::mt19937 rng(21);
-  for (DType type : {DType::q8_0, DType::q4_0}) {
+  for (DType type : {DType::q8_0, DType::q4_0, DType::i8}) {
     const DType act_type = activation_type_for(type);
-    const int64_t n_blocks = 5, n_cols = dtype_traits(type).block_elements * n_blocks, act_stride = row_bytes(act_type, n_cols);
+    const int64_t n_blocks = 5, n_cols = interleaved_block_elements(type) * n_blocks, act_stride = row_bytes(act_type, n_cols);
     std::vector<uint8_t> rows = random_weights(rng, type, k_interleave, n_cols);
     if (type == DType::q8_0) std::memset(reinterpret_cast<BlockQ8_0*>(rows.data())[0].qs, 0x80, 32);
+    if (type == DType::i8) std::memset(rows.data(), 0x80, 32);
     std::vector<uint8_t> group(rows.size());
     interleave_rows(type, k_interleave, n_cols, rows.data(), group.data());
     for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 9}) {
       const std::vector<float> x = random_floats(rng, n_tokens * n_cols, 2.0f);
       std::vector<uint8_t> act(size_t(act_stride * n_tokens));
-      quantize_row(act_type, x.data(), act.data(), n_tokens * n_cols);
+      for (int64_t t = 0; type == DType::i8 && t < n_tokens; ++t) {
+        quantize_int8_activations(x.data() + t * n_cols, reinterpret_cast<int8_t*>(act.data() + t * act_stride), n_cols);
+      }
+      if (type != DType::i8) quantize_row(act_type, x.data(), act.data(), n_tokens * n_cols);
       std::vector<int32_t> offsets(size_t(n_tokens * n_blocks));  // Q4_0's 8 * sum(a) per block
       for (int64_t i = 0; type == DType::q4_0 && i < n_tokens * n_blocks; ++i) {
         for (int8_t q : reinterpret_cast<const BlockQ8_0*>(act.data())[i].qs) offsets[size_t(i)] += 8 * q;
       }
+      std::vector<uint8_t> vnni_act = act;  // the codes as the VNNI kernel reads them
+      for (int64_t t = 0; interleaved_kernel_vnni_biased(type) && t < n_tokens; ++t) {
+        bias_activation_codes(act_type, vnni_act.data() + t * act_stride, n_cols);
+      }
       std::vector<float> avx2(size_t(k_interleave * n_tokens)), vnni(avx2.size());
       interleaved_kernel_avx2(type)(n_blocks, group.data(), act.data(), act_stride, offsets.data(), n_tokens, avx2.data(), k_interleave);
-      interleaved_kernel_vnni(type)(n_blocks, group.data(), act.data(), act_stride, offsets.data(), n_tokens, vnni.data(), k_interleave);
+      interleaved_kernel_vnni(type)(n_blocks, group.data(), vnni_act.data(), act_stride, offsets.data(), n_tokens, vnni.data(),
+                                    k_interleave);
       ASSERT_EQ(0, std::memcmp(avx2.data(), vnni.data(), avx2.size() * sizeof(float))) << dtype_name(type) << " " << n_tokens << " tokens";
     }
   }
@@ -224,14 +240,17 @@ TEST(ActivationQuant, FastPathsEqualReferenceBitForBit) {
 // W8A8's dot products are exact: every ISA and every tile shape gives the
 // integer sum itself, over lengths on and off the 32-byte vectors, with the
 // largest codes (2 * 127 * 127 per pair, where maddubs would saturate on an
-// unsigned operand of 255).
+// unsigned operand of 255) and a file's -128 weights against -127 (2 * 128 *
+// 127 per pair; a sign moved onto the -128 would wrap).
 TEST(W8A8, DotsAreTheExactIntegerSum) {
   std::mt19937 rng(9);
   std::vector<std::pair<const char*, VecDotKernel>> isas = {{"portable", {DType::i8, vec_dot_portable(DType::i8), nullptr, nullptr}}};
   if (use_avx2_kernels()) isas.push_back({"avx2", vec_dot_kernel(DType::i8)});
   for (int64_t n : {1, 7, 31, 32, 33, 100, 1000, 4099}) {
     std::vector<uint8_t> w = random_weights(rng, DType::i8, 2, n), a = random_weights(rng, DType::i8, 4, n);
+    for (uint8_t& code : a) code = code == 0x80 ? 0x81 : code;  // activations stay within ±127
     if (n >= 32) std::fill(w.begin(), w.begin() + 32, uint8_t(int8_t(-127))), std::fill(a.begin(), a.begin() + 32, uint8_t(int8_t(-127)));
+    if (n >= 64) std::fill(w.begin() + 32, w.begin() + 64, uint8_t(int8_t(-128))), std::fill(a.begin() + 32, a.begin() + 64, uint8_t(int8_t(-127)));
     const auto* wi = reinterpret_cast<const int8_t*>(w.data());
     const auto* ai = reinterpret_cast<const int8_t*>(a.data());
     float expected[2][4];
@@ -315,6 +334,14 @@ void expect_matches_reference(ThreadPool& pool, MatmulScratch& scratch, const We
     ASSERT_EQ(y[size_t(i)], k_guard) << "write before the output";
     ASSERT_EQ(y[size_t(16 + n_out + i)], k_guard) << "write past the output";
   }
+  if (w.type == DType::i8) {  // exact integer sums, then the same float operations as the reference: the same bits
+    for (int64_t i = 0; i < n_out; ++i) {
+      ASSERT_EQ(y[size_t(16 + i)], expected[size_t(i)]) << (w.interleaved ? "interleaved" : "rows") << " rows " << w.n_rows
+                                                        << " cols " << w.n_cols << " tokens " << n_tokens << " at " << i
+                                                        << (w.row_zero_points ? " asymmetric" : "") << (w.input_scale > 0 ? " static" : "");
+    }
+    return;
+  }
   const bool q8_1 = activation_type_for(w.type) == DType::q8_1;
   for (int64_t i = 0; i < n_out; ++i) {
     const int64_t t = i / w.n_rows, r = i % w.n_rows;
@@ -330,7 +357,9 @@ TEST_P(MatmulTest, MatchesReferenceWithGuards) {
   ThreadPool pool(n_threads);
   MatmulScratch scratch;
   std::mt19937 rng(7);
-  for (int64_t n_cols : {column_sizes(type)[1], column_sizes(type).back()}) {
+  std::vector<int64_t> cols = {column_sizes(type)[1], column_sizes(type).back()};
+  if (type == DType::i8) cols.push_back(1024);  // whole group blocks: the interleaved layout
+  for (int64_t n_cols : cols) {
     for (int64_t n_rows : {1, 5, 7, 16, 37, 38, 40}) {
       for (int64_t n_tokens : {1, 3, 33}) {
         const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);
@@ -348,7 +377,9 @@ TEST_P(MatmulTest, ResultsDoNotDependOnTheBatch) {
   ThreadPool pool(n_threads);
   MatmulScratch scratch;
   std::mt19937 rng(8);
-  for (int64_t n_cols : {column_sizes(type)[1], column_sizes(type).back()}) {
+  std::vector<int64_t> cols = {column_sizes(type)[1], column_sizes(type).back()};
+  if (type == DType::i8) cols.push_back(1024);
+  for (int64_t n_cols : cols) {
     const int64_t n_rows = 40, n_tokens = 11;
     const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);
     const std::vector<float> x = random_floats(rng, n_tokens * n_cols);

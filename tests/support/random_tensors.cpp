@@ -22,8 +22,8 @@ std::vector<uint8_t> random_weights(std::mt19937& rng, DType type, int64_t n_row
     for (int64_t r = 0; r < n_rows; ++r) quantize_row(type, values.data() + r * n_cols, data.data() + r * bytes_per_row, n_cols);
     return data;
   }
-  if (type == DType::i8) {  // W8A8 weights: the codes the quantizer writes, both extremes included
-    std::uniform_int_distribution<int> code(-127, 127);
+  if (type == DType::i8) {  // W8A8 weights: any byte a file may hold (the quantizer writes -127..127; -128 too)
+    std::uniform_int_distribution<int> code(-128, 127);
     for (uint8_t& b : data) b = uint8_t(int8_t(code(rng)));
     return data;
   }

@@ -50,7 +50,7 @@ void CpuBackend::download(void* host_dst, const void* device_src, size_t bytes) 
   if (host_dst != device_src) std::memcpy(host_dst, device_src, bytes);
 }
 
-bool CpuBackend::repacks(DType type, int64_t n_rows) const { return interleavable(type, n_rows); }
+bool CpuBackend::repacks(DType type, int64_t n_rows, int64_t n_cols) const { return interleavable(type, n_rows, n_cols); }
 
 void CpuBackend::store_matrix(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* host_rows, uint8_t* device_dst,
                               bool repack) {

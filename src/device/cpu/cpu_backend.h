@@ -26,7 +26,7 @@ class CpuBackend final : public Backend {
   void download(void* host_dst, const void* device_src, size_t bytes) override;
   bool reads_host_memory() const override { return true; }
   bool supports(DType type) const override { return is_compute_supported(type); }
-  bool repacks(DType type, int64_t n_rows) const override;
+  bool repacks(DType type, int64_t n_rows, int64_t n_cols) const override;
   void store_matrix(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* host_rows, uint8_t* device_dst, bool repack) override;
   ThreadPool& host_pool() override { return pool_; }
   StepIndex upload_step(const StepIndex& host) override { return host; }

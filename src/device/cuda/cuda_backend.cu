@@ -82,7 +82,7 @@ class CudaBackend final : public Backend {
   bool reads_host_memory() const override { return false; }
   // W8A8 (I8 rows with row scales) has no CUDA kernel yet: such a model is refused at load.
   bool supports(DType type) const override { return type != DType::i8 && is_compute_supported(type); }
-  bool repacks(DType, int64_t) const override { return false; }
+  bool repacks(DType, int64_t, int64_t) const override { return false; }
   void store_matrix(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* host_rows, uint8_t* device_dst, bool) override {
     DS_CUDA_CHECK(cudaSetDevice(device_));  // the loader's copy threads each make the device theirs
     DS_CUDA_CHECK(cudaMemcpy(device_dst, host_rows, size_t(n_rows * row_bytes(type, n_cols)), cudaMemcpyHostToDevice));
