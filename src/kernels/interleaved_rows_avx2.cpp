@@ -224,9 +224,9 @@ void group_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t
 
 InterleavedGroupFn interleaved_kernel_avx2(DType type) {
   switch (type) {
-    case DType::q8_0: return group_q8_0<MaddubsDot>;
+    case DType::q8_0: return group_int8<GroupQ8_0, MaddubsDot>;
     case DType::q4_0: return group_q4_0<MaddubsDot>;
-    case DType::i8: return group_i8<MaddubsDot>;
+    case DType::i8: return group_int8<GroupI8, MaddubsDot>;
     case DType::q4_k: return group_k<GroupQ4_K>;
     case DType::q5_k: return group_k<GroupQ5_K>;
     case DType::q6_k: return group_k<GroupQ6_K>;

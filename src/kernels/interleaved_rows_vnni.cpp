@@ -25,9 +25,9 @@ struct VnniDot {
 
 InterleavedGroupFn interleaved_kernel_vnni(DType type) {
   switch (type) {
-    case DType::q8_0: return group_q8_0<VnniDot>;
+    case DType::q8_0: return group_int8<GroupQ8_0, VnniDot>;
     case DType::q4_0: return group_q4_0<VnniDot>;
-    case DType::i8: return group_i8<VnniDot>;
+    case DType::i8: return group_int8<GroupI8, VnniDot>;
     default: return nullptr;
   }
 }

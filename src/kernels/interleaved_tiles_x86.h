@@ -233,13 +233,14 @@ inline void for_token_tiles(int64_t n_tokens, Step step) {
   }
 }
 
-template <typename Dot>
-void group_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
+// Q8_0 (Group = GroupQ8_0) or I8 (GroupI8): the two tiles read no offsets.
+template <typename Group, typename Dot>
+void group_int8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
                 int64_t n_tokens, float* out, int64_t out_stride) {
-  const uint8_t* next = group_to_prefetch<GroupQ8_0>(group, n_blocks, n_tokens);
+  const uint8_t* next = group_to_prefetch<Group>(group, n_blocks, n_tokens);
   for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
-    tile_q8_0<tile.value, Dot>(n_blocks, group, act + t * act_stride, act_stride, out + t * out_stride, out_stride,
-                          t == 0 ? next : nullptr);
+    constexpr auto tile_fn = std::is_same_v<Group, GroupI8> ? tile_i8<tile.value, Dot> : tile_q8_0<tile.value, Dot>;
+    tile_fn(n_blocks, group, act + t * act_stride, act_stride, out + t * out_stride, out_stride, t == 0 ? next : nullptr);
   });
 }
 
@@ -250,16 +251,6 @@ void group_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int6
   for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
     tile_q4_0<tile.value, Dot>(n_blocks, group, act + t * act_stride, act_stride, offsets + t * n_blocks,
                           out + t * out_stride, out_stride, t == 0 ? next : nullptr);
-  });
-}
-
-template <typename Dot>
-void group_i8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
-              int64_t n_tokens, float* out, int64_t out_stride) {
-  const uint8_t* next = group_to_prefetch<GroupI8>(group, n_blocks, n_tokens);
-  for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
-    tile_i8<tile.value, Dot>(n_blocks, group, act + t * act_stride, act_stride, out + t * out_stride, out_stride,
-                             t == 0 ? next : nullptr);
   });
 }
 
