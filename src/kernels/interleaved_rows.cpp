@@ -48,8 +48,12 @@ void for_each_piece(DType type, int64_t r, Copy copy) {
 }
 
 // Q6_K's group block (interleaved_rows.h): where row r's element e keeps its
-// low nibble and its top two bits.
-constexpr int64_t k_q6_scales = 2 * k_interleave, k_q6_low = k_q6_scales + 16 * k_interleave, k_q6_high = k_q6_low + 32 * 32;
+// low nibble and its top two bits. Registers are stored in the order the
+// kernel reads them: step s holds high-bit registers 2s and 2s + 1, then
+// low-nibble registers 2s, 2s + 1, 16 + 2s and 17 + 2s.
+constexpr int64_t k_q6_scales = 2 * k_interleave, k_q6_steps = k_q6_scales + 16 * k_interleave;
+constexpr int64_t q6_low_register(int i) { return 6 * ((i % 16) / 2) + 2 + 2 * (i / 16) + i % 2; }
+constexpr int64_t q6_high_register(int i) { return 6 * (i / 2) + i % 2; }
 struct Q6Place {
   int64_t low_byte;
   int low_shift;
@@ -58,7 +62,8 @@ struct Q6Place {
 };
 Q6Place q6_place(int64_t r, int e) {
   const int c = e / 4, k = e % 4;
-  return {k_q6_low + 32 * (c % 32) + 4 * r + k, c < 32 ? 0 : 4, k_q6_high + 32 * (c % 16) + 4 * r + k, 2 * (c / 16)};
+  return {k_q6_steps + 32 * q6_low_register(c % 32) + 4 * r + k, c < 32 ? 0 : 4,
+          k_q6_steps + 32 * q6_high_register(c % 16) + 4 * r + k, 2 * (c / 16)};
 }
 
 void interleave_q6_k(const BlockQ6_K& row, int64_t r, uint8_t* group) {

@@ -21,12 +21,16 @@
 //         byte 32c + 4r + i is row r's qh byte 4c + i (bit 2p: the fifth bit
 //         of the low nibble of quant byte 256p + 32c + 4r + i, bit 2p + 1: of its high nibble).
 //   Q6_K (8 rows x 256, re-packed rather than moved): the eight d; the
-//         scales, byte 8s + r = row r's scale of sub-block s; then in
+//         scales, byte 8s + r = row r's scale of sub-block s; then, in
 //         4-element chunks c (elements 4c..4c+3) of the unsigned 6-bit codes,
-//         32 low-nibble registers, byte 32i + 4r + k holding the low nibbles
-//         of row r's element 4i + k (low) and 128 + 4i + k (high); then 16
-//         high-bit registers, byte 32i + 4r + k holding the top two bits of
-//         row r's element 4(i + 16q) + k at bits 2q, 2q + 1 (q < 4).
+//         32 low-nibble registers, byte 4r + k of register i holding the low
+//         nibbles of row r's element 4i + k (low) and 128 + 4i + k (high),
+//         and 16 high-bit registers, byte 4r + k of register i holding the
+//         top two bits of row r's element 4(i + 16q) + k at bits 2q, 2q + 1
+//         (q < 4); stored in the order the kernel reads them, eight steps of
+//         six registers: high 2s, high 2s + 1, low 2s, low 2s + 1, low 16 + 2s,
+//         low 17 + 2s (one sequential stream: three streams 512 bytes apart
+//         decoded at a third of the bandwidth, measured).
 //   I8 (W8A8, 8 rows x 32, no scales in the matrix): 256 bytes, byte 32c +
 //         4r + i is row r's element 4c + i, as Q8_0's quants. The kernel
 //         writes each output's exact int32 sum (as a float); the row and token

@@ -25,9 +25,11 @@ struct GroupQ5_K {
 };
 struct GroupQ6_K {
   uint16_t d[k_interleave];
-  int8_t scales[16][k_interleave];       // [sub-block][row]
-  uint8_t low[32][k_interleave * 4];     // chunk i's low nibbles, and chunk i + 32's high ones
-  uint8_t high[16][k_interleave * 4];    // chunk i + 16q's top two bits at bits 2q, 2q + 1
+  int8_t scales[16][k_interleave];  // [sub-block][row]
+  // Step s: the high-bit registers 2s and 2s + 1 (chunk i + 16q's top two bits
+  // at bits 2q, 2q + 1), then the low-nibble registers 2s, 2s + 1, 16 + 2s and
+  // 17 + 2s (chunk i's low nibbles, and chunk i + 32's high ones).
+  uint8_t steps[8][6][k_interleave * 4];
 };
 static_assert(sizeof(GroupQ8_0) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0) &&
                   sizeof(GroupQ4_K) == 8 * sizeof(BlockQ4_K) && sizeof(GroupQ5_K) == 8 * sizeof(BlockQ5_K) &&
@@ -163,17 +165,19 @@ void superblock(const GroupQ6_K& w, const Q6KScales& s, const uint8_t* act, int6
   // Chunks i and i + 1 of each quarter q (chunks 16q + i: sub-block 4q + i / 4).
 #pragma GCC unroll 1
   for (int i = 0; i < 16; i += 2) {
-    const __m256i high0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.high[i]));
-    const __m256i high1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.high[i + 1]));
+    const auto reg = [&](int slot) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.steps[i / 2][slot])); };
+    const __m256i high0 = reg(0), high1 = reg(1);
+    // Unrolled, so that every shift and slot is a constant.
+#pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) {
       // Quarters 0 and 1: low nibbles of registers i and 16 + i; quarters 2 and 3: their high nibbles.
-      const auto code = [&](int chunk, __m256i high) {
-        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.low[chunk % 32]));
+      const auto code = [&](int slot, __m256i high) {
+        const __m256i packed = reg(slot);
         const __m256i nibble = _mm256_and_si256(q < 2 ? packed : _mm256_srli_epi16(packed, 4), low_nibbles);
         const __m256i top = q == 3 ? _mm256_srli_epi16(high, 2) : _mm256_slli_epi16(high, 4 - 2 * q);
         return _mm256_or_si256(nibble, _mm256_and_si256(top, top_bits));
       };
-      const __m256i c0 = code(16 * (q % 2) + i, high0), c1 = code(16 * (q % 2) + i + 1, high1);
+      const __m256i c0 = code(2 + 2 * (q % 2), high0), c1 = code(3 + 2 * (q % 2), high1);
       const __m256i scale = s.scales[4 * q + i / 4];
       for (int j = 0; j < T; ++j) {
         const int8_t* qs = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b].qs + 64 * q + 4 * i;
