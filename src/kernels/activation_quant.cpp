@@ -8,6 +8,8 @@ namespace ds {
 void quantize_activations(DType type, const float* x, void* out, int64_t n) {
   if (use_avx2_kernels() && type == DType::q8_0) return quantize_q8_0_avx2(x, out, n);
   if (use_avx2_kernels() && type == DType::q8_k) return quantize_q8_k_avx2(x, out, n);
+  if (use_avx2_kernels() && type == DType::f16) return convert_f16_avx2(x, out, n);
+  if (use_avx2_kernels() && type == DType::bf16) return convert_bf16_avx2(x, out, n);
   quantize_row(type, x, out, n);
 }
 

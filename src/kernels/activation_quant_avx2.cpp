@@ -1,6 +1,7 @@
 // Q8_0 and Q8_K quantization with AVX2, equal to the reference bit for bit:
 // the same maxima, the same scale, the same products, rounded half to even as
-// nearbyint does in the default rounding mode.
+// nearbyint does in the default rounding mode. F16 and BF16 rows round to
+// nearest even as base/fp16.h does.
 
 #include <immintrin.h>
 
@@ -116,6 +117,45 @@ void quantize_int8_row_static_avx2(const float* x, int8_t* out, int64_t n, float
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), round_to_int8(clamped, _mm256_set1_ps(1.0f)));
   }
   for (; i < n; ++i) out[i] = int8_t(std::clamp(std::nearbyint(x[i] * id), -127.0f, 127.0f));
+}
+
+// F16C's conversion rounds to nearest even like fp32_to_fp16, subnormals and
+// overflow to infinity included; a NaN becomes the signed default NaN first,
+// whose conversion is fp32_to_fp16's (it keeps no payload).
+void convert_f16_avx2(const float* x, void* out, int64_t n) {
+  auto* y = static_cast<uint16_t*>(out);
+  const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(int32_t(0x80000000u)));
+  const __m256 default_nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    v = _mm256_blendv_ps(v, _mm256_or_ps(_mm256_and_ps(v, sign), default_nan), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+  }
+  for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
+// fp32_to_bf16 on eight lanes: the top half, rounded to nearest even; a NaN's
+// top half with its quiet bit set.
+inline __m256i bf16_lanes(const float* x) {
+  const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(64));
+  return _mm256_blendv_epi8(rounded, quiet, nan);
+}
+
+void convert_bf16_avx2(const float* x, void* out, int64_t n) {
+  auto* y = static_cast<uint16_t*>(out);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    // packus keeps the 16-bit values (all below 2^16) and interleaves the halves; the permute undoes it.
+    const __m256i packed = _mm256_packus_epi32(bf16_lanes(x + i), bf16_lanes(x + i + 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_permute4x64_epi64(packed, _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  for (; i < n; ++i) y[i] = fp32_to_bf16(x[i]);
 }
 
 }  // namespace ds

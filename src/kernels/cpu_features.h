@@ -20,7 +20,8 @@ const CpuFeatures& cpu_features();
 // off with DSINFER_ISA=portable). Decided once.
 bool use_avx2_kernels();
 // Whether the int8 tile kernels with VNNI's dpbusd run (the AVX2 kernels do,
-// the CPU has AVX512_VNNI and AVX512VL, and DSINFER_ISA is not avx2).
+// the CPU has AVX512_VNNI and AVX512VL, and DSINFER_ISA is not avx2); the
+// AVX-512F float tiles run with them.
 bool use_vnni_kernels();
 // Kernel ISA in use: "avx2+vnni", "avx2" or "portable".
 const char* kernel_isa_name();

@@ -25,4 +25,8 @@ using FloatRowsFn = void (*)(const uint8_t* w, int64_t w_row_bytes, int64_t n_co
 // The AVX2 kernel for F32, F16 or BF16 weights; nullptr for other types.
 FloatRowsFn float_rows_avx2(DType weight_type);
 
+// The AVX-512F kernel for prefill (four rows by six tokens, the same order and
+// bits as the AVX2 kernel); nullptr for other types.
+FloatRowsFn float_rows_avx512(DType weight_type);
+
 }  // namespace ds

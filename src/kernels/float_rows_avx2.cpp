@@ -6,34 +6,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 
-#include "kernels/hsum_avx2.h"
+#include "kernels/float_elements_x86.h"
 
 namespace ds {
 namespace {
-
-struct F32Elements {
-  static __m256 load8(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
-  static float load1(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
-};
-
-struct F16Elements {
-  static __m256 load8(const uint8_t* row, int64_t i) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
-  }
-  static float load1(const uint8_t* row, int64_t i) { return _cvtsh_ss(reinterpret_cast<const uint16_t*>(row)[i]); }
-};
-
-struct BF16Elements {
-  static __m256 load8(const uint8_t* row, int64_t i) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-  static float load1(const uint8_t* row, int64_t i) {
-    return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(int32_t(reinterpret_cast<const uint16_t*>(row)[i]) << 16)));
-  }
-};
 
 // R rows by T tokens, the whole row length, two accumulators per (row, token):
 // even and odd groups of eight columns, so that one row alone keeps two FMA
@@ -60,11 +37,7 @@ void tile(const uint8_t* w, int64_t w_row_bytes, int64_t n, const uint8_t* x, in
   if (i + 8 <= n) step(i, 0), i += 8;
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
-      float sum = hsum(_mm256_add_ps(acc[0][r][t], acc[1][r][t]));
-      for (int64_t j = i; j < n; ++j) {
-        sum = std::fma(Elements::load1(w + r * w_row_bytes, j), Elements::load1(x + t * x_row_bytes, j), sum);
-      }
-      y[t * y_stride + r] = sum;
+      y[t * y_stride + r] = finish_row_dot<Elements>(acc[0][r][t], acc[1][r][t], w + r * w_row_bytes, x + t * x_row_bytes, i, n);
     }
   }
 }
@@ -100,12 +73,7 @@ void float_rows(const uint8_t* w, int64_t w_row_bytes, int64_t n_cols, int64_t r
 }  // namespace
 
 FloatRowsFn float_rows_avx2(DType weight_type) {
-  switch (weight_type) {
-    case DType::f32: return float_rows<F32Elements>;
-    case DType::f16: return float_rows<F16Elements>;
-    case DType::bf16: return float_rows<BF16Elements>;
-    default: return nullptr;
-  }
+  return for_float_elements(weight_type, [](auto elements) -> FloatRowsFn { return float_rows<decltype(elements)>; });
 }
 
 }  // namespace ds

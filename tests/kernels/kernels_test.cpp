@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "base/fp16.h"
@@ -217,8 +218,16 @@ TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
 // blocks, a zero block, exact halves (amax 127 makes the Q8_0 scale 1, so
 // x.5 must round to even as nearbyint does), tiny values, and for Q8_K a block
 // whose largest magnitude appears with both signs (the first one sets the scale).
+// F16 and BF16 also meet ties, subnormals, overflow, infinities and NaNs.
 TEST(ActivationQuant, FastPathsEqualReferenceBitForBit) {
   if (!use_avx2_kernels()) GTEST_SKIP() << "no AVX2 on this CPU: the reference is the only path";
+  const auto check = [](DType type, const std::vector<float>& x) {
+    const size_t bytes = size_t(row_bytes(type, int64_t(x.size())));
+    std::vector<uint8_t> fast(bytes), reference(bytes);
+    quantize_activations(type, x.data(), fast.data(), int64_t(x.size()));
+    quantize_row(type, x.data(), reference.data(), int64_t(x.size()));
+    for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(fast[i], reference[i]) << dtype_name(type) << " byte " << i;
+  };
   std::mt19937 rng(11);
   std::vector<float> x = random_floats(rng, 256 * 8, 3.0f);
   for (int i = 0; i < 32; ++i) x[size_t(i)] = 0.0f;
@@ -228,14 +237,15 @@ TEST(ActivationQuant, FastPathsEqualReferenceBitForBit) {
   x[512 + 40] = -30.0f;
   x[512 + 43] = 30.0f;  // the same magnitude, later in the same 8 lanes, positive
   x[512 + 200] = 30.0f;
-  for (DType type : {DType::q8_0, DType::q8_k}) {
-    const size_t bytes = size_t(row_bytes(type, int64_t(x.size())));
-    std::vector<uint8_t> fast(bytes), reference(bytes);
-    quantize_activations(type, x.data(), fast.data(), int64_t(x.size()));
-    quantize_row(type, x.data(), reference.data(), int64_t(x.size()));
-    for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(fast[i], reference[i]) << dtype_name(type) << " byte " << i;
-  }
+  for (DType type : {DType::q8_0, DType::q8_k}) check(type, x);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> specials = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f,  // F16 / BF16 ties
+                                 0x1p-20f, -0x1.8p-24f, 0x1p-25f, 0x1p-126f, 65504.0f, 65520.0f, -1e6f, 3e38f,
+                                 inf, -inf, nan, -nan, fp32_from_bits(0x7f800001u), fp32_from_bits(0xffa00000u)};
+  for (float v : random_floats(rng, 45, 1e3f)) specials.push_back(v);  // and a length off the vectors
+  for (DType type : {DType::f16, DType::bf16}) check(type, x), check(type, specials);
 }
+
 
 // W8A8's dot products are exact: every ISA and every tile shape gives the
 // integer sum itself, over lengths on and off the 32-byte vectors, with the
@@ -370,6 +380,22 @@ TEST_P(MatmulTest, MatchesReferenceWithGuards) {
   }
 }
 
+// Each token's outputs from the n_tokens multiplied together equal, bit for
+// bit, the token's outputs multiplied alone.
+void expect_independent_of_batch(ThreadPool& pool, MatmulScratch& scratch, const WeightMatrix& w, const std::vector<float>& x,
+                                 int64_t n_tokens) {
+  std::vector<float> together(size_t(w.n_rows * n_tokens)), alone(static_cast<size_t>(w.n_rows));
+  matmul(pool, w, x.data(), n_tokens, together.data(), scratch);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    matmul(pool, w, x.data() + t * w.n_cols, 1, alone.data(), scratch);
+    for (int64_t r = 0; r < w.n_rows; ++r) {
+      ASSERT_EQ(alone[size_t(r)], together[size_t(t * w.n_rows + r)])
+          << dtype_name(w.type) << (w.interleaved ? " interleaved" : "") << " rows " << w.n_rows << " cols " << w.n_cols
+          << " tokens " << n_tokens << ": token " << t << " row " << r;
+    }
+  }
+}
+
 // A token's outputs are bit-identical whether it is multiplied alone or with
 // others (the tiled kernels add in the same order as the single dot).
 TEST_P(MatmulTest, ResultsDoNotDependOnTheBatch) {
@@ -383,14 +409,29 @@ TEST_P(MatmulTest, ResultsDoNotDependOnTheBatch) {
     const int64_t n_rows = 40, n_tokens = 11;
     const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);
     const std::vector<float> x = random_floats(rng, n_tokens * n_cols);
-    for (const WeightMatrix& w : layouts(type, n_rows, n_cols, w_data)) {
-      std::vector<float> together(size_t(n_rows * n_tokens)), alone(static_cast<size_t>(n_rows));
-      matmul(pool, w, x.data(), n_tokens, together.data(), scratch);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        matmul(pool, w, x.data() + t * n_cols, 1, alone.data(), scratch);
-        for (int64_t r = 0; r < n_rows; ++r) {
-          ASSERT_EQ(alone[size_t(r)], together[size_t(t * n_rows + r)])
-              << dtype_name(type) << (w.interleaved ? " interleaved" : "") << " token " << t << " row " << r;
+    for (const WeightMatrix& w : layouts(type, n_rows, n_cols, w_data)) expect_independent_of_batch(pool, scratch, w, x, n_tokens);
+  }
+}
+
+// The float tiles (kernels/float_rows.h) at every tile shape: rows 1-9 (whole
+// tiles of two and four rows and each remainder), tokens past the decode path
+// with every remainder of three and six tokens and of the 30-token block, rows
+// that end on a whole 16 columns, on one more 8, and off both, and F16 and
+// BF16 rows of 4 KiB (whose token rows are padded). Each output against the
+// reference, and bit for bit against its token multiplied alone.
+TEST(FloatTiles, EveryTileShapeMatchesTheReferenceAndDecode) {
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  std::mt19937 rng(12);
+  for (DType type : {DType::f32, DType::f16, DType::bf16}) {
+    for (int64_t n_cols : {13, 32, 45, 2048}) {
+      for (int64_t n_rows = 1; n_rows <= 9; ++n_rows) {
+        for (int64_t n_tokens : {7, 8, 9, 10, 11, 12, 34}) {
+          const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);
+          const std::vector<float> x = random_floats(rng, n_tokens * n_cols);
+          const WeightMatrix w{type, n_rows, n_cols, w_data.data()};
+          expect_matches_reference(pool, scratch, w, w_data, x, n_tokens);
+          expect_independent_of_batch(pool, scratch, w, x, n_tokens);
         }
       }
     }
