@@ -1,10 +1,11 @@
 #pragma once
 // F32, F16 and BF16 weight rows against activation rows of the same type (as
 // llama.cpp pairs them), in register tiles of up to two rows by three tokens
-// with two accumulators per (row, token), even and odd groups of eight
-// columns: a decode step reads each weight row as one sequential stream with
-// two FMA chains in flight, where one chain waits on the FMA latency and
-// reads well under the memory bandwidth.
+// (AVX2) or four rows by six (AVX-512, prefill) with two accumulators per
+// (row, token), even and odd groups of eight columns (AVX-512: the two halves
+// of one register): a decode step reads each weight row as one sequential
+// stream with two FMA chains in flight, where one chain waits on the FMA
+// latency and reads well under the memory bandwidth.
 //
 // Batch invariance: every tile adds a (row, token) pair's products in the same
 // order (the two accumulators over the columns, added, their lanes summed by
