@@ -71,6 +71,8 @@ bool use_vnni_kernels() {
   return enabled;
 }
 
+bool use_bf16_dot_kernels() { return use_vnni_kernels() && cpu_features().avx512bf16; }
+
 const char* kernel_isa_name() { return use_vnni_kernels() ? "avx2+vnni" : use_avx2_kernels() ? "avx2" : "portable"; }
 
 }  // namespace ds

@@ -23,6 +23,9 @@ bool use_avx2_kernels();
 // the CPU has AVX512_VNNI and AVX512VL, and DSINFER_ISA is not avx2); the
 // AVX-512F float tiles run with them.
 bool use_vnni_kernels();
+// Whether BF16 weights run on AVX512_BF16's vdpbf16ps (the VNNI kernels run
+// and the CPU has it).
+bool use_bf16_dot_kernels();
 // Kernel ISA in use: "avx2+vnni", "avx2" or "portable".
 const char* kernel_isa_name();
 

@@ -13,28 +13,28 @@ namespace ds {
 namespace {
 
 // R rows by T tokens, the whole row length, two accumulators per (row, token):
-// even and odd groups of eight columns, so that one row alone keeps two FMA
-// chains in flight. Each token's eight activations are converted once for the
-// R rows.
+// the even and the odd steps, so that one row alone keeps two FMA chains in
+// flight. Each token's step of activations is loaded once for the R rows.
 template <typename Elements, int R, int T>
 void tile(const uint8_t* w, int64_t w_row_bytes, int64_t n, const uint8_t* x, int64_t x_row_bytes, float* y,
           int64_t y_stride) {
+  constexpr int64_t step_cols = Elements::k_step;
   __m256 acc[2][R][T];
   for (auto& half : acc) for (auto& row : half) for (auto& v : row) v = _mm256_setzero_ps();
   const auto step = [&](int64_t i, int half) {
-    __m256 a[T];
-    for (int t = 0; t < T; ++t) a[t] = Elements::load8(x + t * x_row_bytes, i);
+    decltype(Elements::load(x, 0)) a[T];
+    for (int t = 0; t < T; ++t) a[t] = Elements::load(x + t * x_row_bytes, i);
     for (int r = 0; r < R; ++r) {
-      const __m256 wv = Elements::load8(w + r * w_row_bytes, i);
-      for (int t = 0; t < T; ++t) acc[half][r][t] = _mm256_fmadd_ps(wv, a[t], acc[half][r][t]);
+      const auto wv = Elements::load(w + r * w_row_bytes, i);
+      for (int t = 0; t < T; ++t) acc[half][r][t] = Elements::madd(wv, a[t], acc[half][r][t]);
     }
   };
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
+  for (; i + 2 * step_cols <= n; i += 2 * step_cols) {
     step(i, 0);
-    step(i + 8, 1);
+    step(i + step_cols, 1);
   }
-  if (i + 8 <= n) step(i, 0), i += 8;
+  if (i + step_cols <= n) step(i, 0), i += step_cols;
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
       y[t * y_stride + r] = finish_row_dot<Elements>(acc[0][r][t], acc[1][r][t], w + r * w_row_bytes, x + t * x_row_bytes, i, n);
@@ -73,7 +73,7 @@ void float_rows(const uint8_t* w, int64_t w_row_bytes, int64_t n_cols, int64_t r
 }  // namespace
 
 FloatRowsFn float_rows_avx2(DType weight_type) {
-  return for_float_elements(weight_type, [](auto elements) -> FloatRowsFn { return float_rows<decltype(elements)>; });
+  return for_float_elements<BF16Elements>(weight_type, [](auto elements) -> FloatRowsFn { return float_rows<decltype(elements)>; });
 }
 
 }  // namespace ds

@@ -1,14 +1,20 @@
-// AVX-512F tiles for float weight rows (float_rows.h), for prefill: one zmm
-// accumulator per (row, token) holds both of the AVX2 tiles' accumulators,
-// the even group of eight columns in its low half and the odd group in its
-// high half, so that a 16-column step is one FMA per pair and both tile kinds
-// add in the same order (the same bits). With 32 registers a tile is four
-// rows by six tokens: per step ten loads and conversions feed 24 FMAs, where
-// the AVX2 tile's five feed six (the conversions compete with the FMAs for the
-// FP ports). Measured on Zen 4, one core: 82-92% of the FMA peak against the
-// AVX2 tile's 69-90% (least at 8192 columns); F16 pp512 8-35% faster.
-// Compiled with -mavx512f and only called when the VNNI kernels are enabled
-// (every CPU with AVX-512 VNNI has AVX-512F).
+// AVX-512 tiles for float weight rows (float_rows.h): one zmm accumulator
+// per (row, token) holds both of the AVX2 tiles' accumulators, the even step
+// in its low half and the odd step in its high half, so that a wide step is
+// one instruction per pair and both tile kinds add in the same order (the
+// same bits). With 32 registers a tile is four rows by six tokens: per wide
+// step ten loads and conversions feed 24 FMAs, where the AVX2 tile's five feed
+// six (the conversions compete with the FMAs for the FP ports). Measured on
+// Zen 4, one core: 82-92% of the FMA peak against the AVX2 tile's 69-90%
+// (least at 8192 columns); F16 pp512 8-35% faster.
+//
+// F32 and F16 run here for prefill only. BF16 runs here for every batch where
+// the CPU has AVX512_BF16: vdpbf16ps takes 32 columns of raw BF16 with no
+// conversion at all (twice the FMA tile's rate) and flushes denormals, which
+// the AVX2 tiles' FMAs keep, so decode must run it too.
+// Compiled with -mavx512f -mavx512bf16 and only called when the VNNI kernels
+// are enabled (every CPU with AVX-512 VNNI has AVX-512F), BF16 only when the
+// CPU has AVX512_BF16.
 
 #include "kernels/float_rows.h"
 
@@ -33,25 +39,26 @@ constexpr int k_tile_rows = 4, k_tile_tokens = 6;
 template <typename Elements, int R, int T>
 void tile(const uint8_t* w, int64_t w_row_bytes, int64_t n, const uint8_t* x, int64_t x_row_bytes, float* y,
           int64_t y_stride) {
+  constexpr int64_t step_cols = Elements::k_step;
   __m512 acc[R][T];
   for (auto& row : acc) for (auto& v : row) v = _mm512_setzero_ps();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 a[T];
-    for (int t = 0; t < T; ++t) a[t] = Elements::load16(x + t * x_row_bytes, i);
+  for (; i + 2 * step_cols <= n; i += 2 * step_cols) {
+    decltype(Elements::load_wide(x, 0)) a[T];
+    for (int t = 0; t < T; ++t) a[t] = Elements::load_wide(x + t * x_row_bytes, i);
     for (int r = 0; r < R; ++r) {
-      const __m512 wv = Elements::load16(w + r * w_row_bytes, i);
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, a[t], acc[r][t]);
+      const auto wv = Elements::load_wide(w + r * w_row_bytes, i);
+      for (int t = 0; t < T; ++t) acc[r][t] = Elements::madd_wide(wv, a[t], acc[r][t]);
     }
   }
-  if (i + 8 <= n) {  // one more even group: the low halves only
-    __m512 a[T];
-    for (int t = 0; t < T; ++t) a[t] = _mm512_castps256_ps512(Elements::load8(x + t * x_row_bytes, i));
+  if (i + step_cols <= n) {  // one more even step: the low halves only
+    decltype(Elements::load_low(x, 0)) a[T];
+    for (int t = 0; t < T; ++t) a[t] = Elements::load_low(x + t * x_row_bytes, i);
     for (int r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_castps256_ps512(Elements::load8(w + r * w_row_bytes, i));
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_mask3_fmadd_ps(wv, a[t], acc[r][t], 0x00ff);
+      const auto wv = Elements::load_low(w + r * w_row_bytes, i);
+      for (int t = 0; t < T; ++t) acc[r][t] = Elements::madd_low(wv, a[t], acc[r][t]);
     }
-    i += 8;
+    i += step_cols;
   }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
@@ -78,13 +85,16 @@ constexpr std::array<std::array<TileFn, k_tile_tokens>, sizeof...(R)> tile_table
 template <typename Elements>
 constexpr auto k_tiles = tile_table<Elements>(std::make_integer_sequence<int, k_tile_rows>());
 
-// Four rows at a time against every token: the four rows stay in L1 while
-// the tokens pass.
+// Prefill: four rows at a time against every token, the four rows staying in
+// L1 while the tokens pass. Decode (one tile of tokens or fewer): a row at a
+// time, so that each thread reads the weights as one sequential stream (as the
+// AVX2 kernel does).
 template <typename Elements>
 void float_rows(const uint8_t* w, int64_t w_row_bytes, int64_t n_cols, int64_t row_begin, int64_t row_end,
                 const uint8_t* x, int64_t x_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
-  for (int64_t r = row_begin; r < row_end; r += k_tile_rows) {
-    const int64_t rows = std::min<int64_t>(k_tile_rows, row_end - r);
+  const int64_t tile_rows = n_tokens <= k_tile_tokens ? 1 : k_tile_rows;
+  for (int64_t r = row_begin; r < row_end; r += tile_rows) {
+    const int64_t rows = std::min<int64_t>(tile_rows, row_end - r);
     for (int64_t t = 0; t < n_tokens; t += k_tile_tokens) {
       const int64_t tokens = std::min<int64_t>(k_tile_tokens, n_tokens - t);
       k_tiles<Elements>[size_t(rows - 1)][size_t(tokens - 1)](w + r * w_row_bytes, w_row_bytes, n_cols, x + t * x_row_bytes,
@@ -96,7 +106,7 @@ void float_rows(const uint8_t* w, int64_t w_row_bytes, int64_t n_cols, int64_t r
 }  // namespace
 
 FloatRowsFn float_rows_avx512(DType weight_type) {
-  return for_float_elements(weight_type, [](auto elements) -> FloatRowsFn { return float_rows<decltype(elements)>; });
+  return for_float_elements<BF16DotElements>(weight_type, [](auto elements) -> FloatRowsFn { return float_rows<decltype(elements)>; });
 }
 
 }  // namespace ds

@@ -96,11 +96,14 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
 constexpr int64_t k_max_streaming_tokens = 6;
 constexpr int64_t k_tiles_per_run = 4;
 
-// Float weights' tiles: AVX-512's for compute-bound prefill where the CPU
-// has it, AVX2's otherwise (and for decode, where one row at a time streams
-// the weights at the bandwidth).
+// Float weights' tiles: BF16 on AVX512_BF16's for every batch (decode and
+// prefill must add alike, and the AVX2 tiles keep the denormals that
+// vdpbf16ps flushes); F32 and F16 on AVX-512's for compute-bound prefill where
+// the CPU has it; AVX2's otherwise (and for decode, where one row at a time
+// streams the weights at the bandwidth).
 FloatRowsFn float_rows_kernel(DType weight_type, int64_t n_tokens) {
   if (!use_avx2_kernels()) return nullptr;
+  if (weight_type == DType::bf16) return use_bf16_dot_kernels() ? float_rows_avx512(weight_type) : float_rows_avx2(weight_type);
   if (n_tokens > k_max_streaming_tokens && use_vnni_kernels()) return float_rows_avx512(weight_type);
   return float_rows_avx2(weight_type);
 }

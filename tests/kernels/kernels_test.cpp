@@ -15,6 +15,7 @@
 #include "kernels/attention_tiles.h"
 #include "kernels/cpu_features.h"
 #include "kernels/elementwise.h"
+#include "kernels/float_rows.h"
 #include "kernels/interleaved_rows.h"
 #include "kernels/matmul.h"
 #include "kernels/paged_attention.h"
@@ -433,6 +434,50 @@ TEST(FloatTiles, EveryTileShapeMatchesTheReferenceAndDecode) {
           expect_matches_reference(pool, scratch, w, w_data, x, n_tokens);
           expect_independent_of_batch(pool, scratch, w, x, n_tokens);
         }
+      }
+    }
+  }
+}
+
+// BF16 weights with subnormal elements, which vdpbf16ps reads as zero and the
+// FMA tiles do not (rows of them alone sum to a nonzero only there): a token's outputs are still the same alone as in a batch
+// (decode and prefill run one kernel), and near the reference.
+TEST(FloatTiles, Bf16SubnormalsGiveTheSameBitsInDecodeAndPrefill) {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<int> mantissa(1, 0x7f), pick(0, 3);
+  for (int64_t n_cols : {45, 64, 2048}) {
+    const int64_t n_rows = 9, n_tokens = 11;
+    std::vector<uint8_t> w_data = random_weights(rng, DType::bf16, n_rows, n_cols);
+    auto* w_bits = reinterpret_cast<uint16_t*>(w_data.data());
+    for (int64_t i = 0; i < n_rows * n_cols; ++i) {  // rows 0-2 wholly subnormal (their sums too), the rest a quarter
+      if (i < 3 * n_cols || pick(rng) == 0) w_bits[i] = uint16_t((pick(rng) & 1) << 15 | mantissa(rng));
+    }
+    const std::vector<float> x = random_floats(rng, n_tokens * n_cols);
+    const WeightMatrix w{DType::bf16, n_rows, n_cols, w_data.data()};
+    expect_matches_reference(pool, scratch, w, w_data, x, n_tokens);
+    expect_independent_of_batch(pool, scratch, w, x, n_tokens);
+  }
+}
+
+// The vdpbf16ps tiles add in the AVX2 BF16 tiles' order (each pair's odd
+// column, then its even one): on normal numbers, the same bits, tile shape by
+// tile shape, decode and prefill.
+TEST(FloatTiles, Bf16DotTilesAddInTheFmaTilesOrder) {
+  if (!use_bf16_dot_kernels()) GTEST_SKIP() << "the CPU lacks AVX512_BF16 (or DSINFER_ISA turns it off)";
+  const FloatRowsFn dot = float_rows_avx512(DType::bf16), fma = float_rows_avx2(DType::bf16);
+  std::mt19937 rng(14);
+  for (int64_t n_cols : {13, 16, 31, 32, 45, 48, 2048}) {
+    for (int64_t n_tokens : {1, 2, 3, 6, 7, 11}) {
+      const int64_t n_rows = 9, row_bytes = 2 * n_cols;
+      const std::vector<uint8_t> w = random_weights(rng, DType::bf16, n_rows, n_cols);
+      const std::vector<uint8_t> x = random_weights(rng, DType::bf16, n_tokens, n_cols);
+      std::vector<float> y_dot(size_t(n_rows * n_tokens)), y_fma(y_dot.size());
+      dot(w.data(), row_bytes, n_cols, 0, n_rows, x.data(), row_bytes, n_tokens, y_dot.data(), n_rows);
+      fma(w.data(), row_bytes, n_cols, 0, n_rows, x.data(), row_bytes, n_tokens, y_fma.data(), n_rows);
+      for (size_t i = 0; i < y_dot.size(); ++i) {
+        ASSERT_EQ(y_dot[i], y_fma[i]) << "cols " << n_cols << " tokens " << n_tokens << " at " << i;
       }
     }
   }
