@@ -4,8 +4,9 @@
 // (AVX2) or four rows by six (AVX-512) with two accumulators per (row, token),
 // for the even and the odd steps of columns (AVX-512: the two halves of one
 // register): a decode step reads each weight row as one sequential stream
-// with two FMA chains in flight, where one chain waits on the FMA latency and
-// reads well under the memory bandwidth. A step is eight columns of F32 or
+// with two FMA chains in flight (AVX-512: one of twice the width), where one
+// ymm chain waits on the FMA latency and reads well under the memory
+// bandwidth. A step is eight columns of F32 or
 // F16, or sixteen of BF16 as eight pairs, each lane adding its odd column's
 // product and then its even one's (AVX512_BF16's vdpbf16ps order).
 //
@@ -28,10 +29,10 @@ using FloatRowsFn = void (*)(const uint8_t* w, int64_t w_row_bytes, int64_t n_co
 // The AVX2 kernel for F32, F16 or BF16 weights; nullptr for other types.
 FloatRowsFn float_rows_avx2(DType weight_type);
 
-// The AVX-512 kernel (four rows by six tokens, the same order as the AVX2
-// kernel): F32 and F16 for prefill, with the AVX2 kernel's bits; BF16 with
-// vdpbf16ps, for decode and prefill alike and only where the CPU has
-// AVX512_BF16 (denormals flushed); nullptr for other types.
+// The AVX-512 kernel (four rows by six tokens, or a row at a time for up to
+// six tokens; the same order as the AVX2 kernel): F32 and F16 with the AVX2
+// kernel's bits; BF16 with vdpbf16ps, only where the CPU has AVX512_BF16
+// (denormals flushed); nullptr for other types.
 FloatRowsFn float_rows_avx512(DType weight_type);
 
 }  // namespace ds

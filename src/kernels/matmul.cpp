@@ -96,16 +96,15 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
 constexpr int64_t k_max_streaming_tokens = 6;
 constexpr int64_t k_tiles_per_run = 4;
 
-// Float weights' tiles: BF16 on AVX512_BF16's for every batch (decode and
-// prefill must add alike, and the AVX2 tiles keep the denormals that
-// vdpbf16ps flushes); F32 and F16 on AVX-512's for compute-bound prefill where
-// the CPU has it; AVX2's otherwise (and for decode, where one row at a time
-// streams the weights at the bandwidth).
-FloatRowsFn float_rows_kernel(DType weight_type, int64_t n_tokens) {
+// Float weights' tiles: AVX-512's where the CPU has them (BF16's need
+// AVX512_BF16), for decode as well as prefill (decode streams one row at a
+// time either way, and the zmm tile's half as many instructions decoded F16
+// faster in nine of eleven alternating rounds); AVX2's otherwise. One kernel for every batch, since
+// vdpbf16ps flushes the denormals that the AVX2 BF16 tiles keep.
+FloatRowsFn float_rows_kernel(DType weight_type) {
   if (!use_avx2_kernels()) return nullptr;
-  if (weight_type == DType::bf16) return use_bf16_dot_kernels() ? float_rows_avx512(weight_type) : float_rows_avx2(weight_type);
-  if (n_tokens > k_max_streaming_tokens && use_vnni_kernels()) return float_rows_avx512(weight_type);
-  return float_rows_avx2(weight_type);
+  const bool avx512 = weight_type == DType::bf16 ? use_bf16_dot_kernels() : use_vnni_kernels();
+  return avx512 ? float_rows_avx512(weight_type) : float_rows_avx2(weight_type);
 }
 
 void for_row_tiles(ThreadPool& pool, int64_t n_tiles, int64_t n_tokens, FunctionRef<void(int64_t, int64_t)> tiles) {
@@ -201,7 +200,7 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
                                               first.interleaved && interleaved_activations_biased(first.type), scratch);
   // F32, F16 and BF16 weights: their own tiles (float_rows.h), 16 rows by 30
   // tokens at a time (a multiple of both kernels' three and six tokens).
-  if (const FloatRowsFn float_rows = float_rows_kernel(first.type, n_tokens)) {
+  if (const FloatRowsFn float_rows = float_rows_kernel(first.type)) {
     constexpr int64_t k_float_token_tile = 30;
     const int64_t tiles = (first.n_rows + k_row_tile - 1) / k_row_tile;
     for_row_tiles(pool, n_mats * tiles, n_tokens, [&](int64_t begin, int64_t end) {

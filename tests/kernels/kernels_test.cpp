@@ -415,8 +415,9 @@ TEST_P(MatmulTest, ResultsDoNotDependOnTheBatch) {
 }
 
 // The float tiles (kernels/float_rows.h) at every tile shape: rows 1-9 (whole
-// tiles of two and four rows and each remainder), tokens past the decode path
-// with every remainder of three and six tokens and of the 30-token block, rows
+// tiles of two and four rows and each remainder), the decode path's 2-6
+// tokens, tokens past it with every remainder of three and six tokens and of
+// the 30-token block, rows
 // that end on a whole 16 columns, on one more 8, and off both, and F16 and
 // BF16 rows of 4 KiB (whose token rows are padded). Each output against the
 // reference, and bit for bit against its token multiplied alone.
@@ -427,7 +428,7 @@ TEST(FloatTiles, EveryTileShapeMatchesTheReferenceAndDecode) {
   for (DType type : {DType::f32, DType::f16, DType::bf16}) {
     for (int64_t n_cols : {13, 32, 45, 2048}) {
       for (int64_t n_rows = 1; n_rows <= 9; ++n_rows) {
-        for (int64_t n_tokens : {7, 8, 9, 10, 11, 12, 34}) {
+        for (int64_t n_tokens : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 34}) {
           const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);
           const std::vector<float> x = random_floats(rng, n_tokens * n_cols);
           const WeightMatrix w{type, n_rows, n_cols, w_data.data()};
