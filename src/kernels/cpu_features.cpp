@@ -71,7 +71,10 @@ bool use_vnni_kernels() {
   return enabled;
 }
 
-bool use_bf16_dot_kernels() { return use_vnni_kernels() && cpu_features().avx512bf16; }
+bool use_bf16_dot_kernels() {
+  static const bool enabled = use_vnni_kernels() && cpu_features().avx512bf16;
+  return enabled;
+}
 
 const char* kernel_isa_name() { return use_vnni_kernels() ? "avx2+vnni" : use_avx2_kernels() ? "avx2" : "portable"; }
 

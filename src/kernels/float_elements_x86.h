@@ -82,7 +82,7 @@ struct BF16Elements {
 // denormal inputs as zero and flushes denormal results (the FMAs above keep
 // them), so decode and prefill both run this where it runs at all.
 struct BF16DotElements {
-  static constexpr int64_t k_step = 16;
+  static constexpr int64_t k_step = BF16Elements::k_step;
   static __m512bh load_wide(const uint8_t* row, int64_t i) {
     return reinterpret_cast<__m512bh>(_mm512_loadu_si512(reinterpret_cast<const uint16_t*>(row) + i));
   }

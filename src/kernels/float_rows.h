@@ -6,9 +6,9 @@
 // register): a decode step reads each weight row as one sequential stream
 // with two FMA chains in flight (AVX-512: one of twice the width), where one
 // ymm chain waits on the FMA latency and reads well under the memory
-// bandwidth. A step is eight columns of F32 or
-// F16, or sixteen of BF16 as eight pairs, each lane adding its odd column's
-// product and then its even one's (AVX512_BF16's vdpbf16ps order).
+// bandwidth. A step is eight columns of F32 or F16, or sixteen of BF16 as
+// eight pairs, each lane adding its odd column's product and then its even
+// one's (AVX512_BF16's vdpbf16ps order).
 //
 // Batch invariance: every tile adds a (row, token) pair's products in the same
 // order (the two accumulators over the columns, added, their lanes summed by

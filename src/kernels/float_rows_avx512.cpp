@@ -9,8 +9,8 @@
 // (least at 8192 columns); F16 pp512 8-35% faster.
 //
 // Decode runs here too, a row at a time: half the AVX2 kernel's instructions
-// for the same stream (F16 tg128 3% faster by the median of eleven rounds). BF16 runs here where
-// the CPU has AVX512_BF16: vdpbf16ps takes 32 columns of raw BF16 with no
+// for the same stream (F16 tg128 3% faster by the median of eleven rounds).
+// BF16 runs here where the CPU has AVX512_BF16: vdpbf16ps takes 32 columns of raw BF16 with no
 // conversion at all (twice the FMA tile's rate, measured) and flushes
 // denormals, which the AVX2 tiles' FMAs keep, so decode must run it too.
 // Compiled with -mavx512f -mavx512bf16 and only called when the VNNI kernels

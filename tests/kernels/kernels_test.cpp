@@ -417,9 +417,8 @@ TEST_P(MatmulTest, ResultsDoNotDependOnTheBatch) {
 // The float tiles (kernels/float_rows.h) at every tile shape: rows 1-9 (whole
 // tiles of two and four rows and each remainder), the decode path's 2-6
 // tokens, tokens past it with every remainder of three and six tokens and of
-// the 30-token block, rows
-// that end on a whole 16 columns, on one more 8, and off both, and F16 and
-// BF16 rows of 4 KiB (whose token rows are padded). Each output against the
+// the 30-token block, rows that end on a whole 16 columns, on one more 8, and
+// off both, and F16 and BF16 rows of 4 KiB (whose token rows are padded). Each output against the
 // reference, and bit for bit against its token multiplied alone.
 TEST(FloatTiles, EveryTileShapeMatchesTheReferenceAndDecode) {
   ThreadPool pool(1);
@@ -441,8 +440,9 @@ TEST(FloatTiles, EveryTileShapeMatchesTheReferenceAndDecode) {
 }
 
 // BF16 weights with subnormal elements, which vdpbf16ps reads as zero and the
-// FMA tiles do not (rows of them alone sum to a nonzero only there): a token's outputs are still the same alone as in a batch
-// (decode and prefill run one kernel), and near the reference.
+// FMA tiles do not (rows of them alone sum to a nonzero only there): a
+// token's outputs are still the same alone as in a batch (decode and prefill
+// run one kernel), and near the reference.
 TEST(FloatTiles, Bf16SubnormalsGiveTheSameBitsInDecodeAndPrefill) {
   ThreadPool pool(2);
   MatmulScratch scratch;
