@@ -46,8 +46,18 @@ float online_softmax_portable(float* x, int64_t n, float* max, float* sum) {
 
 }  // namespace
 
+void round_to_cache_portable(DType type, const float* x, float* y, int64_t n) {
+  constexpr int64_t k_chunk = 32;  // one q8_0 block
+  uint8_t typed[k_chunk * sizeof(float)];
+  for (int64_t i = 0; i < n; i += k_chunk) {
+    const int64_t m = std::min(k_chunk, n - i);
+    quantize_row(type, x + i, typed, m);
+    dequantize_row(type, typed, y + i, m);
+  }
+}
+
 AttentionTileKernels attention_tile_kernels_portable() {
-  return {scores_portable, weighted_sum_portable, to_f32_portable, online_softmax_portable};
+  return {scores_portable, weighted_sum_portable, to_f32_portable, round_to_cache_portable, online_softmax_portable};
 }
 
 const AttentionTileKernels& attention_tile_kernels() {

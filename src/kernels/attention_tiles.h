@@ -29,6 +29,10 @@ using TileWeightedSumFn = void (*)(int64_t dim, const float* p, int64_t p_stride
 // n cache elements of `type` (f32, f16 or q8_0) to f32.
 using CacheToF32Fn = void (*)(DType type, const void* x, float* y, int64_t n);
 
+// y = n f32 values rounded to the cache's type and back (whole q8_0 blocks),
+// the queries as they meet the cached keys; the same bits in every kernel set.
+using CacheRoundFn = void (*)(DType type, const float* x, float* y, int64_t n);
+
 // One row of a flash-style pass (FlashAttention's online softmax): the row's
 // scores of a new tile of n positions become exp(x - m') with m' = max(*max,
 // max x) in place; *sum becomes *sum * exp(*max - m') + their sum and *max
@@ -40,8 +44,12 @@ struct AttentionTileKernels {
   TileScoresFn scores;
   TileWeightedSumFn weighted_sum;
   CacheToF32Fn to_f32;
+  CacheRoundFn round_to_cache;
   OnlineSoftmaxFn online_softmax;
 };
+
+// The portable round trip, which the AVX2 one uses for types without a faster one.
+void round_to_cache_portable(DType type, const float* x, float* y, int64_t n);
 
 // The fastest kernels this CPU runs.
 const AttentionTileKernels& attention_tile_kernels();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu_features.h"
+
 namespace ds {
 
 void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, int64_t n, float* y) {
@@ -15,8 +17,13 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, in
   }
 }
 
-void silu_mul(float* gate, const float* up, int64_t n) {
+void silu_mul_portable(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  if (use_avx2_kernels()) return silu_mul_avx2(gate, up, n);
+  silu_mul_portable(gate, up, n);
 }
 
 void softmax(float* x, int64_t n) {

@@ -16,6 +16,7 @@ namespace {
 // scaled with vpmulld, they measured no faster than maddubs' int16 pairs.
 struct VnniDot {
   static constexpr bool k_biased = true;
+  static constexpr int k_registers = 32;
   static __m256i add4(__m256i sums, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(sums, u, s); }
   static __m256i add_chunk(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
   static __m256i to_int32(__m256i acc) { return acc; }

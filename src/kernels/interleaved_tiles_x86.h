@@ -40,9 +40,12 @@ namespace {
 //                         meets them with the signed weights directly, one
 //                         instruction where moving w's sign onto a takes two.
 //                         Only where add4 sums u8 x s8 products of up to
-//                         255 x 128 exactly: VNNI, not maddubs.
+//                         255 x 128 exactly: VNNI, not maddubs;
+//   k_registers:          the ymm registers the ISA has (AVX2 16,
+//                         AVX-512VL 32), which bounds a tile's accumulators.
 struct MaddubsDot {
   static constexpr bool k_biased = false;
+  static constexpr int k_registers = 16;
   static __m256i add4(__m256i sums, __m256i u, __m256i s) {
     return _mm256_add_epi32(sums, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }
@@ -107,18 +110,20 @@ inline void add_chunk_products(__m256i q, int c, Codes codes, __m256i* sums, __m
   }
 }
 
-// f(c) for the eight chunks c of a block. Unrolled where the codes are
-// biased: rolled, GCC copies the dpbusd accumulators between registers every
+// f(c) for the N chunks c of a block (Q8_0's and I8's eight registers,
+// Q4_0's four of two nibbles each). Unrolled where the codes are biased:
+// rolled, GCC copies the dpbusd accumulators between registers every
 // iteration (unrolled measured 1.3x on Q8_0). Rolled for maddubs: unrolled,
 // GCC reorders the int32 adds into a tree and spills the partial sums
 // (measured 10% slower for Q8_0, 20% for Q4_0).
-template <typename Dot, typename F>
+template <typename Dot, int N = 8, typename F>
 inline void for_chunks(F f) {
   if constexpr (Dot::k_biased) {
-    for (int c = 0; c < 8; ++c) f(c);
+#pragma GCC unroll 8
+    for (int c = 0; c < N; ++c) f(c);
   } else {
 #pragma GCC unroll 1
-    for (int c = 0; c < 8; ++c) f(c);
+    for (int c = 0; c < N; ++c) f(c);
   }
 }
 
@@ -197,22 +202,30 @@ void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
   __m256 acc[T];
   for (int j = 0; j < T; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
-    __m256i sums[T];
-    for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
+    // Where the registers allow, the low and the high nibbles sum apart:
+    // two chains of four dependent adds where one of eight left a token
+    // latency-bound (one token: 1.15x with VNNI; with AVX2's sixteen
+    // registers four tokens' second chains spill: 1.4x slower).
+    constexpr int k_chains = Dot::k_registers >= 32 ? 2 : 1;
+    __m256i sums[k_chains][T];
+    for (auto& chain : sums)
+      for (int j = 0; j < T; ++j) chain[j] = _mm256_setzero_si256();
     prefetch_block<GroupQ4_0>(next, b);
-#pragma GCC unroll 1
-    for (int v = 0; v < 4; ++v) {
+    for_chunks<Dot, 4>([&](int v) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * v));
       const __m256i low = _mm256_and_si256(packed, low_nibbles);
       const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
       for (int j = 0; j < T; ++j) {
         const BlockQ8_0& a = act_block(act, act_stride, j, b);
-        sums[j] = Dot::add_chunk(Dot::add_chunk(sums[j], low, broadcast_chunk(a.qs, v)), high, broadcast_chunk(a.qs, 4 + v));
+        sums[0][j] = Dot::add_chunk(sums[0][j], low, broadcast_chunk(a.qs, v));
+        sums[k_chains - 1][j] = Dot::add_chunk(sums[k_chains - 1][j], high, broadcast_chunk(a.qs, 4 + v));
       }
-    }
+    });
     const __m256 row_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
     for (int j = 0; j < T; ++j) {
-      const __m256i block_sums = _mm256_sub_epi32(Dot::to_int32(sums[j]), _mm256_set1_epi32(offsets[j * n_blocks + b]));
+      __m256i block_sums = Dot::to_int32(sums[0][j]);
+      if constexpr (k_chains == 2) block_sums = _mm256_add_epi32(block_sums, Dot::to_int32(sums[1][j]));
+      block_sums = _mm256_sub_epi32(block_sums, _mm256_set1_epi32(offsets[j * n_blocks + b]));
       acc[j] = accumulate(acc[j], row_scales, act_block(act, act_stride, j, b), block_sums);
     }
   }

@@ -47,11 +47,11 @@ struct AttentionScratch {
   struct PerThread {
     std::vector<float> scores;   // [tokens of a block][heads of an item][positions of a key range]
     std::vector<float> queries;  // their queries, rounded to the cache's type
-    std::vector<uint8_t> rounded_query;
     std::vector<float> rows;               // a tile of cached keys or values in f32
     std::vector<float> out, max, sum;      // their softmax states over one key range
   };
   std::vector<PerThread> threads;
+  std::vector<float> rounded_queries;  // the step's queries rounded to the cache's type
   std::vector<float> partials;         // the softmax states of each key range, merged at the end
   std::vector<int64_t> block_first;    // each query block's first token, then n_tokens
   std::vector<int64_t> first_unit;     // index of each block's first (item, key range)

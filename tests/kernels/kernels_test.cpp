@@ -530,13 +530,42 @@ TEST(Softmax, SumsToOneAndKeepsOrder) {
   EXPECT_NEAR(sum, 1.0, 1e-5);
 }
 
-TEST(SiluMul, MatchesFormula) {
+// Every loop silu_mul chooses between, every tail length, and gates out to
+// +-300 (past where e^g leaves float's normal range, at -87). The bound:
+// the vector exponential's 1e-6 relative (the softmax test's) plus a few
+// roundings of 6e-8 each; below g = -87.3 both loops give 0 where the formula
+// gives under 1e-35.
+TEST(SiluMul, EveryLoopMatchesFormula) {
+  std::vector<std::pair<const char*, void (*)(float*, const float*, int64_t)>> loops = {{"portable", silu_mul_portable}};
+  if (use_avx2_kernels()) loops.push_back({"avx2", silu_mul_avx2});
   std::mt19937 rng(3);
-  std::vector<float> gate = random_floats(rng, 99, 4.0f);
-  const std::vector<float> up = random_floats(rng, 99), original = gate;
-  silu_mul(gate.data(), up.data(), 99);
-  for (size_t i = 0; i < gate.size(); ++i) {
-    EXPECT_NEAR(gate[i], original[i] / (1.0 + std::exp(-double(original[i]))) * up[i], 1e-5);
+  for (auto [name, loop] : loops) {
+    for (int64_t n : {1, 7, 8, 9, 99, 1000}) {
+      std::vector<float> gate = random_floats(rng, size_t(n), n == 1000 ? 100.0f : 4.0f);
+      const std::vector<float> up = random_floats(rng, size_t(n)), original = gate;
+      loop(gate.data(), up.data(), n);
+      for (size_t i = 0; i < gate.size(); ++i) {
+        const double expected = original[i] / (1.0 + std::exp(-double(original[i]))) * up[i];
+        EXPECT_NEAR(gate[i], expected, 2e-6 * std::abs(expected) + 1e-35) << name << " n " << n << " g " << original[i];
+      }
+    }
+  }
+}
+
+// An element's bits do not depend on the range a thread was given (a row
+// splits differently in decode and prefill): the masked tail takes the same
+// lanes as the whole registers.
+TEST(SiluMul, ElementsGiveTheSameBitsInAnyRange) {
+  std::mt19937 rng(5);
+  const std::vector<float> gate = random_floats(rng, 100, 8.0f), up = random_floats(rng, 100);
+  std::vector<float> whole = gate;
+  silu_mul(whole.data(), up.data(), 100);
+  for (int64_t begin : {1, 3, 5, 13}) {
+    for (int64_t end : {int64_t(100), int64_t(96) - begin % 7}) {
+      std::vector<float> part = gate;
+      silu_mul(part.data() + begin, up.data() + begin, end - begin);
+      ASSERT_EQ(0, std::memcmp(part.data() + begin, whole.data() + begin, size_t(end - begin) * sizeof(float))) << begin << ".." << end;
+    }
   }
 }
 
@@ -827,20 +856,33 @@ TEST(AttentionTiles, OnlineSoftmaxOfAWholeKeyRangeMatchesFormula) {
   }
 }
 
-TEST(AttentionTiles, CacheRowsToF32EqualDequantization) {
+// Cached rows to f32 against dequantize_row, and the queries' round trip
+// through the cache's type against quantize_row then dequantize_row, bit for
+// bit: random values, and for F16 the edges F16C and the portable
+// conversions must agree on (subnormal halves, ties to even, past the
+// largest half, infinities).
+TEST(AttentionTiles, CacheConversionsEqualQuantizeRow) {
   std::mt19937 rng(13);
+  const std::vector<float> f16_edges = {0.0f, -0.0f, 6e-8f, -3e-8f, 2.98e-8f, 1e-5f, 65504.0f, 65520.0f, -70000.0f,
+                                        INFINITY, -INFINITY, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 2049.0f, 2051.0f};
   for (const AttentionTileKernels& isa : attention_tile_isas()) {
     for (DType type : {DType::f32, DType::f16, DType::q8_0}) {
-      for (int64_t n : {1, 7, 8, 64, 100, 128}) {
+      for (int64_t n : {1, 7, 8, 32, 64, 100, 128}) {
         if (n % dtype_traits(type).block_elements != 0) continue;
-        const std::vector<float> x = random_floats(rng, n);
+        std::vector<float> x = random_floats(rng, n, 100.0f);
+        if (type == DType::f16) std::copy_n(f16_edges.begin(), std::min<int64_t>(n, int64_t(f16_edges.size())), x.begin());
         std::vector<uint8_t> typed(size_t(n) * 4);
         quantize_row(type, x.data(), typed.data(), n);
-        std::vector<float> expected(static_cast<size_t>(n)), got(size_t(n) + 1, k_guard);
+        std::vector<float> expected(static_cast<size_t>(n));
         dequantize_row(type, typed.data(), expected.data(), n);
-        isa.to_f32(type, typed.data(), got.data(), n);
-        EXPECT_EQ(0, std::memcmp(expected.data(), got.data(), size_t(n) * sizeof(float))) << dtype_name(type) << " " << n;
-        EXPECT_EQ(got[size_t(n)], k_guard);
+        for (bool round_trip : {false, true}) {
+          std::vector<float> got(size_t(n) + 1, k_guard);
+          if (round_trip) isa.round_to_cache(type, x.data(), got.data(), n);
+          else isa.to_f32(type, typed.data(), got.data(), n);
+          EXPECT_EQ(0, std::memcmp(expected.data(), got.data(), size_t(n) * sizeof(float)))
+              << dtype_name(type) << " " << n << (round_trip ? " round trip" : " to f32");
+          EXPECT_EQ(got[size_t(n)], k_guard);
+        }
       }
     }
   }
