@@ -204,8 +204,9 @@ void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
   for (int64_t b = 0; b < n_blocks; ++b) {
     // Where the registers allow, the low and the high nibbles sum apart:
     // two chains of four dependent adds where one of eight left a token
-    // latency-bound (one token: 1.15x with VNNI; with AVX2's sixteen
-    // registers four tokens' second chains spill: 1.4x slower).
+    // latency-bound (VNNI: a group at one token 1.15x with its weights in
+    // L2, pp512 1.07x; with AVX2's sixteen registers four tokens' second
+    // chains spill: 1.4x slower).
     constexpr int k_chains = Dot::k_registers >= 32 ? 2 : 1;
     __m256i sums[k_chains][T];
     for (auto& chain : sums)
