@@ -37,10 +37,6 @@ constexpr int64_t k_query_block = 4;
 constexpr int64_t k_key_range = 512;
 static_assert(k_key_range % k_position_tile == 0, "ranges hold whole tiles");
 
-// Query values of a step below which their rounding stays on the calling
-// thread (a decode step's 2-8K: a hand-off to the pool costs more).
-constexpr int64_t k_min_parallel_rounding = int64_t(1) << 15;
-
 template <typename T>
 void grow(std::vector<T>& v, int64_t n) {
   if (int64_t(v.size()) < n) v.resize(size_t(n));
@@ -104,7 +100,7 @@ struct RangeStates {
 
 // Tokens at consecutive positions of one sequence whose queries share passes
 // over its cache: token k of the block is at position first_position + k,
-// its heads' queries (rounded to the cache's type) at q + k * q_stride.
+// its heads' queries at q + k * q_stride.
 struct QueryBlock {
   const float* q;
   int64_t q_stride, n_tokens, first_position;
@@ -122,9 +118,13 @@ void attend_key_range(const KvLayerView& kv, const AttentionShape& shape, const 
   float* rows = buffers.rows.data();
   float* out = buffers.out.data();
   const auto token_end = [&](int64_t k) { return std::min(p_end, block.first_position + k + 1); };
-  // The tokens' rows side by side, as the score tiles read them.
+  // Queries are rounded to the cache's type before q·k, as llama.cpp does, so
+  // that both engines see the same products; the tokens' rows side by side,
+  // as the score tiles read them. Per key range, which with F16C costs a
+  // thousandth of the range's products (the scalar conversions it replaced
+  // cost as much as them), and needs no buffer as large as the step's queries.
   for (int64_t k = 0; k < block.n_tokens; ++k) {
-    std::memcpy(queries + k * heads.count * head_dim, block.q + k * block.q_stride, size_t(heads.count * head_dim) * sizeof(float));
+    tiles.round_to_cache(kv.dtype, block.q + k * block.q_stride, queries + k * heads.count * head_dim, heads.count * head_dim);
   }
   // Cached rows p0.. in f32: whole rows a page at a time, or one by one when
   // only the first dim elements of each row are wanted.
@@ -232,7 +232,6 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
   const int64_t items_per_token = shape.n_head_kv * ((group + k_heads_per_item - 1) / k_heads_per_item);
   const int64_t state_floats = RangeStates::floats(heads_per_item, v_dim);
   DS_CHECK(kv.head_dim() == head_dim && kv.n_kv_heads == shape.n_head_kv, "KV layout and attention shape differ");
-  const AttentionTileKernels& tiles = attention_tile_kernels();
   const int n_threads = pool.n_threads();
   if (int(scratch.threads.size()) < n_threads) scratch.threads.resize(static_cast<size_t>(n_threads));
   for (AttentionScratch::PerThread& buffers : scratch.threads) {
@@ -243,17 +242,6 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
     grow(buffers.max, rows_per_unit);
     grow(buffers.sum, rows_per_unit);
   }
-  // Queries are rounded to the cache's type before q·k, as llama.cpp does, so
-  // that both engines see the same products: once per step, not per key range.
-  const int64_t n_query_rows = n_tokens * shape.n_head;
-  grow(scratch.rounded_queries, n_query_rows * head_dim);
-  const auto round_queries = [&](int64_t begin, int64_t end) {
-    tiles.round_to_cache(kv.dtype, q + begin * head_dim, scratch.rounded_queries.data() + begin * head_dim,
-                         (end - begin) * head_dim);
-  };
-  if (n_query_rows * head_dim < k_min_parallel_rounding) round_queries(0, n_query_rows);
-  else pool.parallel_for(n_query_rows, round_queries);
-  const float* rounded_queries = scratch.rounded_queries.data();
   const auto ranges_of = [&](int64_t t) { return (int64_t(positions[t]) + k_key_range) / k_key_range; };
   std::vector<int64_t>& block_first = scratch.block_first;
   block_first.clear();
@@ -301,8 +289,8 @@ void paged_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSha
         // The block's tokens that reach this range: those at p_begin or later.
         const int64_t p_begin = range * k_key_range, p_end = std::min<int64_t>(p_begin + k_key_range, positions[t_last] + 1);
         const int64_t t_lo = t_first + std::max<int64_t>(0, p_begin - positions[t_first]);
-        const QueryBlock block{rounded_queries + (t_lo * shape.n_head + heads.first) * head_dim, shape.n_head * head_dim,
-                               t_last + 1 - t_lo, positions[t_lo]};
+        const QueryBlock block{q + (t_lo * shape.n_head + heads.first) * head_dim, shape.n_head * head_dim, t_last + 1 - t_lo,
+                               positions[t_lo]};
         AttentionScratch::PerThread& buffers = scratch.threads[size_t(thread_index)];
         attend_key_range(kv, shape, block, tables[seq_of_token[t_first]], heads, p_begin, p_end, buffers);
         for (int64_t t = t_lo; t <= t_last; ++t) {

@@ -51,7 +51,6 @@ struct AttentionScratch {
     std::vector<float> out, max, sum;      // their softmax states over one key range
   };
   std::vector<PerThread> threads;
-  std::vector<float> rounded_queries;  // the step's queries rounded to the cache's type
   std::vector<float> partials;         // the softmax states of each key range, merged at the end
   std::vector<int64_t> block_first;    // each query block's first token, then n_tokens
   std::vector<int64_t> first_unit;     // index of each block's first (item, key range)
