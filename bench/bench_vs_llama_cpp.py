@@ -15,13 +15,18 @@ attention, its faster path at depth; the context filled untimed, by
 given as a share of the limit the memory bandwidth sets (bandwidth / the bytes
 a token reads, as `dsinfer bench` counts them from the file: every matrix, the
 embedding's row, the routed experts' average share, the cache at the test's
-mean depth), the bandwidth measured once by `dsinfer bench --membw` or given
-with --bandwidth. --baseline BINARY adds another dsinfer build (the previous
-commit, built beside this one) to the same alternation, for a refactor's
-before and after.
+mean depth), the bandwidth measured by `dsinfer bench --membw` right before
+each engine's run (a shared machine's bandwidth moves by half within the hour:
+each rate is set against the bandwidth of its own minute, and a share is the
+mean of the repetitions') or given with --bandwidth. The llama.cpp figures
+come from llama-cpp-python's bundled llama.cpp, or with --llama-bench BINARY
+from that llama-bench binary (each test one llama-bench run, `-r 1`, mmap on
+and off through whichever flag its version has). --baseline BINARY adds
+another dsinfer build (the previous commit, built beside this one) to the same
+alternation, for a refactor's before and after.
 
 Usage: python3 bench/bench_vs_llama_cpp.py [--moe] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-d 0]
-       [-r 3] [-t 2] [--bandwidth GB/s] [--types F16,Q8_0,Q4_0,Q4_K_M (BF16 too)]
+       [-r 3] [-t 2] [--bandwidth GB/s] [--types F16,Q8_0,Q4_0,Q4_K_M (BF16 too)] [--llama-bench BINARY]
 """
 
 import argparse
@@ -80,8 +85,10 @@ def ensure_models(directory, types=tuple(DEFAULT_TYPES.split(","))):
     return paths
 
 
-def dsinfer_speed(binary, model, p, n, depth, threads):
-    """pp, tg and (with a depth) tg_d in tokens/s, and the bytes a token of each tg test reads."""
+def dsinfer_speed(binary, model, p, n, depth, threads, bandwidth_of_now):
+    """pp, tg and (with a depth) tg_d in tokens/s, the bytes a token of each tg test reads, and the bandwidth
+    measured just before the run (for each kind)."""
+    bandwidth = bandwidth_of_now()
     cmd = [binary, "bench", "-m", model, "-p", str(p), "-n", str(n), "-d", f"0,{depth}" if depth else "0", "-r", "1",
            "-t", str(threads), "-o", "json"]
     tests = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
@@ -93,19 +100,52 @@ def dsinfer_speed(binary, model, p, n, depth, threads):
         result[kind] = t["avg_ts"]
         if "read_bytes_per_token" in t:
             read_bytes[kind] = t["read_bytes_per_token"]
-    return result, read_bytes
+    return result, read_bytes, dict.fromkeys(result, bandwidth)
 
 
-def llama_speed(model, p, n, depth, threads, no_mmap):
+class LlamaBench:
+    """A llama-bench binary, its flags told apart by version: mmap through `-lm mmap|none` (newer) or `-mmp 1|0`,
+    flash attention through `-fa on` (newer) or `-fa 1`."""
+
+    def __init__(self, binary):
+        self.binary = binary
+        usage = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
+        if "--n-prompt" not in usage:
+            raise SystemExit(f"--llama-bench {binary}: its --help does not read like llama-bench's")
+        self.has_depth = "--n-depth" in usage
+        self.mmap_flags = (["-lm", "mmap"], ["-lm", "none"]) if "--load-mode" in usage else (["-mmp", "1"], ["-mmp", "0"])
+        self.flash_attn = ["-fa", "on"] if "<on|off" in usage else ["-fa", "1"]
+
+    def run(self, model, threads, no_mmap, *extra):
+        """llama-bench's JSON tests: pp from those with n_prompt, tg from those with n_gen."""
+        args = [self.binary, "-m", model, "-t", str(threads), "-r", "1", "-o", "json", *self.mmap_flags[no_mmap], *extra]
+        tests = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+        return {("pp" if t["n_prompt"] else "tg"): t["avg_ts"] for t in tests}
+
+    def build(self, model):
+        tests = json.loads(subprocess.run([self.binary, "-m", model, "-p", "1", "-n", "0", "-r", "1", "-o", "json"],
+                                          capture_output=True, text=True, check=True).stdout)
+        return f"llama-bench {self.binary} (build {tests[0].get('build_commit')}, {tests[0].get('backends')})"
+
+
+def llama_speed(model, p, n, depth, threads, no_mmap, bandwidth_of_now, llama_bench=None):
+    """As dsinfer_speed, without the bytes: two processes with a depth, each after its own bandwidth measurement;
+    through llama-cpp-python, or the llama-bench binary given."""
     def run(*extra):
+        if llama_bench:
+            return llama_bench.run(model, threads, no_mmap, *extra)
         args = [sys.executable, os.path.join(ROOT, "bench", "llama_cpp_speed.py"), model, "-r", "1", "-t", str(threads),
                 *extra] + (["--no-mmap"] if no_mmap else [])
         return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
 
+    bandwidth = bandwidth_of_now()
     result = run("-p", str(p), "-n", str(n))
+    bandwidths = dict.fromkeys(result, bandwidth)
     if depth:
-        result["tg_d"] = run("-p", "0", "-n", str(n), "-d", str(depth), "--flash-attn")["tg"]
-    return result
+        bandwidths["tg_d"] = bandwidth_of_now()
+        flash_attn = llama_bench.flash_attn if llama_bench else ["--flash-attn"]
+        result["tg_d"] = run("-p", "0", "-n", str(n), "-d", str(depth), *flash_attn)["tg"]
+    return result, bandwidths
 
 
 def read_bandwidth(binary, threads):
@@ -125,11 +165,15 @@ def machine():
     return f"{cpu}, {os.cpu_count()} cores, {isa}, {platform.system()} {platform.release()}"
 
 
-def kernels(binary, threads):
-    """The kernels each engine runs: dsinfer's backend as its bench reports it, llama.cpp's build features."""
+def kernels(binary, threads, llama_bench):
+    """The kernels each engine runs: dsinfer's backend as its bench reports it, llama.cpp's build features (or, for a
+    llama-bench binary, its build)."""
     import llama_cpp
-    out = subprocess.run([binary, "bench", "-m", os.path.join(FIXTURES, "models", "stories260K.gguf"), "-p", "1", "-n", "0",
-                          "-r", "1", "-t", str(threads), "-o", "json"], capture_output=True, text=True, check=True).stdout
+    tiny = os.path.join(FIXTURES, "models", "stories260K.gguf")
+    out = subprocess.run([binary, "bench", "-m", tiny, "-p", "1", "-n", "0", "-r", "1", "-t", str(threads), "-o", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    if llama_bench:
+        return f"dsinfer {json.loads(out)[0]['backend']}; llama.cpp: {llama_bench.build(tiny)}"
     built = llama_cpp.llama_print_system_info().decode()
     features = " ".join(f.split("=")[0].split(":")[-1].strip() for f in built.split("|") if f.strip().endswith("= 1"))
     return f"dsinfer {json.loads(out)[0]['backend']}; llama.cpp built with {features}"
@@ -141,6 +185,7 @@ def main():
     parser.add_argument("--moe", action="store_true", help="the DeepSeek-V2-Lite-shaped MoE model instead of the Llama")
     parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
     parser.add_argument("--baseline", help="another dsinfer binary measured in the same alternation")
+    parser.add_argument("--llama-bench", help="a llama-bench binary for the llama.cpp figures (default: llama-cpp-python)")
     parser.add_argument("-p", type=int, default=512)
     parser.add_argument("-n", type=int, default=128)
     parser.add_argument("-d", type=int, default=0, help="also tg after a context of this many tokens")
@@ -156,34 +201,43 @@ def main():
         parser.error(f"--types: {', '.join(unknown)} not among {', '.join(LLAMA_TYPES)}" if unknown
                      else "--types is for the Llama model; --moe writes Q8_0 and Q4_0")
 
+    llama_bench = LlamaBench(args.llama_bench) if args.llama_bench else None
+    if llama_bench and args.d and not llama_bench.has_depth:
+        parser.error(f"-d: {args.llama_bench} has no --n-depth (a llama-bench from before depths were added)")
     models = ensure_moe_models(args.models) if args.moe else ensure_models(args.models, types)
-    bandwidth = args.bandwidth * 1e9 if args.bandwidth else read_bandwidth(args.dsinfer, args.t)
+    bandwidth_of_now = (lambda: args.bandwidth * 1e9) if args.bandwidth else (lambda: read_bandwidth(args.dsinfer, args.t))
     kinds = ["pp", "tg"] + (["tg_d"] if args.d else [])
     label = {"pp": f"pp{args.p}", "tg": f"tg{args.n}", "tg_d": f"tg{args.n} @ d{args.d}"}
     print(f"machine: {machine()}; {args.t} threads; mean of {args.r} alternating repetitions; memory read bandwidth "
-          f"{bandwidth / 1e9:.1f} GB/s ({'given' if args.bandwidth else 'dsinfer bench --membw'})")
-    print(f"kernels: {kernels(args.dsinfer, args.t)}\n")
+          + (f"{args.bandwidth:.1f} GB/s (given)" if args.bandwidth
+             else "measured by dsinfer bench --membw before each engine's run (the last column: the lowest and highest)"))
+    print(f"kernels: {kernels(args.dsinfer, args.t, llama_bench)}\n")
     tg_kinds = [k for k in kinds if k != "pp"]
     print("| weights | engine | " + " | ".join(f"{label[k]} tok/s" + (f" | {label[k]} share of the bandwidth limit"
-                                                                         if k != "pp" else "") for k in kinds) + " |")
-    print("| --- | --- |" + " --- |" * (len(kinds) + len(tg_kinds)))
+                                                                         if k != "pp" else "") for k in kinds)
+          + " | bandwidth GB/s |")
+    print("| --- | --- |" + " --- |" * (len(kinds) + len(tg_kinds) + 1))
     ratios = []
     for name, path in models.items():
         runs = {"dsinfer": [], "llama.cpp (mmap)": [], "llama.cpp (--no-mmap)": []}
         if args.baseline:
             runs["dsinfer baseline"] = []
+        # Each run: (tokens/s by kind, the bandwidth measured before it by kind).
         for _ in range(args.r):
-            speed, read_bytes = dsinfer_speed(args.dsinfer, path, args.p, args.n, args.d, args.t)
-            runs["dsinfer"].append(speed)
+            speed, read_bytes, bandwidths = dsinfer_speed(args.dsinfer, path, args.p, args.n, args.d, args.t, bandwidth_of_now)
+            runs["dsinfer"].append((speed, bandwidths))
             if args.baseline:
-                runs["dsinfer baseline"].append(dsinfer_speed(args.baseline, path, args.p, args.n, args.d, args.t)[0])
-            runs["llama.cpp (mmap)"].append(llama_speed(path, args.p, args.n, args.d, args.t, False))
-            runs["llama.cpp (--no-mmap)"].append(llama_speed(path, args.p, args.n, args.d, args.t, True))
-        means = {engine: {k: sum(r[k] for r in rs) / len(rs) for k in kinds} for engine, rs in runs.items()}
+                runs["dsinfer baseline"].append(
+                    dsinfer_speed(args.baseline, path, args.p, args.n, args.d, args.t, bandwidth_of_now)[::2])
+            for engine, no_mmap in (("llama.cpp (mmap)", False), ("llama.cpp (--no-mmap)", True)):
+                runs[engine].append(llama_speed(path, args.p, args.n, args.d, args.t, no_mmap, bandwidth_of_now, llama_bench))
+        means = {engine: {k: sum(r[k] for r, _ in rs) / len(rs) for k in kinds} for engine, rs in runs.items()}
         for engine, m in means.items():
-            cells = [f"{m[k]:.1f}" if k == "pp" else f"{m[k]:.2f} | {100 * m[k] * read_bytes[k] / bandwidth:.0f}%"
-                     for k in kinds]
-            print(f"| {name} | {engine} | " + " | ".join(cells) + " |")
+            def share(k):
+                return sum(r[k] * read_bytes[k] / b[k] for r, b in runs[engine]) / len(runs[engine])
+            measured = [b[k] / 1e9 for _, b in runs[engine] for k in tg_kinds]
+            cells = [f"{m[k]:.1f}" if k == "pp" else f"{m[k]:.2f} | {100 * share(k):.0f}%" for k in kinds]
+            print(f"| {name} | {engine} | " + " | ".join(cells) + f" | {min(measured):.1f}-{max(measured):.1f} |")
         best = {k: max(means["llama.cpp (mmap)"][k], means["llama.cpp (--no-mmap)"][k]) for k in kinds}
         base = means.get("dsinfer baseline")
         ratios.append((name, [means["dsinfer"][k] / best[k] for k in kinds],

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
+#include <optional>
 #include <random>
 
 #include "engine/engine_core.h"
@@ -76,6 +78,84 @@ Result<std::vector<BenchRequest>> jsonl_requests(const std::string& path, const 
   return requests;
 }
 
+// What one pass over the requests measured.
+struct ServeFigures {
+  double seconds = 0.0;
+  std::vector<double> ttft, tpot, e2e;  // ms, one per request
+  int64_t output_tokens = 0, steps = 0, step_tokens = 0, peak_pages = 0, busy_steps = 0;
+  double fragmentation_sum = 0.0;
+  std::vector<int64_t> expert_tokens;  // summed over steps
+  // Steps that only decode (every computed token is sampled): the batched
+  // decode rate, apart from prefill.
+  int64_t decode_steps = 0, decode_tokens = 0;
+  double decode_seconds = 0.0;
+  std::vector<std::vector<int32_t>> outputs;  // each request's tokens, in submission order
+  EngineStats end;
+};
+
+// Runs the requests through `core`, at most `concurrency` in flight, greedy,
+// after a short warm-up (page faults and thread start-up are not part of the
+// figures). As serve does, every step is bracketed for the profiler, which
+// records only once started.
+Result<ServeFigures> serve_requests(EngineCore& core, const std::vector<BenchRequest>& requests, int64_t concurrency) {
+  GenerationParams params;
+  params.sampling.temperature = 0.0f;
+  params.stop_at_end_of_generation = false;
+  {
+    GenerationParams warm = params;
+    warm.max_tokens = 2;
+    auto id = core.add(std::vector<int32_t>(8, 1), warm);
+    if (!id.ok()) return Status::error(id.message());
+    while (!core.idle()) (void)core.step();
+  }
+  ServeFigures f;
+  f.outputs.resize(requests.size());
+  std::map<int64_t, size_t> request_of;  // engine id -> request index
+  size_t submitted = 0, finished = 0;
+  const Clock::time_point start = Clock::now();
+  while (finished < requests.size()) {
+    while (submitted < requests.size() && int64_t(submitted - finished) < concurrency) {
+      params.max_tokens = requests[submitted].max_tokens;
+      auto id = core.add(requests[submitted].prompt, params);
+      if (!id.ok()) return Status::error("request " + std::to_string(submitted) + " was rejected: " + id.message());
+      request_of[id.value()] = submitted++;
+    }
+    core.trace().begin_step();
+    auto outputs = core.step();
+    if (!outputs.ok()) return Status::error(outputs.message());
+    ++f.steps;
+    const EngineStats stats = core.stats();
+    core.trace().end_step(stats.last_step_tokens, stats.n_running);
+    f.step_tokens += stats.last_step_tokens;
+    if (stats.last_step_tokens > 0 && stats.last_step_tokens == int64_t(outputs.value().size())) {
+      ++f.decode_steps;
+      f.decode_tokens += stats.last_step_tokens;
+      f.decode_seconds += stats.last_step_seconds;
+    }
+    f.peak_pages = std::max<int64_t>(f.peak_pages, stats.pages_held);
+    if (f.expert_tokens.size() < stats.expert_tokens.size()) f.expert_tokens.resize(stats.expert_tokens.size());
+    for (size_t e = 0; e < stats.expert_tokens.size(); ++e) f.expert_tokens[e] += stats.expert_tokens[e];
+    if (stats.n_running > 0) {
+      f.fragmentation_sum += stats.fragmentation;
+      ++f.busy_steps;
+    }
+    for (const StepOutput& o : outputs.value()) {
+      ++f.output_tokens;
+      f.outputs[request_of.at(o.id)].push_back(o.token);
+      if (!o.metrics) continue;
+      ++finished;
+      f.ttft.push_back(o.metrics->ttft_seconds * 1000.0);
+      if (o.metrics->n_output_tokens > 1) f.tpot.push_back(o.metrics->tpot_seconds * 1000.0);
+      f.e2e.push_back(o.metrics->e2e_seconds * 1000.0);
+    }
+  }
+  f.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  f.end = core.stats();
+  return f;
+}
+
+double decode_rate(const ServeFigures& f) { return f.decode_seconds > 0 ? double(f.decode_tokens) / f.decode_seconds : 0.0; }
+
 }  // namespace
 
 int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
@@ -127,99 +207,69 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
     draft_model = loaded.take();
   }
   config.draft_model = draft_model.get();
-  EngineCore core(m, *memory.value(), config, {});
+  const bool speculative = config.speculation.n_draft > 0;
 
-  GenerationParams params;
-  params.sampling.temperature = 0.0f;
-  params.stop_at_end_of_generation = false;
-  {  // warm-up: page faults and thread start-up are not part of the figures
-    GenerationParams warm = params;
-    warm.max_tokens = 2;
-    auto id = core.add(std::vector<int32_t>(8, 1), warm);
-    if (!id.ok()) return fail(id.message());
-    while (!core.idle()) (void)core.step();
+  // With speculation, the same requests decoded plainly first, over the same
+  // KV memory (a fresh engine: nothing in its prefix cache), for the speedup.
+  std::optional<ServeFigures> plain;
+  if (speculative) {
+    EngineCoreConfig plain_config = config;
+    plain_config.speculation = SpeculationConfig{};
+    plain_config.draft_model = nullptr;
+    EngineCore plain_core(m, *memory.value(), plain_config, {});
+    auto figures = serve_requests(plain_core, requests, concurrency.value());
+    if (!figures.ok()) return fail(figures.message());
+    plain = figures.take();
   }
-
-  // As serve does, every step is bracketed for the profiler, which records only with --trace.
+  EngineCore core(m, *memory.value(), config, {});
   if (a.has("--trace")) {
     if (Status s = core.trace().start(a.get("--trace"), -1); !s.ok()) return fail("--trace: " + s.message());
   }
-  std::vector<double> ttft, tpot, e2e;
-  size_t submitted = 0, finished = 0;
-  int64_t output_tokens = 0, steps = 0, step_tokens = 0, peak_pages = 0, busy_steps = 0;
-  double fragmentation_sum = 0.0;
-  std::vector<int64_t> expert_tokens;  // summed over steps
-  // Steps that only decode (every computed token is sampled): the batched
-  // decode rate, apart from prefill.
-  int64_t decode_steps = 0, decode_tokens = 0;
-  double decode_seconds = 0.0;
-  const Clock::time_point start = Clock::now();
-  while (finished < requests.size()) {
-    while (submitted < requests.size() && int64_t(submitted - finished) < concurrency.value()) {
-      params.max_tokens = requests[submitted].max_tokens;
-      auto id = core.add(std::move(requests[submitted].prompt), params);
-      if (!id.ok()) return fail("request " + std::to_string(submitted) + " was rejected: " + id.message());
-      ++submitted;
-    }
-    core.trace().begin_step();
-    auto outputs = core.step();
-    if (!outputs.ok()) return fail(outputs.message());
-    ++steps;
-    const EngineStats stats = core.stats();
-    core.trace().end_step(stats.last_step_tokens, stats.n_running);
-    step_tokens += stats.last_step_tokens;
-    if (stats.last_step_tokens > 0 && stats.last_step_tokens == int64_t(outputs.value().size())) {
-      ++decode_steps;
-      decode_tokens += stats.last_step_tokens;
-      decode_seconds += stats.last_step_seconds;
-    }
-    peak_pages = std::max<int64_t>(peak_pages, stats.pages_held);
-    if (expert_tokens.size() < stats.expert_tokens.size()) expert_tokens.resize(stats.expert_tokens.size());
-    for (size_t e = 0; e < stats.expert_tokens.size(); ++e) expert_tokens[e] += stats.expert_tokens[e];
-    if (stats.n_running > 0) {
-      fragmentation_sum += stats.fragmentation;
-      ++busy_steps;
-    }
-    for (const StepOutput& o : outputs.value()) {
-      ++output_tokens;
-      if (!o.metrics) continue;
-      ++finished;
-      ttft.push_back(o.metrics->ttft_seconds * 1000.0);
-      if (o.metrics->n_output_tokens > 1) tpot.push_back(o.metrics->tpot_seconds * 1000.0);
-      e2e.push_back(o.metrics->e2e_seconds * 1000.0);
-    }
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const EngineStats stats = core.stats();
+  auto served = serve_requests(core, requests, concurrency.value());
+  if (!served.ok()) return fail(served.message());
+  const ServeFigures& f = served.value();
+  const EngineStats& stats = f.end;
+
   std::printf("concurrency %lld, %zu requests, backend %s, %s KV\n", (long long)concurrency.value(), requests.size(),
               m.backend().name().c_str(), dtype_name(kv.dtype));
-  std::printf("request throughput: %.3f req/s\n", double(requests.size()) / seconds);
-  std::printf("output tokens/s: %.2f\n", double(output_tokens) / seconds);
-  std::printf("TTFT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(ttft, 50), percentile(ttft, 90), percentile(ttft, 99));
-  std::printf("TPOT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(tpot, 50), percentile(tpot, 90), percentile(tpot, 99));
-  std::printf("latency ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(e2e, 50), percentile(e2e, 90), percentile(e2e, 99));
-  std::printf("steps: %lld, computed tokens per step %.2f; decode-only steps: %lld at %.2f tokens/s\n", (long long)steps,
-              double(step_tokens) / double(steps), (long long)decode_steps,
-              decode_seconds > 0 ? double(decode_tokens) / decode_seconds : 0.0);
+  std::printf("request throughput: %.3f req/s\n", double(requests.size()) / f.seconds);
+  std::printf("output tokens/s: %.2f\n", double(f.output_tokens) / f.seconds);
+  std::printf("TTFT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(f.ttft, 50), percentile(f.ttft, 90), percentile(f.ttft, 99));
+  std::printf("TPOT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(f.tpot, 50), percentile(f.tpot, 90), percentile(f.tpot, 99));
+  std::printf("latency ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(f.e2e, 50), percentile(f.e2e, 90), percentile(f.e2e, 99));
+  std::printf("steps: %lld, computed tokens per step %.2f; decode-only steps: %lld at %.2f tokens/s\n", (long long)f.steps,
+              double(f.step_tokens) / double(f.steps), (long long)f.decode_steps, decode_rate(f));
   std::printf("KV pool: %d pages of %lld tokens, %.1f KiB each; peak %lld held (%.1f MiB); mean fragmentation %.3f; "
               "%d held at the end; %lld preemptions\n",
-              stats.pages_total, (long long)kv.page_tokens, double(stats.page_bytes) / 1024.0, (long long)peak_pages,
-              double(peak_pages * stats.page_bytes) / 1048576.0, busy_steps ? fragmentation_sum / double(busy_steps) : 0.0,
+              stats.pages_total, (long long)kv.page_tokens, double(stats.page_bytes) / 1024.0, (long long)f.peak_pages,
+              double(f.peak_pages * stats.page_bytes) / 1048576.0, f.busy_steps ? f.fragmentation_sum / double(f.busy_steps) : 0.0,
               stats.pages_held, (long long)stats.n_preemptions);
   std::printf("prefix cache: %lld of %lld prompt tokens hit\n", (long long)stats.prefix_hit_tokens,
               (long long)stats.prefix_query_tokens);
-  if (config.speculation.n_draft > 0) {
-    std::printf("speculative decoding (%s, up to %d drafts): %lld draft tokens verified, %lld accepted (%.1f%%)\n",
+  if (speculative) {
+    // A drafted sequence-step emits its accepted tokens and one of the target's own.
+    std::printf("speculative decoding (%s, up to %d drafts): %lld draft tokens verified in %lld drafts, %lld accepted (%.1f%%), "
+                "%.2f tokens per drafted step\n",
                 draft_model ? "draft model" : "prompt lookup", config.speculation.n_draft, (long long)stats.draft_tokens,
-                (long long)stats.accepted_draft_tokens,
-                stats.draft_tokens ? 100.0 * double(stats.accepted_draft_tokens) / double(stats.draft_tokens) : 0.0);
+                (long long)stats.drafts, (long long)stats.accepted_draft_tokens,
+                stats.draft_tokens ? 100.0 * double(stats.accepted_draft_tokens) / double(stats.draft_tokens) : 0.0,
+                stats.drafts ? 1.0 + double(stats.accepted_draft_tokens) / double(stats.drafts) : 1.0);
+    size_t differing = 0;
+    for (size_t i = 0; i < requests.size(); ++i) differing += f.outputs[i] != plain->outputs[i];
+    std::printf("plain decoding of the same requests: output tokens/s %.2f, decode-only steps at %.2f tokens/s; "
+                "speedup %.2fx (output tokens/s); greedy outputs identical: %s\n",
+                double(plain->output_tokens) / plain->seconds, decode_rate(*plain),
+                (double(f.output_tokens) / f.seconds) / (double(plain->output_tokens) / plain->seconds),
+                differing == 0 ? "yes" : ("no, " + std::to_string(differing) + " of " + std::to_string(requests.size()) +
+                                          " differ").c_str());
+    if (differing) return fail("speculative decoding changed greedy outputs: a bug");
   }
-  if (!expert_tokens.empty()) {
-    const auto [least, most] = std::minmax_element(expert_tokens.begin(), expert_tokens.end());
+  if (!f.expert_tokens.empty()) {
+    const auto [least, most] = std::minmax_element(f.expert_tokens.begin(), f.expert_tokens.end());
     int64_t total = 0;
-    for (int64_t n : expert_tokens) total += n;
+    for (int64_t n : f.expert_tokens) total += n;
     std::printf("expert load over the run: %lld token-expert assignments, per expert min %lld, mean %.1f, max %lld\n",
-                (long long)total, (long long)*least, double(total) / double(expert_tokens.size()), (long long)*most);
+                (long long)total, (long long)*least, double(total) / double(f.expert_tokens.size()), (long long)*most);
   }
   return 0;
 }

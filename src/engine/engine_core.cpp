@@ -129,6 +129,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
         runner_.want_logits(first + chunk.n_tokens - 1 + k);
         rows.push_back({seq, seq->id, -1, k, chunk.n_draft});
       }
+      drafts_ += chunk.n_draft > 0;
       draft_tokens_ += chunk.n_draft;
     }
   }
@@ -282,6 +283,7 @@ EngineStats EngineCore::stats() const {
   s.last_step_tokens = last_step_tokens_;
   s.last_step_seconds = last_step_seconds_;
   s.grammar_mask_seconds = grammar_mask_seconds_;
+  s.drafts = drafts_;
   s.draft_tokens = draft_tokens_;
   s.accepted_draft_tokens = accepted_draft_tokens_;
   s.expert_tokens = model_.last_expert_tokens();

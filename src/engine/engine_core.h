@@ -78,7 +78,8 @@ struct EngineStats {
   int32_t last_step_tokens = 0;
   double last_step_seconds = 0.0;
   double grammar_mask_seconds = 0.0;  // all steps: time spent masking logits for constrained requests
-  int64_t draft_tokens = 0;           // all steps: draft tokens verified (speculative decoding)
+  int64_t drafts = 0;                 // all steps: drafts verified (a sequence's draft tokens in one step)
+  int64_t draft_tokens = 0;           // ... the draft tokens in them (speculative decoding)
   int64_t accepted_draft_tokens = 0;  // ... and of those, kept
   std::vector<int64_t> expert_tokens;  // MoE: tokens each routed expert took in the last step, all layers
 };
@@ -164,7 +165,7 @@ class EngineCore {
   double grammar_mask_seconds_ = 0.0;
   SpeculationConfig speculation_;
   DraftModel* draft_model_;
-  int64_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;
+  int64_t drafts_ = 0, draft_tokens_ = 0, accepted_draft_tokens_ = 0;
   StepTrace trace_;
 };
 

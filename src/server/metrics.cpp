@@ -79,6 +79,8 @@ std::string Metrics::render(const EngineStats& e, int64_t in_flight) const {
   gauge("dsinfer:last_step_seconds", "Duration of the last step.", e.last_step_seconds);
   gauge("dsinfer:grammar_mask_seconds", "Time spent masking logits for constrained output since start (monotonic).",
         e.grammar_mask_seconds);
+  gauge("dsinfer:spec_drafts", "Drafts verified by speculative decoding (a sequence's draft tokens in one step) since start "
+        "(monotonic).", double(e.drafts));
   gauge("dsinfer:spec_draft_tokens", "Draft tokens verified by speculative decoding since start (monotonic).",
         double(e.draft_tokens));
   gauge("dsinfer:spec_accepted_tokens", "Draft tokens accepted (the target sampled the same token) since start (monotonic).",

@@ -56,9 +56,12 @@ def test_metrics_count_drafts(servers):
     plain, speculative, drafted = servers
     for server in (speculative, drafted):
         complete(server, max_tokens=48, temperature=0)
+        drafts = server.metric("dsinfer:spec_drafts")
         verified, accepted = server.metric("dsinfer:spec_draft_tokens"), server.metric("dsinfer:spec_accepted_tokens")
         assert verified > 0 and 0 < accepted <= verified
-    assert plain.metric("dsinfer:spec_draft_tokens") == 0
+        # Each draft holds one to four tokens (both servers draft up to 4).
+        assert 0 < drafts <= verified <= 4 * drafts
+    assert plain.metric("dsinfer:spec_draft_tokens") == 0 and plain.metric("dsinfer:spec_drafts") == 0
 
 
 def run(*args):

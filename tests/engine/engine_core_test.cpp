@@ -52,7 +52,7 @@ std::vector<std::vector<int32_t>> prompts() {
 struct RunStats {
   int64_t prefix_hits = 0;
   int64_t preemptions = 0;
-  int64_t draft_tokens = 0, accepted_draft_tokens = 0;
+  int64_t drafts = 0, draft_tokens = 0, accepted_draft_tokens = 0;
 };
 
 std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool one_at_a_time, RunStats* stats = nullptr) {
@@ -96,8 +96,11 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
   EXPECT_EQ(end.pages_held, 0);
   EXPECT_EQ(end.n_running + end.n_waiting, 0);
   EXPECT_LE(end.prefix_hit_tokens, end.prefix_query_tokens);
-  if (stats) *stats = RunStats{end.prefix_hit_tokens, end.n_preemptions, end.draft_tokens, end.accepted_draft_tokens};
+  if (stats) *stats = RunStats{end.prefix_hit_tokens, end.n_preemptions, end.drafts, end.draft_tokens, end.accepted_draft_tokens};
   EXPECT_LE(end.accepted_draft_tokens, end.draft_tokens);
+  // Every draft verified holds one to n_draft tokens.
+  EXPECT_LE(end.drafts, end.draft_tokens);
+  EXPECT_LE(end.draft_tokens, end.drafts * s.n_draft);
   EXPECT_EQ(core.pool().n_unheld(), s.n_pages) << "pages left held";
   return outputs;
 }
@@ -150,6 +153,7 @@ TEST_P(EngineCoreTest, SpeculativeDecodingGivesPlainDecodingsTokens) {
   RunShape speculative = shape(16, 256, 512, true);
   speculative.n_draft = 4;
   EXPECT_EQ(generate(*model_, speculative, true, &stats), reference_);
+  EXPECT_GT(stats.drafts, 0);
   EXPECT_GT(stats.draft_tokens, 0);
   EXPECT_GT(stats.accepted_draft_tokens, 0);
   EXPECT_EQ(generate(*model_, speculative, false), reference_);

@@ -1,15 +1,17 @@
 """`dsinfer bench` on one sequence as llama-bench runs it: lists of -p/-n/-d, every test at every
 depth, text, markdown and JSON output, and each generation test's share of the bandwidth limit,
-with the bytes a token reads computed here from the file itself."""
+with the bytes a token reads computed here from the file itself; with --concurrency and a drafter, the drafts
+and the speedup over plain decoding."""
 
 import json
+import os
 import re
 
 import numpy as np
 import pytest
 from gguf import GGUFReader
 
-from make_model import write_model
+from make_model import FIXTURES, write_model
 
 N_EMBD, N_FF, N_HEAD, N_HEAD_KV, N_LAYER = 64, 128, 4, 2, 2
 
@@ -91,3 +93,23 @@ def test_options_that_do_not_apply_are_refused(dsinfer, model, args, message):
 def test_membw_alone_refuses_what_only_a_model_run_reads(dsinfer):
     result = dsinfer("bench", "--membw", "-o", "json", check=False)
     assert result.returncode == 1 and b"-o does not apply to --membw without a model" in result.stderr, result.stderr
+
+
+def test_concurrency_with_a_drafter_reports_the_drafts_and_the_plain_runs_speedup(dsinfer, tmp_path):
+    """Prompt lookup on prompts that quote themselves (stories260K, a trained model, repeats its story): the drafts
+    verified, each of one to four tokens, the tokens a drafted step emitted, and the same requests served plainly,
+    whose greedy outputs must be the speculative run's."""
+    prompts = tmp_path / "prompts.jsonl"
+    story = "Once upon a time there was a little girl named Lily. She loved to play in the park. "
+    prompts.write_text("".join(json.dumps({"prompt": story * k, "max_tokens": 48}) + "\n" for k in (2, 3, 4)))
+    out = dsinfer("bench", "-m", os.path.join(FIXTURES, "models", "stories260K.gguf"), "--concurrency", "2", "--prompts",
+                  prompts, "--speculative-ngram", "4").stdout.decode()
+    found = re.search(r"speculative decoding \(prompt lookup, up to 4 drafts\): (\d+) draft tokens verified in (\d+) drafts, "
+                      r"(\d+) accepted \([0-9.]+%\), ([0-9.]+) tokens per drafted step", out)
+    assert found, out
+    verified, drafts, accepted, per_step = int(found[1]), int(found[2]), int(found[3]), float(found[4])
+    assert 0 < drafts <= verified <= 4 * drafts and 0 < accepted <= verified
+    assert per_step == pytest.approx(1 + accepted / drafts, abs=0.005)
+    plain = re.search(r"plain decoding of the same requests: output tokens/s ([0-9.]+), .*speedup ([0-9.]+)x "
+                      r"\(output tokens/s\); greedy outputs identical: (\w+)", out)
+    assert plain and float(plain[1]) > 0 and float(plain[2]) > 0 and plain[3] == "yes", out
