@@ -227,8 +227,9 @@ def main():
             speed, read_bytes, bandwidths = dsinfer_speed(args.dsinfer, path, args.p, args.n, args.d, args.t, bandwidth_of_now)
             runs["dsinfer"].append((speed, bandwidths))
             if args.baseline:
-                runs["dsinfer baseline"].append(
-                    dsinfer_speed(args.baseline, path, args.p, args.n, args.d, args.t, bandwidth_of_now)[::2])
+                base_speed, _, base_bandwidths = dsinfer_speed(args.baseline, path, args.p, args.n, args.d, args.t,
+                                                               bandwidth_of_now)
+                runs["dsinfer baseline"].append((base_speed, base_bandwidths))
             for engine, no_mmap in (("llama.cpp (mmap)", False), ("llama.cpp (--no-mmap)", True)):
                 runs[engine].append(llama_speed(path, args.p, args.n, args.d, args.t, no_mmap, bandwidth_of_now, llama_bench))
         means = {engine: {k: sum(r[k] for r, _ in rs) / len(rs) for k in kinds} for engine, rs in runs.items()}

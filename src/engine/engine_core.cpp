@@ -129,7 +129,7 @@ Result<std::vector<StepOutput>> EngineCore::step() {
         runner_.want_logits(first + chunk.n_tokens - 1 + k);
         rows.push_back({seq, seq->id, -1, k, chunk.n_draft});
       }
-      drafts_ += chunk.n_draft > 0;
+      if (chunk.n_draft > 0) ++drafts_;
       draft_tokens_ += chunk.n_draft;
     }
   }
