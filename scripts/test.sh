@@ -5,20 +5,64 @@
 # fuzz smoke of the GGUF reader, the HTTP request path and the Jinja interpreter, the server end to
 # end (tests/e2e: the openai client, schemathesis, overload, disconnects,
 # drain, soak, hostile clients, crafted model files, the access log), and the reference
-# comparisons against llama.cpp (tests/reference). Ends with pytest's summary line.
+# comparisons against llama.cpp (tests/reference). Prints each stage's time
+# as it ends and a table of them at the end, then repeats pytest's summary
+# line of the last stage.
+#
+# --quick: the inner loop (a few minutes): the build, the unit tests, the
+# backend ops, and the reference comparisons of one file per family.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
 
+stage_names=() stage_seconds=() stage_name="" stage_start=$SECONDS
+# Ends the stage running (printing its time) and starts the next, if named.
+stage() {
+  if [ -n "$stage_name" ]; then
+    stage_names+=("$stage_name")
+    stage_seconds+=($((SECONDS - stage_start)))
+    echo "-- $stage_name: $((SECONDS - stage_start)) s"
+  fi
+  stage_name="${1:-}"
+  stage_start=$SECONDS
+  if [ -n "$stage_name" ]; then echo "== $stage_name"; fi
+}
+stage_table() {
+  stage
+  echo "== stage times (s)"
+  for i in "${!stage_names[@]}"; do printf '%6d  %s\n' "${stage_seconds[$i]}" "${stage_names[$i]}"; done
+  printf '%6d  total\n' "$SECONDS"
+}
+trap 'status=$?; stage_table; exit $status' EXIT
+
+stage "dependencies"
 scripts/install_deps.sh
+stage "build"
 scripts/build.sh -DDSINFER_TESTS=ON
 
-echo "== unit tests"
+if [ "$quick" = 1 ]; then
+  stage "unit tests"
+  (cd build && ctest --output-on-failure -j1)
+  stage "backend ops"
+  build/dsinfer_backend_ops test | grep -v '^ok '
+  stage "reference comparisons, one file per family (llama, qwen2, deepseek2)"
+  summary=$(mktemp)
+  python3 -m pytest -q tests/reference/test_logits_vs_llama_cpp.py \
+    -k 'test_logits_match_llama_cpp and q8_0 or test_deepseek2_logits_match_llama_cpp and v3-f32-split' | tee "$summary"
+  trap - EXIT
+  stage_table
+  tail -n 1 "$summary"
+  exit 0
+fi
+
+stage "unit tests"
 # One test process at a time: each runs a two-thread pool on the two cores, and two
 # at once oversubscribe them (ctest -j2 took 119 s here, -j1 7 s).
 (cd build && ctest --output-on-failure -j1)
 
-echo "== bad input under AddressSanitizer"
+stage "bad input under AddressSanitizer"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_ASAN=ON >/dev/null
 ninja -C build-asan -j2 dsinfer_tests dsinfer dsinfer_backend_ops
 # The backend ops reach every stride and shape of the device layer: out of bounds shows here.
@@ -29,12 +73,12 @@ ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_tests --gtest_filter='FlashAttent
 DSINFER=build-asan/dsinfer ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=halt_on_error=1:exitcode=86:print_stacktrace=1 \
   python3 -m pytest -q tests/e2e/test_crafted_model_files.py
 
-echo "== threads under ThreadSanitizer"
+stage "threads under ThreadSanitizer"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_TSAN=ON >/dev/null
 ninja -C build-tsan -j2 dsinfer_tests
 TSAN_OPTIONS=halt_on_error=1 build-tsan/dsinfer_tests --gtest_filter='ThreadPool.*:TaskQueue.*:Engine.*:EngineConstrained.*:Tokenizer.EncodesOnManyThreadsAtOnce:CanaryRelease.*'
 
-echo "== fuzz smoke of the GGUF reader, the HTTP request path and the Jinja interpreter (libFuzzer)"
+stage "fuzz smoke of the GGUF reader, the HTTP request path and the Jinja interpreter (libFuzzer)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_FUZZ=ON \
   -DDSINFER_TESTS=OFF >/dev/null
 ninja -C build-fuzz -j2 gguf_fuzz http_request_fuzz jinja_fuzz
@@ -55,9 +99,13 @@ build-fuzz/jinja_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_m
   "$corpus" 2>&1 | tail -n 5
 rm -rf "$corpus"
 
-echo "== server end to end (tests/e2e)"
+stage "server end to end (tests/e2e)"
 cd "$root"
 python3 -m pytest -q -s tests/e2e
 
-echo "== reference comparisons (llama.cpp through llama-cpp-python)"
-python3 -m pytest -q tests/reference
+stage "reference comparisons (llama.cpp through llama-cpp-python)"
+summary=$(mktemp)
+python3 -m pytest -q tests/reference | tee "$summary"
+trap - EXIT
+stage_table
+tail -n 1 "$summary"

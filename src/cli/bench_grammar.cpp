@@ -32,7 +32,7 @@ struct Run {
 Result<Run> generate(Model& m, KvCache& memory, const GenerationParams& params, int32_t max_len) {
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{512, 1, max_len};
-  EngineCore core(m, memory, config, {});
+  EngineCore core(m, memory, config, nullptr);
   const Clock::time_point start = Clock::now();
   auto id = core.add(std::vector<int32_t>(8, 1), params);
   if (!id.ok()) return id.status();

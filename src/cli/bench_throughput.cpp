@@ -216,12 +216,12 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
     EngineCoreConfig plain_config = config;
     plain_config.speculation = SpeculationConfig{};
     plain_config.draft_model = nullptr;
-    EngineCore plain_core(m, *memory.value(), plain_config, {});
+    EngineCore plain_core(m, *memory.value(), plain_config, nullptr);
     auto figures = serve_requests(plain_core, requests, concurrency.value());
     if (!figures.ok()) return fail(figures.message());
     plain = figures.take();
   }
-  EngineCore core(m, *memory.value(), config, {});
+  EngineCore core(m, *memory.value(), config, nullptr);
   if (a.has("--trace")) {
     if (Status s = core.trace().start(a.get("--trace"), -1); !s.ok()) return fail("--trace: " + s.message());
   }

@@ -9,7 +9,7 @@
 #include "cli/model_options.h"
 #include "engine/engine_core.h"
 #include "template/chat_template.h"
-#include "tokenizer/detokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ds {
 namespace {
@@ -121,11 +121,10 @@ int cmd_run(int argc, char** argv) {
   auto draft_model = load_draft_model(config.speculation, options.value(), *model.value(), tok.vocab(), n_ctx);
   if (!draft_model.ok()) return fail(draft_model.message());
   config.draft_model = draft_model.value().get();
-  EngineCore core(*model.value(), *memory.value(), config, tok.vocab().end_of_generation);
+  EngineCore core(*model.value(), *memory.value(), config, &tok);
   auto id = core.add(tokens, params);
   if (!id.ok()) return fail(id.message());
 
-  IncrementalDetokenizer detokenizer(tok, false, false);
   std::vector<int32_t> all_tokens = tokens;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -137,15 +136,11 @@ int cmd_run(int argc, char** argv) {
     for (const StepOutput& o : outputs.value()) {
       last = Clock::now();
       if (n_generated++ == 0) first = last;
-      if (o.finish == FinishReason::stop) continue;  // the end-of-reply token is not part of the text
-      all_tokens.push_back(o.token);
-      const std::string text = detokenizer.push(o.token);
-      std::fwrite(text.data(), 1, text.size(), stdout);
+      if (o.in_reply) all_tokens.push_back(o.token);  // the end-of-reply token is not part of the reply
+      std::fwrite(o.text.data(), 1, o.text.size(), stdout);
       std::fflush(stdout);
     }
   }
-  const std::string rest = detokenizer.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
   if (a.has("--show-token-ids")) {
     std::string ids = "token ids:";

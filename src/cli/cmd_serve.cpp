@@ -241,7 +241,7 @@ int cmd_serve(int argc, char** argv) {
     const ModelVersion& version = *first_version;
     DS_LOG_INFO("ready in %.2f s (cold start, warm-up included): model '%s' version '%s', context %lld, chat template: %s, "
                 "tool calls: %s; admin API %s",
-                cold_start, server_options.model_name.c_str(), version.label.c_str(), (long long)version.max_context,
+                cold_start, server_options.model_name.c_str(), version.label.c_str(), (long long)version.engine->max_context(),
                 version.chat_template ? version.chat_template->origin().c_str() : "no", tool_call_format_name(version.tool_call_format),
                 admin ? "on (--admin-keys)" : "off");
     DS_LOG_INFO("limits: %.2f requests/s (burst %.0f) and %lld in flight overall; %.2f/s (burst %.0f) and %lld in flight per tenant; %s",

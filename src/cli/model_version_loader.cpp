@@ -96,7 +96,8 @@ Result<Settings> settle(const Args& args) {
   }
   kv.n_pages = n_pages.value();
   s.kv_pool_bytes = n_pages.value() * page_bytes;
-  s.engine.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(s.n_ctx)};
+  // A new prompt leaves 5% of the pool free for the running requests to grow into.
+  s.engine.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(s.n_ctx), 0.05};
   s.engine.prefix_cache = !args.has("--no-prefix-cache");
   auto speculation = parse_speculation(args);
   if (!speculation.ok()) return speculation.status();
@@ -152,8 +153,10 @@ Status warm_up_and_check(ModelVersion& v, const ModelLoadRequest& request, std::
   check.params.sampling.temperature = 0.0f;
   check.params.logprobs = 0;
   const int64_t expected_tokens = int64_t(v.tokenizer->encode(request.expected_output, false, true).size());
-  check.params.max_tokens = int32_t(std::min<int64_t>(expected_tokens + 16, v.max_context - int64_t(check.prompt.size())));
-  if (check.params.max_tokens < 1) return Status::error("check.prompt does not fit in the context of " + std::to_string(v.max_context));
+  check.params.max_tokens = int32_t(std::min<int64_t>(expected_tokens + 16, INT32_MAX));
+  // Room for the expected reply, or else whatever the context leaves.
+  if (!v.engine->admit(check.prompt, check.params).fits()) check.params.max_tokens = GenerationParams::k_to_context_end;
+  if (const Admit admit = v.engine->admit(check.prompt, check.params); !admit.fits()) return Status::error("check.prompt: " + admit.reason);
   auto reply = run_to_end(*v.engine, std::move(check));
   if (!reply.ok()) return Status::error("check failed: " + reply.message());
   if (reply.value().compare(0, request.expected_output.size(), request.expected_output) != 0) {
@@ -193,8 +196,6 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
   auto memory = KvCache::create(v->model->backend(), v->model->config(), s.options.kv);
   if (!memory.ok()) return memory.status();
   v->memory = memory.take();
-  v->max_context = s.n_ctx;
-  v->page_tokens = int32_t(s.options.kv.page_tokens);
   v->weight_file_bytes = s.file_bytes;
   v->kv_pool_bytes = s.kv_pool_bytes;
   EngineCoreConfig engine = s.engine;

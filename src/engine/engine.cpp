@@ -5,8 +5,9 @@
 namespace ds {
 
 Engine::Engine(Model& model, KvCache& memory, const EngineCoreConfig& config, const Tokenizer& tokenizer)
-    : tokenizer_(tokenizer),
-      core_(model, memory, config, tokenizer.vocab().end_of_generation),
+    : core_(model, memory, config, &tokenizer),
+      rule_(core_.admission_rule()),
+      stats_(core_.stats()),
       thread_([this] { loop(); }) {}
 
 Engine::~Engine() {
@@ -16,7 +17,7 @@ Engine::~Engine() {
   }
   work_.notify_all();
   thread_.join();
-  for (auto& [id, live] : live_) live.stream->push(StreamEvent::ending(FinishReason::cancelled));
+  for (auto& [id, stream] : live_) stream->push(StreamEvent::ending(FinishReason::cancelled));
   for (auto& [request, stream] : submitted_) stream->push(StreamEvent::ending(FinishReason::cancelled));
 }
 
@@ -28,6 +29,19 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
   }
   work_.notify_all();
   return stream;
+}
+
+Admit Engine::admit(const std::vector<int32_t>& prompt, const GenerationParams& params) const {
+  int64_t n_free = 0;
+  {
+    std::lock_guard lock(mutex_);
+    n_free = stats_.pages_total - stats_.pages_held;
+  }
+  return rule_.check(int64_t(prompt.size()), params.max_tokens, n_free);
+}
+
+Admit Engine::admit_at_least(int64_t n_prompt, const GenerationParams& params) const {
+  return rule_.check(n_prompt, params.max_tokens, -1, true);
 }
 
 EngineStats Engine::stats() const {
@@ -61,7 +75,7 @@ void Engine::take_work() {
       continue;
     }
     core_id_of_[stream->id()] = id.value();
-    live_.emplace(id.value(), Live{stream, IncrementalDetokenizer(tokenizer_, false, false), StopMatcher(request.stop)});
+    live_.emplace(id.value(), stream);
   }
   for (int64_t stream_id : cancelled) {
     auto it = core_id_of_.find(stream_id);
@@ -72,30 +86,24 @@ void Engine::take_work() {
 void Engine::deliver(const StepOutput& output) {
   auto it = live_.find(output.id);
   if (it == live_.end()) return;
-  Live& live = it->second;
+  const std::shared_ptr<RequestStream> stream = it->second;
   StreamEvent event;
   event.finish = output.finish;
+  event.text = output.text;
   event.prompt_logprobs = output.prompt_logprobs;
   event.embedding = output.embedding;
-  const bool end_of_reply = output.finish == FinishReason::stop;  // the end token is not text
-  if (output.token >= 0 && !end_of_reply) {
+  event.metrics = output.metrics;
+  if (output.in_reply) {
     event.tokens.push_back(output.token);
     if (output.logprobs) event.logprobs.push_back(*output.logprobs);
-    event.text = live.stops.push(live.detokenizer.push(output.token));
-  }
-  event.metrics = output.metrics;
-  if (live.stops.stopped() && event.finish == FinishReason::none) {
-    event.finish = FinishReason::stop;
-    event.metrics = core_.finish_now(output.id);
   }
   if (event.finish != FinishReason::none) {
-    if (!live.stops.stopped()) event.text += live.stops.push(live.detokenizer.flush()) + live.stops.flush();
-    live.stream->push(std::move(event));
-    core_id_of_.erase(live.stream->id());
+    core_id_of_.erase(stream->id());
     live_.erase(it);
+    stream->push(std::move(event));
     return;
   }
-  if (!event.text.empty() || !event.tokens.empty() || !event.prompt_logprobs.empty()) live.stream->push(std::move(event));
+  if (!event.text.empty() || !event.tokens.empty() || !event.prompt_logprobs.empty()) stream->push(std::move(event));
 }
 
 namespace {
@@ -131,8 +139,8 @@ void Engine::loop() {
     busy_ = !core_.idle();
     if (!outputs.ok()) {
       // A failed forward is an engine fault: every live request ends with it.
-      for (auto& [id, live] : live_) {
-        live.stream->push(StreamEvent::ending(FinishReason::error, outputs.message()));
+      for (auto& [id, stream] : live_) {
+        stream->push(StreamEvent::ending(FinishReason::error, outputs.message()));
         core_.cancel(id);
       }
       live_.clear();
@@ -141,7 +149,7 @@ void Engine::loop() {
       continue;
     }
     {
-      TraceScope scope(&trace, "deliver");  // detokenize, stop strings, the streams
+      TraceScope scope(&trace, "deliver");  // into the streams
       for (const StepOutput& output : outputs.value()) deliver(output);
     }
     std::optional<TraceScope> stats_scope(std::in_place, &trace, "stats");

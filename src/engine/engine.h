@@ -2,9 +2,10 @@
 // The serving engine: a step loop on its own thread around EngineCore.
 // submit() and cancel() are thread-safe and return at once; the engine thread
 // is the only one that touches the model, the pages and the scheduler
-// (STYLE.md practice 2). Each request's tokens come back through its
-// RequestStream as UTF-8-safe text deltas, with stop strings held back until
-// they cannot be a stop.
+// (STYLE.md practice 2). admit() answers, on any thread, whether a request
+// fits (admission_rule.h); each request's tokens come back through its
+// RequestStream as the UTF-8-safe text the core decided (stop strings held
+// back until they cannot be a stop).
 
 #include <atomic>
 #include <condition_variable>
@@ -15,18 +16,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/admission_rule.h"
 #include "engine/engine_core.h"
 #include "engine/request_stream.h"
-#include "engine/stop_matcher.h"
-#include "tokenizer/detokenizer.h"
 
 namespace ds {
-
-struct EngineRequest {
-  std::vector<int32_t> prompt;
-  GenerationParams params;
-  std::vector<std::string> stop;  // stop strings, matched on the generated text
-};
 
 class Engine {
  public:
@@ -34,6 +28,16 @@ class Engine {
   ~Engine();  // finishes the step in flight, then stops; open streams end as cancelled
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
+
+  // Whether a request may run, asked before submit(): fits, never fits (the
+  // context or the KV pool is too small for it), or not now (the pool is too
+  // full), with the figures; from the pages free after the last step.
+  Admit admit(const std::vector<int32_t>& prompt, const GenerationParams& params) const;
+  // The same before tokenizing, for a prompt of at least n_prompt tokens:
+  // fits or never fits.
+  Admit admit_at_least(int64_t n_prompt, const GenerationParams& params) const;
+  // Prompt plus output, tokens.
+  int64_t max_context() const { return rule_.max_context(); }
 
   // Queues a request. A request that can never run ends at once with finish
   // = error and the reason in `error`.
@@ -67,17 +71,12 @@ class Engine {
   void set_debug_fail_steps(bool fail) { debug_fail_steps_ = fail; }
 
  private:
-  struct Live {
-    std::shared_ptr<RequestStream> stream;
-    IncrementalDetokenizer detokenizer;
-    StopMatcher stops;
-  };
   void loop();
   void take_work();
   void deliver(const StepOutput& output);
 
-  const Tokenizer& tokenizer_;
   EngineCore core_;
+  const AdmissionRule rule_;  // a copy of the core's: immutable, so any thread may ask it
 
   mutable std::mutex mutex_;  // guards the four members below
   std::condition_variable work_;
@@ -91,7 +90,7 @@ class Engine {
   std::atomic<int64_t> progress_ns_{0}, longest_step_ns_{0};  // steady-clock nanoseconds
   std::atomic<int64_t> debug_step_delay_ms_{0};
   std::atomic<bool> debug_fail_steps_{false};
-  std::unordered_map<int64_t, Live> live_;  // by core id; engine thread only
+  std::unordered_map<int64_t, std::shared_ptr<RequestStream>> live_;  // by core id; engine thread only
   std::unordered_map<int64_t, int64_t> core_id_of_;  // stream id -> core id; engine thread only
   std::thread thread_;
 };

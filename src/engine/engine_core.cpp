@@ -5,39 +5,32 @@
 #include <cmath>
 
 #include "base/log.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ds {
 
-EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& config,
-                       std::vector<int32_t> end_of_generation)
+EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& config, const Tokenizer* tokenizer)
     : model_(model),
       memory_(memory),
       runner_(model, memory),
       pool_(int32_t(memory.n_pages())),
       kv_(pool_, int32_t(memory.page_tokens()), config.model_salt, config.prefix_cache),
       scheduler_(config.scheduler, kv_),
-      end_of_generation_(std::move(end_of_generation)),
+      tokenizer_(tokenizer),
+      end_of_generation_(tokenizer ? tokenizer->vocab().end_of_generation : std::vector<int32_t>{}),
       speculation_(config.speculation),
       draft_model_(config.draft_model) {}
 
 Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationParams& params) {
-  if (params.max_tokens < 1) return Status::error("max_tokens must be at least 1");
+  if (params.max_tokens < 0) return Status::error("max_tokens must not be negative");
+  if (!params.stop.empty() && !tokenizer_) return Status::error("stop strings need an engine with a tokenizer");
   for (int32_t t : prompt) {
     if (t < 0 || t >= model_.config().n_vocab) return Status::error("prompt token " + std::to_string(t) + " is outside the vocabulary");
   }
-  auto request = std::make_unique<Request>(Request{Sequence{}, params, Sampler(params.sampling), {}, {}, {}, {}, false, {}, {}});
-  request->added = Clock::now();
-  Sequence& seq = request->seq;
-  seq.id = next_id_++;
-  seq.priority = params.priority;
-  seq.tenant_salt = params.tenant_salt;
-  seq.n_prompt = int32_t(prompt.size());
-  seq.tokens = std::move(prompt);
-  seq.max_new_tokens = params.max_tokens;
-  // Scoring every prompt token (logprobs, mean pooling) needs every position computed.
-  seq.reuse_prefix = params.prompt_logprobs < 0 && params.embedding != GenerationParams::Pooling::mean;
-  DS_RETURN_IF_ERROR(scheduler_.add(&seq));
-  const int64_t id = seq.id;
+  const int64_t max_new_tokens = scheduler_.admission_rule().max_new_tokens(int64_t(prompt.size()), params.max_tokens);
+  const int64_t id = next_id_++;
+  auto request = std::make_unique<Request>(id, std::move(prompt), params, int32_t(std::min<int64_t>(max_new_tokens, INT32_MAX)), tokenizer_);
+  DS_RETURN_IF_ERROR(scheduler_.add(&request->seq));
   requests_.emplace(id, std::move(request));
   return id;
 }
@@ -48,184 +41,52 @@ void EngineCore::cancel(int64_t id) {
 
 RequestMetrics EngineCore::end(int64_t id) {
   auto it = requests_.find(id);
-  const Request& r = *it->second;
-  const auto seconds = [](Clock::time_point from, Clock::time_point to) { return std::chrono::duration<double>(to - from).count(); };
-  RequestMetrics m;
-  m.n_prompt_tokens = r.seq.n_prompt;
-  m.n_output_tokens = int32_t(r.seq.tokens.size()) - r.seq.n_prompt;
-  m.n_cached_prompt_tokens = std::max(0, r.seq.n_cached_prompt);
-  const Clock::time_point now = Clock::now();
-  m.queue_seconds = seconds(r.added, r.started ? r.scheduled : now);
-  if (m.n_output_tokens > 0) m.ttft_seconds = seconds(r.added, r.first_token);
-  if (m.n_output_tokens > 1) m.tpot_seconds = seconds(r.first_token, r.last_token) / (m.n_output_tokens - 1);
-  m.e2e_seconds = seconds(r.added, now);
+  const RequestMetrics metrics = it->second->metrics(Clock::now());
   scheduler_.finish(&it->second->seq);
   if (draft_model_) draft_model_->forget(id);
   requests_.erase(it);
-  return m;
+  return metrics;
 }
 
 Result<std::vector<StepOutput>> EngineCore::step() {
   std::vector<StepOutput> outputs;
-  std::optional<TraceScope> stage(std::in_place, &trace_, "schedule");
+  const Clock::time_point start = Clock::now();
+  end_cancelled(outputs);
+  const StepPlan plan = schedule(start);
+  if (plan.chunks.empty()) return outputs;
+  StepRows rows = build_batch(plan);
+  DS_RETURN_IF_ERROR(runner_.run());
+  commit(plan, rows, outputs);
+  mask_grammar(rows);
+  sample(rows, outputs);
+  count_step(plan, start);
+  return outputs;
+}
+
+void EngineCore::end_cancelled(std::vector<StepOutput>& outputs) {
   for (int64_t id : cancelled_) {
-    if (!requests_.count(id)) continue;
-    const RequestMetrics metrics = end(id);
-    outputs.push_back({id, -1, FinishReason::cancelled, std::nullopt, metrics, {}, {}});
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    StepOutput out;
+    out.id = id;
+    out.finish = FinishReason::cancelled;
+    out.text = it->second->rest_of_text();
+    out.metrics = end(id);
+    outputs.push_back(std::move(out));
   }
   cancelled_.clear();
+}
 
-  const Clock::time_point start = Clock::now();
+StepPlan EngineCore::schedule(Clock::time_point now) {
+  TraceScope stage(&trace_, "schedule");
   if (speculation_.n_draft > 0) propose_drafts();
-  const StepPlan plan = scheduler_.schedule();
-  if (plan.chunks.empty()) return outputs;
+  StepPlan plan = scheduler_.schedule();
   for (const ScheduledChunk& chunk : plan.chunks) {
     Request& request = *requests_.at(chunk.seq->id);
-    if (!request.started) request.scheduled = start;
+    if (!request.started) request.scheduled = now;
     request.started = true;
   }
-
-  // The step's input: each chunk's tokens at their positions, through its block table.
-  stage.emplace(&trace_, "batch");
-  runner_.begin(trace_.on() ? &trace_ : nullptr);
-  std::vector<std::pair<Sequence*, int32_t>> hidden_rows;  // embedding requests: (sequence, position)
-  // Each row of logits either samples a sequence's next token (scores = -1)
-  // or scores prompt token scores + 1 for prompt_logprobs. A speculative
-  // chunk's rows sample one after another: row k verifies draft token k (the
-  // last row, k == n_draft, has no draft to check).
-  struct LogitRow {
-    Sequence* seq;
-    int64_t id;
-    int32_t scores;
-    int32_t draft_row = 0;
-    int32_t n_draft = 0;
-  };
-  std::vector<LogitRow> rows;
-  std::vector<int32_t> input;
-  for (const ScheduledChunk& chunk : plan.chunks) {
-    Sequence* seq = chunk.seq;
-    const Request& request = *requests_.at(seq->id);
-    const std::vector<int32_t>& table = kv_.block_table(seq->id);
-    input.assign(seq->tokens.begin() + seq->n_computed, seq->tokens.begin() + seq->n_computed + chunk.n_tokens);
-    input.insert(input.end(), seq->draft.begin(), seq->draft.begin() + chunk.n_draft);
-    const int32_t first = runner_.add(input.data(), seq->n_computed, int32_t(input.size()), {table.data(), int32_t(table.size())});
-    const GenerationParams::Pooling pooling = request.params.embedding;
-    for (int32_t i = 0; i < chunk.n_tokens; ++i) {
-      const int32_t position = seq->n_computed + i;
-      const bool pooled = (pooling == GenerationParams::Pooling::mean && position >= request.n_pooled) ||
-                          (pooling == GenerationParams::Pooling::last && position + 1 == seq->n_prompt);
-      if (pooled) {
-        runner_.want_hidden(first + i);
-        hidden_rows.emplace_back(seq, position);
-      }
-      // Positions scored before a preemption are not scored again.
-      if (request.params.prompt_logprobs >= 0 && position + 1 < seq->n_prompt && position >= int32_t(request.prompt_logprobs.size())) {
-        runner_.want_logits(first + i);
-        rows.push_back({seq, seq->id, position});
-      }
-    }
-    if (seq->n_computed + chunk.n_tokens == int32_t(seq->tokens.size()) && pooling == GenerationParams::Pooling::none) {
-      for (int32_t k = 0; k <= chunk.n_draft; ++k) {
-        runner_.want_logits(first + chunk.n_tokens - 1 + k);
-        rows.push_back({seq, seq->id, -1, k, chunk.n_draft});
-      }
-      if (chunk.n_draft > 0) ++drafts_;
-      draft_tokens_ += chunk.n_draft;
-    }
-  }
-  stage.reset();
-  DS_RETURN_IF_ERROR(runner_.run());
-  stage.emplace(&trace_, "commit");
-
-  const int64_t n_vocab = model_.config().n_vocab, n_embd = model_.config().n_embd;
-  for (size_t i = 0; i < hidden_rows.size(); ++i) {
-    Request& request = *requests_.at(hidden_rows[i].first->id);
-    request.pooled.resize(size_t(n_embd), 0.0);
-    const float* hidden = runner_.hidden(int64_t(i));
-    for (int64_t d = 0; d < n_embd; ++d) request.pooled[size_t(d)] += hidden[d];
-    request.n_pooled = hidden_rows[i].second + 1;
-  }
-  for (const ScheduledChunk& chunk : plan.chunks) {
-    chunk.seq->n_computed += chunk.n_tokens;
-    kv_.commit(chunk.seq->id, chunk.seq->tokens, chunk.seq->n_computed);
-    Request& request = *requests_.at(chunk.seq->id);
-    if (request.params.embedding != GenerationParams::Pooling::none && chunk.seq->n_computed == chunk.seq->n_prompt) {
-      outputs.push_back(embedding_output(chunk.seq->id));
-    }
-  }
-  // Constrained rows are masked first, in parallel: each matcher is its own
-  // request's, and masks are the costly part of constrained decoding.
-  std::vector<size_t> masked_rows;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].scores < 0 && requests_.at(rows[i].seq->id)->params.grammar) masked_rows.push_back(i);
-  }
-  std::vector<size_t> allowed_of(rows.size(), size_t(n_vocab));
-  stage.emplace(&trace_, "grammar_mask");
-  if (!masked_rows.empty()) {
-    const auto mask_start = Clock::now();
-    model_.backend().host_pool().parallel_for_dynamic(int64_t(masked_rows.size()), 1, [&](int64_t begin, int64_t end, int) {
-      for (int64_t k = begin; k < end; ++k) {
-        const size_t i = masked_rows[size_t(k)];
-        std::optional<grammar::TokenMatcher>& grammar = requests_.at(rows[i].seq->id)->params.grammar;
-        allowed_of[i] = grammar->mask(runner_.logits(int64_t(i)), n_vocab);
-      }
-    });
-    grammar_mask_seconds_ += std::chrono::duration<double>(Clock::now() - mask_start).count();
-  }
-  stage.emplace(&trace_, "sample");
-  // Speculative sequences whose verification has stopped: a draft token was
-  // not the one sampled, or the request ended (and is gone).
-  std::vector<int64_t> done_verifying;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].draft_row > 0 && std::find(done_verifying.begin(), done_verifying.end(), rows[i].id) != done_verifying.end()) continue;
-    Sequence* seq = rows[i].seq;
-    Request& request = *requests_.at(seq->id);
-    float* logits = runner_.logits(int64_t(i));
-    if (rows[i].scores >= 0) {
-      const int32_t next = seq->tokens[size_t(rows[i].scores) + 1];
-      request.prompt_logprobs.push_back(token_logprobs(logits, n_vocab, next, request.params.prompt_logprobs));
-      continue;
-    }
-    std::optional<grammar::TokenMatcher>& grammar = request.params.grammar;
-    // Nothing the grammar takes is in the vocabulary: the reply ends here.
-    const int32_t token = allowed_of[i] > 0 || end_of_generation_.empty() ? request.sampler.sample(logits, n_vocab, seq->tokens)
-                                                                    : end_of_generation_[0];
-    if (grammar) grammar->accept(token);
-    seq->tokens.push_back(token);
-    const int32_t n_generated = int32_t(seq->tokens.size()) - seq->n_prompt;
-    FinishReason finish = FinishReason::none;
-    const auto& stops = request.params.stop_tokens;
-    if ((request.params.stop_at_end_of_generation &&
-         std::find(end_of_generation_.begin(), end_of_generation_.end(), token) != end_of_generation_.end()) ||
-        std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      finish = FinishReason::stop;
-    } else if (n_generated >= seq->max_new_tokens) {
-      finish = FinishReason::length;
-    }
-    std::optional<TokenLogprobs> logprobs;
-    if (request.params.logprobs >= 0) logprobs = token_logprobs(logits, n_vocab, token, request.params.logprobs);
-    request.last_token = Clock::now();
-    if (n_generated == 1) request.first_token = request.last_token;
-    outputs.push_back({seq->id, token, finish, std::move(logprobs), std::nullopt, {}, {}});
-    if (n_generated == 1) outputs.back().prompt_logprobs = std::move(request.prompt_logprobs);
-    if (rows[i].n_draft > 0) {
-      const int32_t k = rows[i].draft_row;
-      if (finish == FinishReason::none && k < rows[i].n_draft && token == seq->draft[size_t(k)]) {
-        ++seq->n_computed;  // the draft's keys and values, computed at this position, are this token's
-        ++accepted_draft_tokens_;
-      } else {
-        done_verifying.push_back(seq->id);
-        if (finish == FinishReason::none) kv_.commit(seq->id, seq->tokens, seq->n_computed);
-      }
-    }
-    if (finish != FinishReason::none) outputs.back().metrics = end(seq->id);
-  }
-  stage.reset();
-  ++steps_;
-  last_step_tokens_ = plan.n_tokens();
-  step_tokens_ += last_step_tokens_;
-  last_step_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
-  return outputs;
+  return plan;
 }
 
 void EngineCore::propose_drafts() {
@@ -235,11 +96,8 @@ void EngineCore::propose_drafts() {
     seq.draft.clear();
     // Decoding (one token left to compute), unconstrained, generating: the
     // draft leaves room for the token sampled after it within max_tokens.
-    const int32_t room = seq.max_new_tokens - (int32_t(seq.tokens.size()) - seq.n_prompt) - 1;
-    if (seq.n_computed + 1 != int32_t(seq.tokens.size()) || request->params.grammar ||
-        request->params.embedding != GenerationParams::Pooling::none || room <= 0) {
-      continue;
-    }
+    const int32_t room = seq.max_new_tokens - request->n_generated() - 1;
+    if (seq.n_computed + 1 != int32_t(seq.tokens.size()) || request->params.grammar || request->embeds() || room <= 0) continue;
     const int32_t n = std::min(room, speculation_.n_draft);
     if (draft_model_) {
       for_draft_model.push_back({id, &seq.tokens, n, &seq.draft});
@@ -253,17 +111,162 @@ void EngineCore::propose_drafts() {
   if (!status.ok()) DS_LOG_WARN("draft model: %s; this step decodes without drafts", status.message().c_str());
 }
 
-// The pooled hidden state, L2-normalised, as the request's only output.
-StepOutput EngineCore::embedding_output(int64_t id) {
-  Request& request = *requests_.at(id);
+// Each chunk's tokens at their positions through its block table, and the
+// rows each request wants back.
+EngineCore::StepRows EngineCore::build_batch(const StepPlan& plan) {
+  TraceScope stage(&trace_, "batch");
+  runner_.begin(trace_.on() ? &trace_ : nullptr);
+  StepRows rows;
+  int64_t n_logit_rows = 0;
+  std::vector<int32_t> input;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    Sequence& seq = *chunk.seq;
+    Request& request = *requests_.at(seq.id);
+    const std::vector<int32_t>& table = kv_.block_table(seq.id);
+    input.assign(seq.tokens.begin() + seq.n_computed, seq.tokens.begin() + seq.n_computed + chunk.n_tokens);
+    input.insert(input.end(), seq.draft.begin(), seq.draft.begin() + chunk.n_draft);
+    const int32_t first = runner_.add(input.data(), seq.n_computed, int32_t(input.size()), {table.data(), int32_t(table.size())});
+    const GenerationParams::Pooling pooling = request.params.embedding;
+    for (int32_t i = 0; i < chunk.n_tokens; ++i) {
+      const int32_t position = seq.n_computed + i;
+      if ((pooling == GenerationParams::Pooling::mean && position >= request.n_pooled) ||
+          (pooling == GenerationParams::Pooling::last && position + 1 == seq.n_prompt)) {
+        runner_.want_hidden(first + i);
+        rows.pool.push_back({&request, int64_t(rows.pool.size()), position});
+      }
+      // Positions scored before a preemption are not scored again.
+      if (request.params.prompt_logprobs >= 0 && position + 1 < seq.n_prompt && position >= int32_t(request.prompt_logprobs.size())) {
+        runner_.want_logits(first + i);
+        rows.score.push_back({&request, n_logit_rows++, position});
+      }
+    }
+    if (seq.n_computed + chunk.n_tokens == int32_t(seq.tokens.size()) && !request.embeds()) {
+      for (int32_t k = 0; k <= chunk.n_draft; ++k) {
+        runner_.want_logits(first + chunk.n_tokens - 1 + k);
+        rows.sample.push_back({&request, n_logit_rows++, k, chunk.n_draft, size_t(model_.config().n_vocab)});
+      }
+      if (chunk.n_draft > 0) ++drafts_;
+      draft_tokens_ += chunk.n_draft;
+    }
+  }
+  return rows;
+}
+
+// What the forward computed becomes the requests': the chunks' keys and
+// values (their full pages into the prefix cache), prompt tokens' scores,
+// pooled hidden states; an embedding whose prompt is all computed is done.
+void EngineCore::commit(const StepPlan& plan, const StepRows& rows, std::vector<StepOutput>& outputs) {
+  TraceScope stage(&trace_, "commit");
+  const int64_t n_vocab = model_.config().n_vocab, n_embd = model_.config().n_embd;
+  for (const ScoreRow& row : rows.score) {
+    Request& request = *row.request;
+    const int32_t next = request.seq.tokens[size_t(row.position) + 1];
+    request.prompt_logprobs.push_back(token_logprobs(runner_.logits(row.logit_row), n_vocab, next, request.params.prompt_logprobs));
+  }
+  for (const HiddenRow& row : rows.pool) {
+    Request& request = *row.request;
+    request.pooled.resize(size_t(n_embd), 0.0);
+    const float* hidden = runner_.hidden(row.hidden_row);
+    for (int64_t d = 0; d < n_embd; ++d) request.pooled[size_t(d)] += hidden[d];
+    request.n_pooled = row.position + 1;
+  }
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    chunk.seq->n_computed += chunk.n_tokens;
+    kv_.commit(chunk.seq->id, chunk.seq->tokens, chunk.seq->n_computed);
+    Request& request = *requests_.at(chunk.seq->id);
+    if (request.embeds() && chunk.seq->n_computed == chunk.seq->n_prompt) outputs.push_back(embedding_output(request));
+  }
+}
+
+// Constrained rows are masked in parallel: each matcher is its own request's,
+// and masks are the costly part of constrained decoding.
+void EngineCore::mask_grammar(StepRows& rows) {
+  TraceScope stage(&trace_, "grammar_mask");
+  std::vector<SampleRow*> masked;
+  for (SampleRow& row : rows.sample) {
+    if (row.request->params.grammar) masked.push_back(&row);
+  }
+  if (masked.empty()) return;
+  const auto mask_start = Clock::now();
+  const int64_t n_vocab = model_.config().n_vocab;
+  model_.backend().host_pool().parallel_for_dynamic(int64_t(masked.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t k = begin; k < end; ++k) {
+      SampleRow& row = *masked[size_t(k)];
+      row.n_allowed = row.request->params.grammar->mask(runner_.logits(row.logit_row), n_vocab);
+    }
+  });
+  grammar_mask_seconds_ += std::chrono::duration<double>(Clock::now() - mask_start).count();
+}
+
+// Each sample row's token; a speculative chunk's rows in order, each keeping
+// its draft token while the token sampled there equals it.
+void EngineCore::sample(const StepRows& rows, std::vector<StepOutput>& outputs) {
+  TraceScope stage(&trace_, "sample");
+  // Sequences whose verification has stopped: a draft token was not the one
+  // sampled, or the request ended (and is gone).
+  std::vector<int64_t> done_verifying;
+  for (const SampleRow& row : rows.sample) {
+    const int64_t id = row.request->seq.id;
+    if (row.draft_row > 0 && std::find(done_verifying.begin(), done_verifying.end(), id) != done_verifying.end()) continue;
+    Request& request = *row.request;
+    Sequence& seq = request.seq;
+    float* logits = runner_.logits(row.logit_row);
+    // Nothing the grammar takes is in the vocabulary: the reply ends here.
+    const int32_t token = row.n_allowed > 0 || end_of_generation_.empty()
+                              ? request.sampler.sample(logits, model_.config().n_vocab, seq.tokens)
+                              : end_of_generation_[0];
+    outputs.push_back(take_token(request, token, logits));
+    const bool finished = outputs.back().finish != FinishReason::none;
+    if (row.n_draft > 0) {
+      const int32_t k = row.draft_row;
+      if (!finished && k < row.n_draft && token == seq.draft[size_t(k)]) {
+        ++seq.n_computed;  // the draft's keys and values, computed at this position, are this token's
+        ++accepted_draft_tokens_;
+      } else {
+        done_verifying.push_back(id);
+        if (!finished) kv_.commit(id, seq.tokens, seq.n_computed);
+      }
+    }
+    if (finished) outputs.back().metrics = end(id);
+  }
+}
+
+StepOutput EngineCore::take_token(Request& request, int32_t token, const float* logits) {
+  if (request.params.grammar) request.params.grammar->accept(token);
+  Request::Appended appended = request.append(token, end_of_generation_);
+  StepOutput out;
+  out.id = request.seq.id;
+  out.token = token;
+  out.finish = appended.finish;
+  out.in_reply = appended.in_reply;
+  out.text = std::move(appended.text);
+  if (request.params.logprobs >= 0) out.logprobs = token_logprobs(logits, model_.config().n_vocab, token, request.params.logprobs);
+  request.last_token = Clock::now();
+  if (request.n_generated() == 1) {
+    request.first_token = request.last_token;
+    out.prompt_logprobs = std::move(request.prompt_logprobs);
+  }
+  return out;
+}
+
+StepOutput EngineCore::embedding_output(Request& request) {
   const double count = request.params.embedding == GenerationParams::Pooling::mean ? double(request.seq.n_prompt) : 1.0;
   double norm = 0.0;
   for (double v : request.pooled) norm += (v / count) * (v / count);
   norm = std::sqrt(norm);
-  StepOutput out{id, -1, FinishReason::stop, std::nullopt, std::nullopt, {}, {}};
+  StepOutput out;
+  out.id = request.seq.id;
+  out.finish = FinishReason::stop;
   for (double v : request.pooled) out.embedding.push_back(float(norm > 0 ? v / count / norm : 0.0));
-  out.metrics = end(id);
+  out.metrics = end(request.seq.id);
   return out;
+}
+
+void EngineCore::count_step(const StepPlan& plan, Clock::time_point start) {
+  ++steps_;
+  last_step_tokens_ = plan.n_tokens();
+  step_tokens_ += last_step_tokens_;
+  last_step_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 EngineStats EngineCore::stats() const {

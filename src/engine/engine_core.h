@@ -1,6 +1,13 @@
 #pragma once
-// One engine step at a time, single-threaded: schedule -> build the batch ->
-// forward -> sample -> report. The serving Engine runs this on its own thread
+// One engine step at a time, single-threaded, as a list of named stages
+// (step()). Each kind of request is handled in the stage it concerns:
+// generation in build_batch (its last position's logits) and sample; drafts
+// in propose_drafts, schedule (room for them) and sample (verified);
+// prompt logprobs in build_batch and commit (scored); embeddings in
+// build_batch and commit (pooled, finished); grammars in mask_grammar and
+// sample (the token accepted). Whether a token ends its request (an end or
+// stop token, max_tokens, a stop string) is decided in one place,
+// Request::append. The serving Engine runs this on its own thread
 // and feeds it from the request queue; tests and offline tools drive it
 // directly. It owns the page pool, the KV manager and the scheduler; the
 // model and its KV page memory are lent to it.
@@ -16,11 +23,9 @@
 #include "engine/block_pool.h"
 #include "engine/draft_model.h"
 #include "engine/kv_cache_manager.h"
-#include "engine/logprobs.h"
 #include "engine/model_runner.h"
 #include "engine/ngram_drafter.h"
-#include "engine/sampler.h"
-#include "grammar/token_matcher.h"
+#include "engine/request.h"
 #include "engine/scheduler.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -38,27 +43,6 @@ struct EngineCoreConfig {
   // forward is batch-invariant), for greedy and seeded sampling alike.
   SpeculationConfig speculation;
   DraftModel* draft_model = nullptr;  // not owned; outlives the core
-};
-
-struct GenerationParams {
-  SamplingParams sampling;
-  int32_t max_tokens = 16;
-  bool stop_at_end_of_generation = true;
-  std::vector<int32_t> stop_tokens;  // sampling one ends the request as an end token does (its text is not output)
-  int32_t priority = 0;
-  uint64_t tenant_salt = 0;
-  int32_t logprobs = -1;  // -1: none; n >= 0: the chosen token's logprob and the n most likely
-  // Constrained decoding: tokens the grammar cannot take are masked before
-  // sampling (each request its own state; a copy per choice).
-  std::optional<grammar::TokenMatcher> grammar;
-  // -1: none; n >= 0: each prompt token's logprob given the ones before it
-  // (with the n most likely), as completions' echo reports them. The prompt
-  // is then computed in full, not taken from the prefix cache.
-  int32_t prompt_logprobs = -1;
-  // Embedding instead of generation: the prompt's final hidden states pooled
-  // (the last token's, or the mean of all) and L2-normalised; nothing is sampled.
-  enum class Pooling { none, last, mean };
-  Pooling embedding = Pooling::none;
 };
 
 // A snapshot of the engine for operators (the server exports it as metrics).
@@ -84,47 +68,27 @@ struct EngineStats {
   std::vector<int64_t> expert_tokens;  // MoE: tokens each routed expert took in the last step, all layers
 };
 
-enum class FinishReason { none, stop, length, cancelled, error };
-
-// How one request went, reported with its last output: the server's usage
-// figures and latency histograms.
-struct RequestMetrics {
-  int32_t n_prompt_tokens = 0;
-  int32_t n_output_tokens = 0;
-  int32_t n_cached_prompt_tokens = 0;  // found in the prefix cache at admission
-  double queue_seconds = 0.0;          // added -> first scheduled
-  double ttft_seconds = 0.0;           // added -> first output token (0 if none)
-  double tpot_seconds = 0.0;           // mean time between later output tokens (0 with fewer than two)
-  double e2e_seconds = 0.0;            // added -> finished
-};
-
-// One new token of one request (or its end).
-struct StepOutput {
-  int64_t id;
-  int32_t token;  // -1 when the request ended without a new token (cancelled)
-  FinishReason finish;
-  std::optional<TokenLogprobs> logprobs;  // when the request asked for them
-  std::optional<RequestMetrics> metrics;  // with the last output of a request
-  std::vector<TokenLogprobs> prompt_logprobs;  // with the first token: prompt tokens 1.. (prompt_logprobs >= 0)
-  std::vector<float> embedding;                // an embedding request's result, with its only output
-};
-
 class EngineCore {
  public:
-  // end_of_generation: token ids that end a reply (the tokenizer's).
-  EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& config, std::vector<int32_t> end_of_generation);
+  // tokenizer: the model's (its end-of-generation tokens end replies; replies
+  // come with their text, and stop strings end them); null: token ids only,
+  // no end tokens, and stop strings are refused.
+  EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& config, const Tokenizer* tokenizer);
 
   // Queues a request; the error says why it can never run.
   Result<int64_t> add(std::vector<int32_t> prompt, const GenerationParams& params);
   // Ends a request before its next step; its pages are freed at once.
   void cancel(int64_t id);
-  // Ends a request now (a stop string matched its text) and says how it went.
-  RequestMetrics finish_now(int64_t id) { return end(id); }
-  // Runs one step. Empty when there was nothing to do.
+  // Runs one step: end the cancelled, schedule, build the batch, run the
+  // model, commit what it computed, mask, sample or verify (each token's text
+  // and whether it ends its request decided there), count. Empty when there
+  // was nothing to do.
   Result<std::vector<StepOutput>> step();
 
   bool idle() const { return requests_.empty(); }
   EngineStats stats() const;
+  // The rule add() applies (admission_rule.h), for callers that ask before adding.
+  const AdmissionRule& admission_rule() const { return scheduler_.admission_rule(); }
   // The profiler of this core's steps (its stages, the forward's layers and
   // ops); the caller brackets each step with begin_step/end_step.
   StepTrace& trace() { return trace_; }
@@ -133,21 +97,51 @@ class EngineCore {
 
  private:
   using Clock = std::chrono::steady_clock;
-  struct Request {
-    Sequence seq;
-    GenerationParams params;
-    Sampler sampler;
-    Clock::time_point added, scheduled, first_token, last_token;
-    bool started = false;
-    std::vector<TokenLogprobs> prompt_logprobs;  // filled as the prompt is computed (kept across preemption)
-    std::vector<double> pooled;                  // embedding: the sum of the hidden states taken so far
-    int32_t n_pooled = 0;                        // ... over this many positions (mean: positions 0..n_pooled-1)
+  // What the step's forward is asked for, by the request that wants it: a
+  // row of logits to sample from (row k of a speculative chunk verifies draft
+  // token k; the last, k == n_draft, has no draft to check), a row of logits
+  // that scores prompt token position + 1 (prompt_logprobs), or a final
+  // hidden state to pool (embeddings). Rows index the runner's outputs.
+  struct SampleRow {
+    Request* request;
+    int64_t logit_row;
+    int32_t draft_row = 0;
+    int32_t n_draft = 0;
+    size_t n_allowed = 0;  // tokens the grammar leaves (set by mask_grammar; unconstrained: all)
   };
+  struct ScoreRow {
+    Request* request;
+    int64_t logit_row;
+    int32_t position;
+  };
+  struct HiddenRow {
+    Request* request;
+    int64_t hidden_row;
+    int32_t position;
+  };
+  struct StepRows {
+    std::vector<SampleRow> sample;
+    std::vector<ScoreRow> score;
+    std::vector<HiddenRow> pool;
+  };
+
+  // The stages of step(), in order.
+  void end_cancelled(std::vector<StepOutput>& outputs);
+  void propose_drafts();  // speculation on: each decoding sequence's draft for this step
+  StepPlan schedule(Clock::time_point now);
+  StepRows build_batch(const StepPlan& plan);
+  void commit(const StepPlan& plan, const StepRows& rows, std::vector<StepOutput>& outputs);
+  void mask_grammar(StepRows& rows);
+  void sample(const StepRows& rows, std::vector<StepOutput>& outputs);
+  void count_step(const StepPlan& plan, Clock::time_point start);
+
+  // The output of a token sampled for `request`: its text, its logprobs, and
+  // whether it ends the request (then with the metrics, and the request gone).
+  StepOutput take_token(Request& request, int32_t token, const float* logits);
+  // The pooled hidden state, L2-normalised, as an embedding request's only output.
+  StepOutput embedding_output(Request& request);
   // Removes a request and says how it went.
   RequestMetrics end(int64_t id);
-  StepOutput embedding_output(int64_t id);
-  // Sets each decoding sequence's draft for this step (speculation on).
-  void propose_drafts();
 
   Model& model_;
   KvCache& memory_;
@@ -155,6 +149,7 @@ class EngineCore {
   BlockPool pool_;
   KvCacheManager kv_;
   Scheduler scheduler_;
+  const Tokenizer* tokenizer_;
   std::vector<int32_t> end_of_generation_;
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;
   std::vector<int64_t> cancelled_;

@@ -44,8 +44,6 @@ class ModelVersion {
   std::optional<ChatTemplate> chat_template;
   ChatSpecialTokens special_tokens;
   ToolCallFormat tool_call_format = ToolCallFormat::none;  // how replies' tool calls are parsed
-  int64_t max_context = 0;  // prompt plus output, tokens
-  int32_t page_tokens = 16;
   int64_t weight_file_bytes = 0;  // the GGUF's size: what the weights keep resident
   int64_t kv_pool_bytes = 0;
   std::chrono::system_clock::time_point loaded_at;

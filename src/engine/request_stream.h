@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine_core.h"
+#include "engine/request.h"
 
 namespace ds {
 

@@ -4,23 +4,15 @@
 
 namespace ds {
 
-Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv)
+    : config_(config), kv_(kv), rule_(config.max_context, kv.page_tokens(), kv.pool().n_pages(), config.kv_reserve) {}
 
 Status Scheduler::add(Sequence* seq) {
-  const int64_t total = int64_t(seq->n_prompt) + seq->max_new_tokens;
-  if (seq->n_prompt <= 0 || int32_t(seq->tokens.size()) != seq->n_prompt) {
-    return Status::error("request has an empty or inconsistent prompt");
+  if (seq->n_prompt <= 0 || int32_t(seq->tokens.size()) != seq->n_prompt || seq->max_new_tokens < 1) {
+    return Status::error("request has an empty or inconsistent prompt, or no room for output");
   }
-  if (total > config_.max_context) {
-    return Status::error("prompt (" + std::to_string(seq->n_prompt) + " tokens) plus max_tokens (" +
-                         std::to_string(seq->max_new_tokens) + ") exceeds the context of " +
-                         std::to_string(config_.max_context) + " tokens");
-  }
-  const int64_t pages = (total + kv_.page_tokens() - 1) / kv_.page_tokens();
-  if (pages > kv_.pool().n_pages()) {
-    return Status::error("request needs " + std::to_string(pages) + " KV pages, more than the pool's " +
-                         std::to_string(kv_.pool().n_pages()));
-  }
+  const Admit admit = rule_.check(seq->n_prompt, seq->max_new_tokens, -1);
+  if (!admit.fits()) return Status::error(admit.reason);
   insert_waiting(seq, false);
   return Status();
 }

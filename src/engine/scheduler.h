@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/admission_rule.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/sequence.h"
 
 namespace ds {
 
@@ -30,23 +32,9 @@ struct SchedulerConfig {
   int32_t max_batched_tokens = 512;  // tokens per step, all sequences together
   int32_t max_running = 64;          // sequences running at once
   int32_t max_context = 4096;        // prompt plus output, per sequence
-};
-
-// What the scheduler needs of a request; the engine owns it.
-struct Sequence {
-  int64_t id = 0;
-  int32_t priority = 0;  // lower runs first; equal priorities run in arrival order
-  uint64_t tenant_salt = 0;
-  std::vector<int32_t> tokens;
-  int32_t n_prompt = 0;
-  int32_t max_new_tokens = 0;
-  int32_t n_computed = 0;
-  int32_t n_preemptions = 0;
-  int32_t n_cached_prompt = -1;  // prompt tokens the prefix cache held at first admission; -1 before
-  bool reuse_prefix = true;      // false: every prompt token is computed (its logits are wanted)
-  // Speculative decoding: tokens proposed to follow `tokens`, verified by this
-  // step if the scheduler finds room for them (engine/ngram_drafter.h).
-  std::vector<int32_t> draft = {};
+  // A fraction of the pool a new prompt leaves free for the running ones to
+  // grow into (admission_rule.h); serving keeps 5%.
+  double kv_reserve = 0.0;
 };
 
 struct ScheduledChunk {
@@ -69,8 +57,9 @@ class Scheduler {
  public:
   Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
 
-  // Queues a sequence, or says why it can never run (too long for the
-  // context or for the whole page pool).
+  // The rule add() applies; a copy may be asked from any thread.
+  const AdmissionRule& admission_rule() const { return rule_; }
+  // Queues a sequence, or says why it can never run (admission_rule.h).
   Status add(Sequence* seq);
   // Plans the next step and allocates its pages. Empty when nothing can run.
   StepPlan schedule();
@@ -96,6 +85,7 @@ class Scheduler {
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
+  AdmissionRule rule_;
   std::deque<Sequence*> waiting_;   // by priority, then arrival (preempted first)
   std::vector<Sequence*> running_;  // in admission order
   int64_t prefix_query_tokens_ = 0;

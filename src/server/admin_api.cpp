@@ -68,7 +68,7 @@ AdminAnswer AdminApi::list() const {
   for (const auto& v : versions_.live()) {
     data.push_back({{"version", v->label}, {"path", v->path}, {"state", v == current ? "serving" : "retiring"},
                     {"requests_in_flight", v->in_flight.load()}, {"weights_file_bytes", v->weight_file_bytes},
-                    {"kv_pool_bytes", v->kv_pool_bytes}, {"max_model_len", v->max_context},
+                    {"kv_pool_bytes", v->kv_pool_bytes}, {"max_model_len", v->engine->max_context()},
                     {"loaded_at", std::chrono::duration_cast<std::chrono::seconds>(v->loaded_at.time_since_epoch()).count()},
                     {"load_seconds", v->load_seconds}, {"load_phases", phases_json(*v)}});
   }

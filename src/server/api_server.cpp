@@ -242,6 +242,16 @@ ApiError Server::in_flight_error(Refusal refusal) const {
                   "overloaded", 1};
 }
 
+ApiError Server::admission_error(const Admit& admit, const std::string& param) {
+  if (admit.verdict == Admit::Verdict::not_now) return ApiError{503, admit.reason, "server_error", "", "overloaded", 1};
+  return ApiError{400, admit.reason, "invalid_request_error", param, "context_length_exceeded", 0};
+}
+
+const char* Server::admission_reason(const Admit& admit) {
+  if (admit.verdict == Admit::Verdict::not_now) return "kv_watermark";
+  return admit.limit == Admit::Limit::context ? "context" : "kv_never_fits";
+}
+
 void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
   RequestContext context = context_of(request);
   const std::string path = request.path();
@@ -301,7 +311,7 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
   }
   context.version = version->label;
   const json model = {{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "dsinfer"},
-                      {"max_model_len", version->max_context}, {"version", version->label}};
+                      {"max_model_len", version->engine->max_context()}, {"version", version->label}};
   if (path == "/v1/models") {
     return answer(context, *exchange, 200, "application/json", dump(json{{"object", "list"}, {"data", json::array({model})}}), "ok");
   }
@@ -353,6 +363,7 @@ void Server::prepare(const RequestContext& context, Version version, const std::
   CompletionRequest& r = p->request;
   if (auto error = unknown_model(r.model)) return fail(*error, "model");
   if (chat && !v.chat_template) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
+  p->params = generation_params(r, context.tenant);
   std::string gbnf = r.grammar, gbnf_field = r.grammar_field;
   if (chat && r.chat.tool_choice.mode != ToolChoice::Mode::none) {
     if (v.tool_call_format == ToolCallFormat::none) {
@@ -374,7 +385,7 @@ void Server::prepare(const RequestContext& context, Version version, const std::
     if (r.ignore_eos) return fail(ApiError::invalid("ignore_eos", "ignore_eos cannot be combined with " + gbnf_field), "invalid");
     auto matcher = version->matcher_for(gbnf);
     if (!matcher.ok()) return fail(ApiError::invalid(gbnf_field, matcher.message()), "invalid");
-    p->grammar = matcher.take();
+    p->params.grammar = matcher.take();
   }
   const auto outside = [&](int32_t token) { return token >= v.tokenizer->vocab().n_tokens(); };
   const auto outside_error = [&](const char* field, int32_t token) {
@@ -387,28 +398,24 @@ void Server::prepare(const RequestContext& context, Version version, const std::
   for (int32_t token : r.stop_token_ids) {
     if (outside(token)) return fail(outside_error("stop_token_ids", token), "invalid");
   }
-  const std::string param = r.max_tokens ? "max_tokens" : (chat ? "messages" : "prompt");
-  const auto too_long = [&](int64_t n_prompt, const std::string& how) {
-    const int64_t asked = r.max_tokens ? *r.max_tokens : 1;
-    return ApiError{400, "this model's context is " + std::to_string(v.max_context) + " tokens; the prompt has " + how + " " +
-                             std::to_string(n_prompt) + " and max_tokens asks for " + std::to_string(asked),
-                    "invalid_request_error", param, "context_length_exceeded", 0};
+  // Never fits is final (400) and known here; not now is decided on the
+  // strand, just before the request is submitted (Server::start).
+  const auto refused_for_good = [&](const Admit& admit) {
+    if (admit.verdict != Admit::Verdict::never_fits) return false;
+    fail(admission_error(admit, refused_field(r, admit)), admission_reason(admit));
+    return true;
   };
   // A text of B bytes is at least B / max_token_bytes tokens: one that
   // cannot fit is refused before the tokenizer spends time and memory on it.
-  const auto check_bytes = [&](const std::string& text) -> std::optional<ApiError> {
-    const int64_t at_least = v.min_tokens(text);
-    if (at_least + std::max<int64_t>(r.max_tokens.value_or(1), 1) > v.max_context) return too_long(at_least, "at least");
-    return std::nullopt;
-  };
+  const auto too_long = [&](const std::string& text) { return refused_for_good(v.engine->admit_at_least(v.min_tokens(text), p->params)); };
   if (chat) {
     auto text = v.chat_template->render(r.chat.input, v.special_tokens);
     if (!text.ok()) return fail(ApiError::invalid("messages", text.message()), "invalid");
-    if (auto error = check_bytes(text.value())) return fail(*error, "context");
+    if (too_long(text.value())) return;
     p->prompt = v.tokenizer->encode(text.value(), false, true);
     if (v.chat_template->has_reasoning()) p->reasoning_open = opens_reasoning(text.value());
     // A reasoning model thinks freely; its answer after </think> is what is constrained.
-    if (p->grammar && p->reasoning_open.value_or(false)) p->grammar->start_after("</think>");
+    if (p->params.grammar && p->reasoning_open.value_or(false)) p->params.grammar->start_after("</think>");
     p->prompt_text = std::move(text.value());
   } else if (r.prompt_is_tokens) {
     p->prompt = r.prompt_tokens;
@@ -419,14 +426,12 @@ void Server::prepare(const RequestContext& context, Version version, const std::
     }
     if (r.echo) p->prompt_text = v.tokenizer->decode(p->prompt, false);  // what echo returns
   } else {
-    if (auto error = check_bytes(r.prompt_text)) return fail(*error, "context");
+    if (too_long(r.prompt_text)) return;
     p->prompt = v.tokenizer->encode(r.prompt_text, true, true);
     p->prompt_text = r.prompt_text;
   }
   if (p->prompt.empty()) return fail(ApiError::invalid(chat ? "messages" : "prompt", "the prompt is empty"), "invalid");
-  const int64_t n_prompt = int64_t(p->prompt.size());
-  p->max_tokens = r.max_tokens ? *r.max_tokens : v.max_context - n_prompt;
-  if (n_prompt + std::max<int64_t>(p->max_tokens, 1) > v.max_context) return fail(too_long(n_prompt, ""), "context");
+  if (refused_for_good(v.engine->admit(p->prompt, p->params))) return;
   exchange->post([this, context, p, exchange] { start(context, p, exchange); });
 }
 
@@ -482,14 +487,15 @@ void Server::tokenize(const RequestContext& context, const ModelVersion& v, cons
     if (!rendered.ok()) return fail(ApiError::invalid("messages", rendered.message()), "invalid");
     text = std::move(rendered.value());
   }
-  if (v.min_tokens(text) > v.max_context) {
-    return fail(ApiError{400, "the text is at least " + std::to_string(v.min_tokens(text)) + " tokens, over this model's context of " +
-                                  std::to_string(v.max_context), "invalid_request_error", r.prompt ? "prompt" : "messages",
-                         "context_length_exceeded", 0},
-                "context");
+  // A text that could never be a prompt (it is at least B / max_token_bytes
+  // tokens) is refused before the tokenizer spends time and memory on it.
+  GenerationParams one_token;
+  one_token.max_tokens = 1;
+  if (const Admit admit = v.engine->admit_at_least(v.min_tokens(text), one_token); !admit.fits()) {
+    return fail(admission_error(admit, r.prompt ? "prompt" : "messages"), admission_reason(admit));
   }
   const std::vector<int32_t> tokens = v.tokenizer->encode(text, r.add_special_tokens, true);
-  json reply = {{"count", tokens.size()}, {"max_model_len", v.max_context}, {"tokens", tokens}};
+  json reply = {{"count", tokens.size()}, {"max_model_len", v.engine->max_context()}, {"tokens", tokens}};
   if (r.return_token_strs) {
     json strs = json::array();
     for (int32_t t : tokens) strs.push_back(vocab.tokens[size_t(t)]);

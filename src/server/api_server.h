@@ -37,7 +37,6 @@ struct EmbeddingRequest;
 
 struct ServerOptions {
   std::string model_name;  // what requests' `model` names, whatever the version serving it
-  double kv_reserve = 0.05;    // fraction of the pool kept free beyond a new prompt's pages
   std::chrono::milliseconds request_timeout{std::chrono::minutes(10)};
   bool log_prompts = false;
   bool metrics_public = false;  // /metrics without a key even with --api-keys
@@ -105,6 +104,10 @@ class Server : public HttpService {
   AccessRecord access_record(const RequestContext& context, int status, const std::string& reason) const;
   void log_access(const RequestContext& context, int status, const std::string& reason);
   ApiError in_flight_error(Refusal refusal) const;
+  // The engine's refusal (Engine::admit) as the client sees it: 400 for never
+  // fits (the offending field `param`), 503 for not now; and the access log's reason.
+  static ApiError admission_error(const Admit& admit, const std::string& param);
+  static const char* admission_reason(const Admit& admit);
   void count_request(const std::string& path, int status);
   bool may_read_metrics(const HttpRequest& head) const;
 

@@ -15,6 +15,16 @@ namespace {
 
 using json = nlohmann::json;
 
+// An embedding is one engine request per input: its prompt computed and
+// pooled, one position of output room (nothing is sampled).
+GenerationParams embedding_params(GenerationParams::Pooling pooling, const std::string& tenant) {
+  GenerationParams params;
+  params.max_tokens = 1;
+  params.embedding = pooling;
+  params.tenant_salt = tenant_salt(tenant);
+  return params;
+}
+
 std::string base64_floats(const std::vector<float>& values) {
   static const char* const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string bytes(values.size() * sizeof(float), '\0');
@@ -63,12 +73,7 @@ struct Server::Embedding : std::enable_shared_from_this<Embedding> {
     results.resize(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       prompt_tokens += int32_t(inputs[i].size());
-      EngineRequest r;
-      r.prompt = std::move(inputs[i]);
-      r.params.max_tokens = 1;
-      r.params.embedding = server.options_.embedding_pooling;
-      r.params.tenant_salt = tenant_salt(context.tenant);
-      streams.push_back(version->engine->submit(std::move(r)));
+      streams.push_back(version->engine->submit({std::move(inputs[i]), embedding_params(server.options_.embedding_pooling, context.tenant)}));
       streams.back()->set_listener([weak, i, exchange = exchange] {
         exchange->post([weak, i] {
           if (auto e = weak.lock()) e->drain(i);
@@ -129,20 +134,20 @@ void Server::prepare_embedding(const RequestContext& context, Version version, c
                 "invalid");
   }
   auto inputs = std::make_shared<std::vector<std::vector<int32_t>>>(request->token_lists);
+  const GenerationParams params = embedding_params(options_.embedding_pooling, context.tenant);
+  // Never fits is final and known here, before and after tokenizing; not now
+  // is decided on the strand (start_embedding).
+  const auto refused_for_good = [&](const Admit& admit) {
+    if (admit.verdict != Admit::Verdict::never_fits) return false;
+    fail(admission_error(admit, "input"), admission_reason(admit));
+    return true;
+  };
   for (const std::string& text : request->texts) {
-    if (v.min_tokens(text) > v.max_context) {
-      return fail(ApiError{400, "an input is at least " + std::to_string(v.min_tokens(text)) + " tokens, over this model's context of " +
-                                    std::to_string(v.max_context), "invalid_request_error", "input", "context_length_exceeded", 0},
-                  "context");
-    }
+    if (refused_for_good(v.engine->admit_at_least(v.min_tokens(text), params))) return;
     inputs->push_back(v.tokenizer->encode(text, true, false));
   }
   for (const auto& tokens : *inputs) {
-    if (int64_t(tokens.size()) + 1 > v.max_context) {
-      return fail(ApiError{400, "an input has " + std::to_string(tokens.size()) + " tokens, over this model's context of " +
-                                    std::to_string(v.max_context), "invalid_request_error", "input", "context_length_exceeded", 0},
-                  "context");
-    }
+    if (refused_for_good(v.engine->admit(tokens, params))) return;
     for (const int32_t t : tokens) {
       if (t >= v.tokenizer->vocab().n_tokens()) return fail(ApiError::invalid("input", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
     }
@@ -153,6 +158,13 @@ void Server::prepare_embedding(const RequestContext& context, Version version, c
 void Server::start_embedding(const RequestContext& context, Version version, std::shared_ptr<EmbeddingRequest> request,
                              std::shared_ptr<std::vector<std::vector<int32_t>>> inputs, std::shared_ptr<HttpExchange> exchange) {
   if (exchange->disconnected()) return log_access(context, 499, "client_gone");
+  // Each input is its own engine request, admitted by the same rule as a generation's.
+  const GenerationParams params = embedding_params(options_.embedding_pooling, context.tenant);
+  for (const auto& tokens : *inputs) {
+    if (const Admit admit = version->engine->admit(tokens, params); !admit.fits()) {
+      return answer_error(context, *exchange, admission_error(admit, "input"), admission_reason(admit));
+    }
+  }
   if (const Refusal full = admission_.enter(context.tenant); full != Refusal::none) {
     return answer_error(context, *exchange, in_flight_error(full), refusal_name(full));
   }

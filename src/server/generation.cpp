@@ -7,7 +7,6 @@
 // reuse them instead of computing the prompt again. Choice i samples with
 // seed + i, so a seed reproduces every choice.
 
-#include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -47,6 +46,25 @@ bool failed(FinishReason reason) { return reason == FinishReason::error || reaso
 
 }  // namespace
 
+GenerationParams generation_params(const CompletionRequest& request, const std::string& tenant) {
+  GenerationParams params;
+  params.sampling = request.sampling;
+  // max_tokens 0 (echo): one token is computed for the prompt's sake and not returned.
+  params.max_tokens = request.max_tokens ? std::max(*request.max_tokens, 1) : GenerationParams::k_to_context_end;
+  if (request.echo && request.logprobs >= 0) params.prompt_logprobs = request.logprobs;
+  params.tenant_salt = tenant_salt(tenant);
+  params.logprobs = request.logprobs;
+  params.stop = request.stop;
+  params.stop_tokens = request.stop_token_ids;
+  params.stop_at_end_of_generation = !request.ignore_eos;
+  return params;
+}
+
+std::string refused_field(const CompletionRequest& request, const Admit& admit) {
+  if (admit.limit == Admit::Limit::context && request.max_tokens) return "max_tokens";
+  return request.endpoint == Endpoint::chat ? "messages" : "prompt";
+}
+
 // Lives on the connection's strand; the engine thread only posts wake-ups to it.
 struct Server::Generation : std::enable_shared_from_this<Generation> {
   struct Choice {
@@ -81,17 +99,8 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
         prompt_text(std::move(p.prompt_text)) {
     n_prompt = int32_t(p.prompt.size());
     shared.prompt = std::move(p.prompt);
-    shared.params.sampling = request.sampling;
-    // max_tokens 0 (echo): one token is computed for the prompt's sake and not returned.
-    prompt_only = p.max_tokens == 0;
-    shared.params.max_tokens = int32_t(std::max<int64_t>(p.max_tokens, 1));
-    if (request.echo && request.logprobs >= 0) shared.params.prompt_logprobs = request.logprobs;
-    shared.params.tenant_salt = tenant_salt(context.tenant);
-    shared.params.logprobs = request.logprobs;
-    shared.stop = request.stop;
-    shared.params.stop_tokens = request.stop_token_ids;
-    shared.params.stop_at_end_of_generation = !request.ignore_eos;
-    shared.params.grammar = std::move(p.grammar);
+    shared.params = std::move(p.params);
+    prompt_only = request.max_tokens == 0;
     choices.resize(size_t(request.n));
     for (Choice& c : choices) {
       if (p.reasoning_open) c.splitter.emplace(*p.reasoning_open);
@@ -471,22 +480,9 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
 // On the connection's strand: admission against what the engine holds now, then submit.
 void Server::start(const RequestContext& context, std::shared_ptr<Prepared> p, std::shared_ptr<HttpExchange> exchange) {
   if (exchange->disconnected()) return log_access(context, 499, "client_gone");
-  const int64_t n_prompt = int64_t(p->prompt.size());
-  const EngineStats stats = p->version->engine->stats();
-  const int64_t prompt_pages = (n_prompt + p->version->page_tokens - 1) / p->version->page_tokens;
-  const int64_t reserve = int64_t(std::ceil(options_.kv_reserve * stats.pages_total));
-  if (stats.pages_total > 0 && prompt_pages + reserve > stats.pages_total) {
-    return answer_error(context, *exchange,
-                        ApiError{400, "the prompt needs " + std::to_string(prompt_pages) + " KV pages and " + std::to_string(reserve) +
-                                          " are kept in reserve, but the whole KV cache holds " + std::to_string(stats.pages_total) +
-                                          ": it can never fit (raise --kv-cache-memory or send a shorter prompt)",
-                                 "invalid_request_error", p->request.endpoint == Endpoint::chat ? "messages" : "prompt",
-                                 "context_length_exceeded", 0},
-                        "kv_never_fits");
-  }
-  if (stats.pages_total > 0 && stats.pages_total - stats.pages_held < prompt_pages + reserve) {
-    return answer_error(context, *exchange, ApiError{503, "the KV cache is too full to take this prompt now", "server_error", "", "overloaded", 1},
-                        "kv_watermark");
+  const Admit admit = p->version->engine->admit(p->prompt, p->params);
+  if (!admit.fits()) {
+    return answer_error(context, *exchange, admission_error(admit, refused_field(p->request, admit)), admission_reason(admit));
   }
   if (const Refusal full = admission_.enter(context.tenant); full != Refusal::none) {
     return answer_error(context, *exchange, in_flight_error(full), refusal_name(full));

@@ -18,8 +18,17 @@ struct Server::Prepared {
   std::string prompt_text;
   std::optional<bool> reasoning_open;  // set for templates with reasoning: whether the prompt opened <think>
   ToolCallFormat tool_calls = ToolCallFormat::none;  // parse the reply's tool calls in this format
-  std::optional<grammar::TokenMatcher> grammar;     // the output's constraint, if any
-  int64_t max_tokens = 0;
+  // What the engine is asked for every choice (choice i samples with seed + i),
+  // the output's constraint among them. max_tokens 0 with echo scores the
+  // prompt only: one token is computed for it and not returned.
+  GenerationParams params;
 };
+
+// The engine's parameters for a request: sampling, max_tokens (absent: to the
+// context's end), stops, logprobs; a tenant's own prefix-cache salt.
+GenerationParams generation_params(const CompletionRequest& request, const std::string& tenant);
+// The field a refused request is refused for: max_tokens when it asked for a
+// number the context cannot hold, else the prompt.
+std::string refused_field(const CompletionRequest& request, const Admit& admit);
 
 }  // namespace ds

@@ -60,6 +60,13 @@ class ServerProcess:
                     return float(line.split()[1])
         raise KeyError(name)
 
+    def debug(self, body, key):
+        """serve's test hook (POST /admin/debug, a server started with --admin-keys holding `key`)."""
+        request = urllib.request.Request(self.base + "/admin/debug", method="POST", data=json.dumps(body).encode(),
+                                         headers={"Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            assert r.status == 200
+
     def wait_for_in_flight(self, n, seconds=10):
         """Waits until the server holds n generation requests open."""
         deadline = time.time() + seconds

@@ -47,7 +47,7 @@ def test_one_line_per_request_with_its_id(keys_file):
         for i in range(4):  # beta's burst of 4, then its own bucket is empty
             send(f"beta-{i}", 200, "POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 2}, key="sk-beta")
         send("beta-limited", 429, "POST", "/v1/completions", {"prompt": PROMPT}, key="sk-beta")
-        connection, held = request(s, "POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 400, "stream": True},
+        connection, held = request(s, "POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 400, "stream": True, "ignore_eos": True},
                                    request_id="held-stream", stream=True)
         held.read(64)  # streaming has begun: the one slot in flight is taken
         send("no-slot", 503, "POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 4})
@@ -103,7 +103,7 @@ def test_drain_timeout_ends_every_stream_with_an_error_and_done(keys_file):
 
     def stream_one(i):
         connection, response = request(s, "POST", "/v1/completions",
-                                       {"prompt": PROMPT, "max_tokens": 500, "stream": True, "temperature": 0},
+                                       {"prompt": PROMPT, "max_tokens": 500, "stream": True, "temperature": 0, "ignore_eos": True},
                                        request_id=f"drained-{i}", stream=True)
         events = [line for line in response.read().decode().split("\n") if line.startswith("data: ")]
         endings.append(events[-2:])

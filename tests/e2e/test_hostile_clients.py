@@ -287,16 +287,31 @@ def test_one_tenant_flooding_leaves_the_other_its_share(keys_file):
     assert flood["tenant_429"] > 0 and share >= 0.9
 
 
-def test_a_client_leaving_behind_a_pipelined_request_is_noticed(hostile_server):
-    s = hostile_server
-    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "temperature": 0}).encode()
+@pytest.fixture
+def slow_server(keys_file, tmp_path):
+    """A server of its own whose every engine step first waits 50 ms (the admin
+    debug hook): a 400-token generation runs for 20 s or more on any machine,
+    whatever ran before it."""
+    admin_keys = tmp_path / "admin-keys.txt"
+    admin_keys.write_text("sk-ops ops\n")
+    s = ServerProcess("--api-keys", keys_file, "--admin-keys", str(admin_keys), "--ctx-size", "512")
+    s.debug({"step_delay_ms": 50}, key="sk-ops")
+    yield s
+    s.stop()
+
+
+def test_a_client_leaving_behind_a_pipelined_request_is_noticed(slow_server):
+    s = slow_server
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "temperature": 0, "ignore_eos": True}).encode()
     sock = socket.create_connection(("127.0.0.1", s.port))
     sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-alpha\r\nContent-Length: " +
                  str(len(body)).encode() + b"\r\n\r\n" + body + b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert wait_until(lambda: s.metric("dsinfer:num_requests_in_flight") == 1, 5)
+    # Both waits only guard against a hang: the generation cannot end by itself
+    # within 20 s, and the access log below says why it ended.
+    assert wait_until(lambda: s.metric("dsinfer:num_requests_in_flight") == 1, 60)
     start = time.time()
     sock.close()
-    assert wait_until(lambda: s.metric("dsinfer:num_requests_in_flight") == 0 and s.metric("dsinfer:kv_pages_held") == 0, 2)
+    assert wait_until(lambda: s.metric("dsinfer:num_requests_in_flight") == 0 and s.metric("dsinfer:kv_pages_held") == 0, 60)
     print(f"  the generation ahead of a pipelined request ended {time.time() - start:.2f} s after its client left")
     assert any(line["reason"] == "client_gone" and line["path"] == "/v1/completions" for line in s.access_log())
 

@@ -63,7 +63,7 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
   config.prefix_cache = s.prefix_cache;
   config.speculation.n_draft = s.n_draft;
   config.draft_model = s.draft_model;
-  EngineCore core(model, *memory.value(), config, {});
+  EngineCore core(model, *memory.value(), config, nullptr);
   GenerationParams params;
   params.sampling.temperature = s.temperature;
   params.sampling.seed = 11;
@@ -247,7 +247,7 @@ TEST_P(EngineCoreTest, PromptLogprobsDoNotDependOnChunksCacheOrPreemption) {
     EXPECT_TRUE(memory.ok());
     EngineCoreConfig config;
     config.scheduler = SchedulerConfig{s.max_batched_tokens, 16, 512};
-    EngineCore core(*model_, *memory.value(), config, {});
+    EngineCore core(*model_, *memory.value(), config, nullptr);
     GenerationParams params;
     params.sampling.temperature = 0.0f;
     params.max_tokens = 2;
@@ -300,7 +300,7 @@ TEST(EngineCorePrefix, LongSharedPrefixIsComputedOnce) {
     EngineCoreConfig config;
     config.scheduler = SchedulerConfig{512, 4, 4096};
     config.prefix_cache = prefix_cache;
-    EngineCore core(*model.value(), *memory.value(), config, {});
+    EngineCore core(*model.value(), *memory.value(), config, nullptr);
     struct Result {
       int64_t computed, hit;
       int32_t token;
@@ -369,7 +369,7 @@ TEST(EngineConstrained, BatchedMasksEqualSingleRuns) {
     auto memory = KvCache::create(model.value()->backend(), model.value()->config(), KvCacheOptions{DType::f16, 16, 256});
     EngineCoreConfig config;
     config.scheduler = SchedulerConfig{512, 16, 512};
-    EngineCore core(*model.value(), *memory.value(), config, tokenizer.value()->vocab().end_of_generation);
+    EngineCore core(*model.value(), *memory.value(), config, tokenizer.value().get());
     std::vector<std::vector<int32_t>> out(all.size());
     std::map<int64_t, size_t> index;
     for (size_t i = 0; i < all.size(); ++i) {

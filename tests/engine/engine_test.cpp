@@ -1,6 +1,7 @@
 // The threaded engine: many clients at once get the same text as single
 // runs, stop strings cut the text before the stop, cancellation ends a stream
-// within a step, and a request that can never fit fails at once.
+// within a step, a request that can never fit fails at once, and admit()
+// answers from the admission rule and the pages the engine holds.
 
 #include "engine/engine.h"
 
@@ -101,7 +102,7 @@ TEST(Engine, StopStringsEndTheTextBeforeTheStop) {
   const Reply full = collect(*engine.submit(greedy(*f.tokenizer, "Once upon a time", 60)));
   ASSERT_NE(full.text.find(" Lily"), std::string::npos) << full.text;
   EngineRequest request = greedy(*f.tokenizer, "Once upon a time", 60);
-  request.stop = {" Lily", "never-appears"};
+  request.params.stop = {" Lily", "never-appears"};
   const Reply stopped = collect(*engine.submit(std::move(request)));
   EXPECT_EQ(stopped.finish, FinishReason::stop);
   EXPECT_EQ(stopped.text, full.text.substr(0, full.text.find(" Lily")));
@@ -162,6 +163,41 @@ TEST(Engine, ARequestThatCanNeverFitFailsAtOnce) {
   const Reply reply = collect(*engine.submit(greedy(*f.tokenizer, "Once upon a time", 100)));
   EXPECT_EQ(reply.finish, FinishReason::error);
   EXPECT_NE(reply.error.find("KV pages"), std::string::npos) << reply.error;
+}
+
+TEST(Engine, AdmitAnswersFromTheRuleAndThePagesHeld) {
+  Fixture f(8);  // 128 token slots
+  EngineCoreConfig config;
+  config.scheduler.max_context = 128;
+  config.scheduler.kv_reserve = 0.125;  // one page
+  Engine engine(*f.model, *f.memory, config, *f.tokenizer);
+  EXPECT_EQ(engine.max_context(), 128);
+  GenerationParams params;
+  params.max_tokens = 8;
+  const std::vector<int32_t> short_prompt(10, 100), long_prompt(120, 100);
+  EXPECT_TRUE(engine.admit(short_prompt, params).fits());
+  const Admit too_long = engine.admit(long_prompt, params);  // 8 pages and the reserve
+  EXPECT_EQ(too_long.verdict, Admit::Verdict::never_fits);
+  EXPECT_NE(too_long.reason.find("never fit"), std::string::npos) << too_long.reason;
+  EXPECT_EQ(engine.admit_at_least(200, params).limit, Admit::Limit::context);
+
+  // A request holding 5 or 6 pages (80 prompt tokens and 8 more), each step
+  // made to take 200 ms so it holds them for 1.6 s at least: a 40-token
+  // prompt (3 pages and the reserve) must wait, a 10-token one fits.
+  engine.set_debug_step_delay(std::chrono::milliseconds(200));
+  EngineRequest holder{std::vector<int32_t>(80, 100), params};
+  holder.params.stop_at_end_of_generation = false;
+  auto stream = engine.submit(std::move(holder));
+  const auto deadline = std::chrono::steady_clock::now() + k_wait;  // a guard against a hang
+  while (engine.stats().pages_held < 5 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GE(engine.stats().pages_held, 5);
+  const Admit later = engine.admit(std::vector<int32_t>(40, 100), params);
+  EXPECT_EQ(later.verdict, Admit::Verdict::not_now) << later.reason;
+  EXPECT_TRUE(engine.admit(short_prompt, params).fits());
+  engine.cancel(stream->id());
+  EXPECT_EQ(collect(*stream).finish, FinishReason::cancelled);
 }
 
 }  // namespace

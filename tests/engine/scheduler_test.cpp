@@ -122,7 +122,7 @@ TEST(Scheduler, RequestsThatCanNeverFitAreRejectedAtAdd) {
   Sequence too_long{.id = 1, .tokens = prompt(90, 1), .n_prompt = 90, .max_new_tokens = 20};
   const Status context = scheduler.add(&too_long);
   ASSERT_FALSE(context.ok());
-  EXPECT_NE(context.message().find("exceeds the context"), std::string::npos);
+  EXPECT_NE(context.message().find("context is 100 tokens"), std::string::npos) << context.message();
   Sequence too_big{.id = 2, .tokens = prompt(30, 1), .n_prompt = 30, .max_new_tokens = 10};
   const Status pool_size = scheduler.add(&too_big);
   ASSERT_FALSE(pool_size.ok());

@@ -70,7 +70,14 @@ def copy_tokenizer(writer, vocab_path):
 
 
 def add_weight(writer, name, data, dtype):
-    """Adds a float32 array (any rank, rows along the last axis) in dtype."""
+    """Adds a float32 array (any rank, rows along the last axis) in dtype.
+    "TYPE@f32": the array rounded to TYPE and stored as f32 (the type's
+    weights without the activation rounding its matrix products do)."""
+    if dtype.endswith("@f32"):
+        qtype = WRITABLE[dtype[:-len("@f32")]]
+        rounded = gguf.quants.dequantize(gguf.quants.quantize(data.astype(np.float32), qtype), qtype)
+        writer.add_tensor(name, rounded.astype(np.float32).reshape(data.shape))
+        return
     qtype = WRITABLE[dtype]
     if qtype == GQ.F32:
         writer.add_tensor(name, data.astype(np.float32))

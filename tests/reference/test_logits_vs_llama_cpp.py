@@ -30,16 +30,8 @@ from llama_reference import llama_cpp_logits
 
 TOLERANCE = {"f32": 1e-3, "f16": 5e-3, "bf16": 5e-3}
 QUANT_TOLERANCE = 5e-2
-# Q8_0 in the 27-layer V2-Lite shape. Both engines quantize every activation to
-# 8 bits, so a last-bit difference in a sum can move one activation to the
-# neighbouring quantum: at layer 0 that shifts one position by ~5e-3, and this
-# random 27-layer model amplifies such a shift ~15x by its last layer (dumped
-# per layer with `dsinfer logits --dump-layers`). llama.cpp differs from itself
-# by 1.3e-2 between batch sizes on this file; dsinfer's interleaved kernels sum
-# each block exactly in int32 where llama.cpp adds float lanes, and measure
-# 9.8e-2 at worst (3.1e-2 with --no-repack, llama.cpp's order). The kernels
-# themselves are held to 1e-4 of a double-precision reference in the unit tests.
-DEEP_QUANT_TOLERANCE = 1.5e-1
+# Q8_0 in the 27-layer V2-Lite shape is held to a bound from the format
+# (format_bound below), not to a figure measured on dsinfer.
 TOKENS = [1] + [int(t) for t in np.random.default_rng(1).integers(3, 512, 47)]
 
 
@@ -147,9 +139,29 @@ def test_deepseek2_logits_match_llama_cpp(dsinfer, model_dir, shape, dtype, layo
     ours = np.load(out)
     ref = llama_cpp_logits(str(reference_path), TOKENS, kv="f32")
     error = float(np.abs(ours - ref).max() / np.abs(ref).max())
-    tolerance = TOLERANCE.get(dtype, DEEP_QUANT_TOLERANCE if shape == "v2lite" else QUANT_TOLERANCE)
-    print(f"deepseek2 {shape} {dtype} {layout}: relative max error {error:.2e} (tolerance {tolerance:g})")
+    tolerance = TOLERANCE.get(dtype, QUANT_TOLERANCE)
+    if shape == "v2lite" and dtype == "q8_0":
+        tolerance = format_bound(path.replace(".gguf", "_rounded_f32.gguf"), ref, shape=shape, dtype=dtype, layout=layout,
+                                 seed=seed, **overrides)
+    print(f"deepseek2 {shape} {dtype} {layout}: relative max error {error:.2e} (tolerance {tolerance:.3g})")
     assert error <= tolerance
+
+
+def format_bound(rounded_path, ref, dtype, **model):
+    """The bound a quantized type's activation rounding allows: Q8_0 rounds
+    every activation to 8 bits per block of 32 before each product, and how far
+    that alone moves the logits is llama.cpp's run of the file against its run
+    of the same rounded weights stored as f32 (no activation rounding). dsinfer
+    rounds by the same rule and may land as far on the other side of the
+    unrounded result: twice that, plus the f32 bound for the orders of the
+    sums. (On the 27-layer random model the rounding's effect grows layer by
+    layer to ~0.14 of the largest logit.)"""
+    from make_deepseek2 import write_deepseek2
+    write_deepseek2(rounded_path, dtype=dtype + "@f32", **model)
+    unrounded = llama_cpp_logits(rounded_path, TOKENS, kv="f32")
+    format_effect = float(np.abs(ref - unrounded).max() / np.abs(ref).max())
+    print(f"  {dtype}'s activation rounding alone moves llama.cpp's logits by {format_effect:.2e}")
+    return 2 * format_effect + TOLERANCE["f32"]
 
 
 @pytest.mark.parametrize("layout", ["kv_b", "split"])
@@ -184,7 +196,15 @@ def test_deepseek2_long_prompt_in_either_mla_form_matches_llama_cpp(dsinfer, mod
             "--mla-prefill", form)
     ours = np.load(out)
     ref = llama_cpp_logits(str(path), tokens, kv="f32")
-    error = float(np.abs(ours - ref).max() / np.abs(ref).max())
-    top1 = float(np.mean(ours.argmax(axis=1) == ref.argmax(axis=1)))
-    print(f"deepseek2 {shape}, 300 positions, {form} form: relative max error {error:.2e}, top-1 agreement {top1:.1%}")
+    scale = np.abs(ref).max()
+    error = float(np.abs(ours - ref).max() / scale)
+    agree = ours.argmax(axis=1) == ref.argmax(axis=1)
+    # Within the bound every logit moves by at most 1e-3 * scale, so the top
+    # token can change only where llama.cpp's two best are within twice that:
+    # every other position must agree.
+    best_two = np.sort(ref, axis=1)[:, -2:]
+    decided = best_two[:, 1] - best_two[:, 0] > 2e-3 * scale
+    print(f"deepseek2 {shape}, 300 positions, {form} form: relative max error {error:.2e}, top-1 agreement {agree.mean():.1%} "
+          f"({int(decided.sum())} positions decided by more than the bound: {agree[decided].mean():.1%})")
     assert error <= 1e-3
+    assert agree[decided].all()

@@ -1,0 +1,54 @@
+#include "engine/admission_rule.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/request.h"
+
+namespace ds {
+
+AdmissionRule::AdmissionRule(int64_t max_context, int32_t page_tokens, int32_t n_pages, double reserve_fraction)
+    : max_context_(max_context),
+      page_tokens_(page_tokens),
+      n_pages_(n_pages),
+      reserve_pages_(int32_t(std::ceil(std::clamp(reserve_fraction, 0.0, 1.0) * n_pages))) {}
+
+int64_t AdmissionRule::max_new_tokens(int64_t n_prompt, int32_t max_tokens) const {
+  if (max_tokens != GenerationParams::k_to_context_end) return max_tokens;
+  return std::max<int64_t>(max_context_ - n_prompt, 1);
+}
+
+Admit AdmissionRule::check(int64_t n_prompt, int32_t max_tokens, int64_t n_free_pages, bool n_prompt_at_least) const {
+  const auto refuse = [](Admit::Verdict verdict, Admit::Limit limit, std::string reason) {
+    return Admit{verdict, limit, std::move(reason)};
+  };
+  const std::string prompt = std::string(n_prompt_at_least ? "at least " : "") + std::to_string(n_prompt);
+  const int64_t n_new = max_new_tokens(n_prompt, max_tokens);
+  if (n_prompt + n_new > max_context_) {
+    return refuse(Admit::Verdict::never_fits, Admit::Limit::context,
+                  "this model's context is " + std::to_string(max_context_) + " tokens; the prompt has " + prompt +
+                      " and max_tokens asks for " + std::to_string(n_new));
+  }
+  const int64_t prompt_pages = pages_for(n_prompt);
+  if (prompt_pages + reserve_pages_ > n_pages_) {
+    return refuse(Admit::Verdict::never_fits, Admit::Limit::kv_pool,
+                  "the prompt needs " + std::string(n_prompt_at_least ? "at least " : "") + std::to_string(prompt_pages) +
+                      " KV pages and " + std::to_string(reserve_pages_) + " are kept in reserve, but the whole KV cache holds " +
+                      std::to_string(n_pages_) + ": it can never fit (give the KV cache more memory or send a shorter prompt)");
+  }
+  if (pages_for(n_prompt + n_new) > n_pages_) {
+    return refuse(Admit::Verdict::never_fits, Admit::Limit::kv_pool,
+                  "the request needs " + std::to_string(pages_for(n_prompt + n_new)) + " KV pages (prompt " + prompt + " plus " +
+                      std::to_string(n_new) + " output tokens), more than the pool's " + std::to_string(n_pages_) +
+                      ": it can never fit");
+  }
+  if (n_free_pages >= 0 && n_free_pages < prompt_pages + reserve_pages_) {
+    return refuse(Admit::Verdict::not_now, Admit::Limit::kv_pool,
+                  "the KV cache is too full to take this prompt now (" + std::to_string(prompt_pages) + " pages and a reserve of " +
+                      std::to_string(reserve_pages_) + " needed, " + std::to_string(n_free_pages) + " of " + std::to_string(n_pages_) +
+                      " free)");
+  }
+  return Admit{};
+}
+
+}  // namespace ds
