@@ -18,10 +18,10 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
-#include "kernels/matmul.h"
-#include "kernels/moe_route.h"
-#include "kernels/paged_attention.h"
-#include "kernels/rope.h"
+#include "tensor/expert_routing.h"
+#include "tensor/kv_layer_view.h"
+#include "tensor/rope_params.h"
+#include "tensor/weight_matrix.h"
 
 namespace ds {
 

@@ -190,15 +190,15 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   const WeightMatrix& first = w[0];
   for (int64_t m = 1; m < n_mats; ++m) {
     DS_CHECK(w[m].type == first.type && w[m].n_rows == first.n_rows && w[m].n_cols == first.n_cols &&
-                 w[m].interleaved == first.interleaved && w[m].input_scale == first.input_scale &&
+                 w[m].repacked == first.repacked && w[m].input_scale == first.input_scale &&
                  (w[m].row_zero_points == nullptr) == (first.row_zero_points == nullptr),
              "matmul_batched: the matrices differ in type, shape or layout");
   }
   const VecDotKernel kernel = vec_dot_kernel(first.type);
-  const bool needs_offsets = first.interleaved && first.type == DType::q4_0;
+  const bool needs_offsets = first.repacked && first.type == DType::q4_0;
   const Activations act = convert_activations(pool, kernel.activation_type, x, x_token_stride, x_mat_stride, n_mats, n_tokens,
                                               first.n_cols, needs_offsets, first.input_scale, first.row_zero_points != nullptr,
-                                              first.interleaved && interleaved_activations_biased(first.type), scratch);
+                                              first.repacked && interleaved_activations_biased(first.type), scratch);
   // F32, F16 and BF16 weights: their own tiles (float_rows.h), 16 rows by 30
   // tokens at a time (a multiple of both kernels' three and six tokens).
   if (const FloatRowsFn float_rows = float_rows_kernel(first.type)) {
@@ -216,7 +216,7 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
     });
     return;
   }
-  if (first.interleaved) {
+  if (first.repacked) {
     // Each group of eight rows against every token: the group's weights stay
     // in L1/L2 while the tokens pass.
     const int64_t n_blocks = first.n_cols / interleaved_block_elements(first.type);
@@ -265,7 +265,7 @@ void matmul_reference_i8(const WeightMatrix& w, const float* x, int64_t n_tokens
     for (int8_t q : a) a_sum += q;
     for (int64_t r = 0; r < w.n_rows; ++r) {
       const auto* row = reinterpret_cast<const int8_t*>(w.data + r * w.n_cols);
-      if (w.interleaved) {
+      if (w.repacked) {
         deinterleaved_row(w.type, w.n_cols, w.data, r, reinterpret_cast<uint8_t*>(row_codes.data()));
         row = row_codes.data();
       }
@@ -290,7 +290,7 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, f
     dequantize_row(act_type, a_converted.data(), a_row.data(), w.n_cols);
     for (int64_t r = 0; r < w.n_rows; ++r) {
       const uint8_t* row = w.data + r * w.row_stride_bytes();
-      if (w.interleaved) {
+      if (w.repacked) {
         deinterleaved_row(w.type, w.n_cols, w.data, r, row_bytes_buffer.data());
         row = row_bytes_buffer.data();
       }

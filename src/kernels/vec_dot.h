@@ -33,9 +33,6 @@ struct VecDotKernel {
   VecDot2x4Fn dot2x4;  // nullptr: call dot4 twice
 };
 
-// The activation type a weight type multiplies with.
-DType activation_type_for(DType weight_type);
-
 // The fastest kernel this CPU runs for a supported weight type.
 VecDotKernel vec_dot_kernel(DType weight_type);
 

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "device/device.h"
+#include "kernels/matmul.h"
 #include "tensor/quantize.h"
 
 namespace ds {
@@ -248,7 +249,7 @@ class Loader {
       auto it = copies.find(std::make_pair(m.info, m.interleave));
       if (it == copies.end()) continue;
       m.matrix->data = base + it->second + m.offset;
-      m.matrix->interleaved = m.interleave;
+      m.matrix->repacked = m.interleave;
     }
     for (size_t i = 0; i < staged_.size(); ++i) {
       uint8_t* at = base + staged_at[i];

@@ -62,4 +62,9 @@ int64_t row_bytes(DType type, int64_t n_elements);
 // True for the weight types dsinfer's kernels implement.
 bool is_compute_supported(DType type);
 
+// The activation type a weight type multiplies with, in every backend (as in
+// llama.cpp: Q4_0/Q5_0/Q8_0 with Q8_0, Q4_1/Q5_1 with Q8_1, the K types with
+// Q8_K, the float types with themselves, I8 with per-token I8 rows).
+DType activation_type_for(DType weight_type);
+
 }  // namespace ds

@@ -140,7 +140,7 @@ Layouts layouts(DType type, int64_t n_rows, int64_t n_cols, const std::vector<ui
     for (size_t i = 0, n = l.matrices.size(); i < n; ++i) {
       WeightMatrix w = l.matrices[i];
       w.data = l.interleaved_data.data();
-      w.interleaved = true;
+      w.repacked = true;
       l.matrices.push_back(w);
     }
   }
@@ -347,7 +347,7 @@ void expect_matches_reference(ThreadPool& pool, MatmulScratch& scratch, const We
   }
   if (w.type == DType::i8) {  // exact integer sums, then the same float operations as the reference: the same bits
     for (int64_t i = 0; i < n_out; ++i) {
-      ASSERT_EQ(y[size_t(16 + i)], expected[size_t(i)]) << (w.interleaved ? "interleaved" : "rows") << " rows " << w.n_rows
+      ASSERT_EQ(y[size_t(16 + i)], expected[size_t(i)]) << (w.repacked ? "interleaved" : "rows") << " rows " << w.n_rows
                                                         << " cols " << w.n_cols << " tokens " << n_tokens << " at " << i
                                                         << (w.row_zero_points ? " asymmetric" : "") << (w.input_scale > 0 ? " static" : "");
     }
@@ -358,7 +358,7 @@ void expect_matches_reference(ThreadPool& pool, MatmulScratch& scratch, const We
     const int64_t t = i / w.n_rows, r = i % w.n_rows;
     const double format = q8_1 ? q8_1_sum_rounding(w_rows, w.type, w.n_cols, r, x.data() + t * w.n_cols) : 0.0;
     EXPECT_NEAR(y[size_t(16 + i)], expected[size_t(i)], format + 1e-4 * std::sqrt(double(w.n_cols)) + 1e-4 * std::fabs(expected[size_t(i)]))
-        << dtype_name(w.type) << (w.interleaved ? " interleaved" : "") << " rows " << w.n_rows << " tokens " << n_tokens
+        << dtype_name(w.type) << (w.repacked ? " interleaved" : "") << " rows " << w.n_rows << " tokens " << n_tokens
         << " at " << i;
   }
 }
@@ -391,7 +391,7 @@ void expect_independent_of_batch(ThreadPool& pool, MatmulScratch& scratch, const
     matmul(pool, w, x.data() + t * w.n_cols, 1, alone.data(), scratch);
     for (int64_t r = 0; r < w.n_rows; ++r) {
       ASSERT_EQ(alone[size_t(r)], together[size_t(t * w.n_rows + r)])
-          << dtype_name(w.type) << (w.interleaved ? " interleaved" : "") << " rows " << w.n_rows << " cols " << w.n_cols
+          << dtype_name(w.type) << (w.repacked ? " interleaved" : "") << " rows " << w.n_rows << " cols " << w.n_cols
           << " tokens " << n_tokens << ": token " << t << " row " << r;
     }
   }

@@ -113,13 +113,13 @@ TEST(Model, QuantizedMatricesAreInterleavedAtLoad) {
     auto rows = Model::load(path, ModelOptions{2, LoadMode::mmap, false});
     ASSERT_TRUE(interleaved.ok() && rows.ok()) << interleaved.message() << rows.message();
     const ModelWeights& w = interleaved.value()->weights();
-    EXPECT_FALSE(w.token_embd.interleaved);
-    EXPECT_EQ(w.output.interleaved, use_avx2_kernels()) << arch;
-    EXPECT_EQ(w.layers[0].wkv_a.interleaved || w.layers[0].wk.interleaved, use_avx2_kernels()) << arch;
+    EXPECT_FALSE(w.token_embd.repacked);
+    EXPECT_EQ(w.output.repacked, use_avx2_kernels()) << arch;
+    EXPECT_EQ(w.layers[0].wkv_a.repacked || w.layers[0].wk.repacked, use_avx2_kernels()) << arch;
     if (!w.layers[1].expert_up.empty()) {
-      EXPECT_EQ(w.layers[1].expert_up[3].interleaved, use_avx2_kernels());
+      EXPECT_EQ(w.layers[1].expert_up[3].repacked, use_avx2_kernels());
     }
-    EXPECT_FALSE(rows.value()->weights().output.interleaved);
+    EXPECT_FALSE(rows.value()->weights().output.repacked);
     const std::vector<int32_t> tokens = {1, 5, 17, 200, 42, 99, 7, 250, 31};
     const std::vector<float> a = run(*interleaved.value(), tokens, 64, 16), b = run(*rows.value(), tokens, 64, 16);
     float max_abs = 0.0f, max_diff = 0.0f;

@@ -9,6 +9,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/elementwise.h"
 #include "kernels/interleaved_rows.h"
+#include "kernels/rope.h"
 #include "tensor/quantize.h"
 
 namespace ds {
@@ -62,7 +63,7 @@ void CpuBackend::store_matrix(DType type, int64_t n_rows, int64_t n_cols, const 
 }
 
 void CpuBackend::embed(const WeightMatrix& table, const StepIndex& step, float* out) {
-  DS_CHECK(!table.interleaved, "embed: the table must keep the row layout");
+  DS_CHECK(!table.repacked, "embed: the table must keep the row layout");
   const int64_t row_stride = table.row_stride_bytes();
   pool_.parallel_for(step.n_tokens, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {

@@ -11,6 +11,7 @@
 
 #include "device/backend.h"
 #include "kernels/flash_attention.h"
+#include "kernels/matmul.h"
 
 namespace ds {
 

@@ -11,6 +11,7 @@
 
 #include "device/cpu/cpu_backend.h"
 #include "kernels/elementwise.h"
+#include "kernels/moe_route.h"
 
 namespace ds {
 namespace {

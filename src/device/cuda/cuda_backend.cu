@@ -17,7 +17,8 @@
 
 #include "device/cuda/cuda_common.cuh"
 #include "device/cuda/cuda_launch.h"
-#include "kernels/vec_dot.h"
+#include "kernels/moe_route.h"  // the reference routing, run on the host over the router's logits
+#include "tensor/dtype.h"
 
 #define DS_CUBLAS_CHECK(call)                                                                   \
   do {                                                                                          \

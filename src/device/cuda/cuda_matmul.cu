@@ -1,6 +1,6 @@
 // The CUDA backend's matrix kernels for the weight types cuBLAS does not
 // read: the activations rounded to the type the reference multiplies with
-// (Q8_0, Q8_1, Q8_K, F16, BF16: kernels/vec_dot.h's pairing) and each weight
+// (Q8_0, Q8_1, Q8_K, F16, BF16: activation_type_for's pairing, tensor/dtype.h) and each weight
 // element dequantized exactly, so that a product sum differs from the
 // reference's only by its f32 accumulation.
 
