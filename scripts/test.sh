@@ -59,11 +59,14 @@ fi
 
 stage "unit tests"
 # One test process at a time: each runs a two-thread pool on the two cores, and two
-# at once oversubscribe them (ctest -j2 took 119 s here, -j1 7 s).
+# at once oversubscribe them.
 (cd build && ctest --output-on-failure -j1)
 
 stage "bad input under AddressSanitizer"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_ASAN=ON >/dev/null
+# One sanitized tree serves this stage and the fuzz smoke below, so the
+# library is built once for both: clang with ASan, UBSan and libFuzzer's
+# coverage (DSINFER_FUZZ), the tests and the fuzz targets side by side.
+CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_FUZZ=ON >/dev/null
 ninja -C build-asan -j2 dsinfer_tests dsinfer dsinfer_backend_ops
 # The backend ops reach every stride and shape of the device layer: out of bounds shows here.
 ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_backend_ops test | grep -v '^ok '
@@ -75,27 +78,25 @@ DSINFER=build-asan/dsinfer ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS
 
 stage "threads under ThreadSanitizer"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_TSAN=ON >/dev/null
-ninja -C build-tsan -j2 dsinfer_tests
-TSAN_OPTIONS=halt_on_error=1 build-tsan/dsinfer_tests --gtest_filter='ThreadPool.*:TaskQueue.*:Engine.*:EngineConstrained.*:Tokenizer.EncodesOnManyThreadsAtOnce:CanaryRelease.*'
+ninja -C build-tsan -j2 dsinfer_thread_tests
+TSAN_OPTIONS=halt_on_error=1 build-tsan/dsinfer_thread_tests --gtest_filter='ThreadPool.*:TaskQueue.*:Engine.*:EngineConstrained.*:Tokenizer.EncodesOnManyThreadsAtOnce:CanaryRelease.*'
 
 stage "fuzz smoke of the GGUF reader, the HTTP request path and the Jinja interpreter (libFuzzer)"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_FUZZ=ON \
-  -DDSINFER_TESTS=OFF >/dev/null
-ninja -C build-fuzz -j2 gguf_fuzz http_request_fuzz jinja_fuzz
+ninja -C build-asan -j2 gguf_fuzz http_request_fuzz jinja_fuzz
 corpus=$(mktemp -d)
 python3 tests/reference/make_fuzz_seed.py "$corpus"
-build-fuzz/gguf_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
+build-asan/gguf_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
   "$corpus" 2>&1 | tail -n 5
 rm -rf "$corpus"
 corpus=$(mktemp -d)
 cp fuzz/http_seeds/* "$corpus"
-build-fuzz/http_request_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
+build-asan/http_request_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
   "$corpus" 2>&1 | tail -n 5
 rm -rf "$corpus"
 
 corpus=$(mktemp -d)
 cp ../shared/fixtures/chat-templates/*.jinja ../shared/fixtures/chat-templates/corpus/*.jinja "$corpus"
-build-fuzz/jinja_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+build-asan/jinja_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
   "$corpus" 2>&1 | tail -n 5
 rm -rf "$corpus"
 
