@@ -181,7 +181,7 @@ def test_hot_swap_under_load(models):
     ttft_during = [e["ttft"] for e in record if swap_started - 2 <= e["started"] <= swap_ended + 2]
     print(f"\nswap A -> B: {swap_ended - swap_started:.2f} s (load {answer['load_seconds']:.2f} s: {answer['load_phases']}); "
           f"{len(straddling)} requests finished on A after it; max TTFT before {max(ttft_before) * 1e3:.0f} ms, "
-          f"around the swap {max(ttft_during) * 1e3:.0f} ms; {len(record)} requests, none failed; "
+          f"around the swap {max(ttft_during, default=0) * 1e3:.0f} ms ({len(ttft_during)} requests); {len(record)} requests, none failed; "
           f"A's KV pool {before['kv_pool_bytes'] >> 20} MiB and weights {before['weights_file_bytes'] >> 20} MiB freed: "
           f"resident {rss_both >> 20} -> {rss_after >> 20} MiB")
 
