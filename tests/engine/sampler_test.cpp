@@ -224,14 +224,8 @@ TEST(SamplerDistribution, PenaltiesOverTheWindowAndBias) {
 }
 
 TEST(SamplerDistribution, TheWholeChain) {
-  SamplingParams p;
-  p.temperature = 0.9f;
-  p.top_k = 6;
-  p.top_p = 0.9f;
-  p.min_p = 0.1f;
-  p.repetition_penalty = 1.1f;
-  p.frequency_penalty = 0.1f;
-  p.seed = 7;
+  const SamplingParams p{.temperature = 0.9f, .top_k = 6, .top_p = 0.9f, .min_p = 0.1f, .repetition_penalty = 1.1f,
+                         .frequency_penalty = 0.1f, .seed = 7};
   expect_chain_distribution(k_wide, p, {2, 7, 2});
 }
 
