@@ -225,7 +225,7 @@ TEST(SamplerDistribution, PenaltiesOverTheWindowAndBias) {
 
 TEST(SamplerDistribution, TheWholeChain) {
   const SamplingParams p{.temperature = 0.9f, .top_k = 6, .top_p = 0.9f, .min_p = 0.1f, .repetition_penalty = 1.1f,
-                         .frequency_penalty = 0.1f, .seed = 7};
+                         .frequency_penalty = 0.1f, .seed = 7, .logit_bias = {}};
   expect_chain_distribution(k_wide, p, {2, 7, 2});
 }
 
