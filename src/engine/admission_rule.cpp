@@ -22,23 +22,23 @@ Admit AdmissionRule::check(int64_t n_prompt, int32_t max_tokens, int64_t n_free_
   const auto refuse = [](Admit::Verdict verdict, Admit::Limit limit, std::string reason) {
     return Admit{verdict, limit, std::move(reason)};
   };
-  const std::string prompt = std::string(n_prompt_at_least ? "at least " : "") + std::to_string(n_prompt);
+  const auto at_least = [&](int64_t n) { return std::string(n_prompt_at_least ? "at least " : "") + std::to_string(n); };
   const int64_t n_new = max_new_tokens(n_prompt, max_tokens);
   if (n_prompt + n_new > max_context_) {
     return refuse(Admit::Verdict::never_fits, Admit::Limit::context,
-                  "this model's context is " + std::to_string(max_context_) + " tokens; the prompt has " + prompt +
+                  "this model's context is " + std::to_string(max_context_) + " tokens; the prompt has " + at_least(n_prompt) +
                       " and max_tokens asks for " + std::to_string(n_new));
   }
   const int64_t prompt_pages = pages_for(n_prompt);
   if (prompt_pages + reserve_pages_ > n_pages_) {
     return refuse(Admit::Verdict::never_fits, Admit::Limit::kv_pool,
-                  "the prompt needs " + std::string(n_prompt_at_least ? "at least " : "") + std::to_string(prompt_pages) +
+                  "the prompt needs " + at_least(prompt_pages) +
                       " KV pages and " + std::to_string(reserve_pages_) + " are kept in reserve, but the whole KV cache holds " +
                       std::to_string(n_pages_) + ": it can never fit (give the KV cache more memory or send a shorter prompt)");
   }
   if (pages_for(n_prompt + n_new) > n_pages_) {
     return refuse(Admit::Verdict::never_fits, Admit::Limit::kv_pool,
-                  "the request needs " + std::to_string(pages_for(n_prompt + n_new)) + " KV pages (prompt " + prompt + " plus " +
+                  "the request needs " + std::to_string(pages_for(n_prompt + n_new)) + " KV pages (prompt " + at_least(n_prompt) + " plus " +
                       std::to_string(n_new) + " output tokens), more than the pool's " + std::to_string(n_pages_) +
                       ": it can never fit");
   }

@@ -398,16 +398,16 @@ void Server::prepare(const RequestContext& context, Version version, const std::
   for (int32_t token : r.stop_token_ids) {
     if (outside(token)) return fail(outside_error("stop_token_ids", token), "invalid");
   }
-  // Never fits is final (400) and known here; not now is decided on the
-  // strand, just before the request is submitted (Server::start).
-  const auto refused_for_good = [&](const Admit& admit) {
-    if (admit.verdict != Admit::Verdict::never_fits) return false;
+  // A text of B bytes is at least B / max_token_bytes tokens: one that can
+  // never fit is refused before the tokenizer spends time and memory on it.
+  // The tokenized prompt is admitted on the strand, just before it is
+  // submitted (Server::start).
+  const auto too_long = [&](const std::string& text) {
+    const Admit admit = v.engine->admit_at_least(v.min_tokens(text), p->params);
+    if (admit.fits()) return false;
     fail(admission_error(admit, refused_field(r, admit)), admission_reason(admit));
     return true;
   };
-  // A text of B bytes is at least B / max_token_bytes tokens: one that
-  // cannot fit is refused before the tokenizer spends time and memory on it.
-  const auto too_long = [&](const std::string& text) { return refused_for_good(v.engine->admit_at_least(v.min_tokens(text), p->params)); };
   if (chat) {
     auto text = v.chat_template->render(r.chat.input, v.special_tokens);
     if (!text.ok()) return fail(ApiError::invalid("messages", text.message()), "invalid");
@@ -431,7 +431,6 @@ void Server::prepare(const RequestContext& context, Version version, const std::
     p->prompt_text = r.prompt_text;
   }
   if (p->prompt.empty()) return fail(ApiError::invalid(chat ? "messages" : "prompt", "the prompt is empty"), "invalid");
-  if (refused_for_good(v.engine->admit(p->prompt, p->params))) return;
   exchange->post([this, context, p, exchange] { start(context, p, exchange); });
 }
 

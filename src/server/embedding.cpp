@@ -135,19 +135,15 @@ void Server::prepare_embedding(const RequestContext& context, Version version, c
   }
   auto inputs = std::make_shared<std::vector<std::vector<int32_t>>>(request->token_lists);
   const GenerationParams params = embedding_params(options_.embedding_pooling, context.tenant);
-  // Never fits is final and known here, before and after tokenizing; not now
-  // is decided on the strand (start_embedding).
-  const auto refused_for_good = [&](const Admit& admit) {
-    if (admit.verdict != Admit::Verdict::never_fits) return false;
-    fail(admission_error(admit, "input"), admission_reason(admit));
-    return true;
-  };
+  // A text that can never fit is refused before it is tokenized (by its
+  // byte length); the tokenized inputs are admitted on the strand (start_embedding).
   for (const std::string& text : request->texts) {
-    if (refused_for_good(v.engine->admit_at_least(v.min_tokens(text), params))) return;
+    if (const Admit admit = v.engine->admit_at_least(v.min_tokens(text), params); !admit.fits()) {
+      return fail(admission_error(admit, "input"), admission_reason(admit));
+    }
     inputs->push_back(v.tokenizer->encode(text, true, false));
   }
   for (const auto& tokens : *inputs) {
-    if (refused_for_good(v.engine->admit(tokens, params))) return;
     for (const int32_t t : tokens) {
       if (t >= v.tokenizer->vocab().n_tokens()) return fail(ApiError::invalid("input", "token id " + std::to_string(t) + " is outside the vocabulary"), "invalid");
     }
