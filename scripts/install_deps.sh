@@ -32,8 +32,9 @@ done
 # differ between sessions, and a wheel built natively on one (pip caches it)
 # dies of SIGILL on another. A marker beside the package records the build
 # flags; without it (an install from pip's cache, or an older one) the
-# reference is rebuilt.
-llama_cpp_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+# reference is rebuilt. Its multimodal library (mtmd, a quarter of the compile)
+# is left out: it loads only for image chat handlers, which no test uses.
+llama_cpp_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
 llama_cpp_marker() {
   python3 -c "import importlib.util, os; s = importlib.util.find_spec('llama_cpp'); print(os.path.join(os.path.dirname(s.origin), 'dsinfer-build-args') if s else '')"
 }

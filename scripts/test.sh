@@ -35,10 +35,20 @@ stage_table() {
   for i in "${!stage_names[@]}"; do printf '%6d  %s\n' "${stage_seconds[$i]}" "${stage_names[$i]}"; done
   printf '%6d  total\n' "$SECONDS"
 }
-trap 'status=$?; stage_table; exit $status' EXIT
+trainer=""
+trap 'status=$?; [ -z "$trainer" ] || kill "$trainer" 2>/dev/null; stage_table; exit $status' EXIT
 
 stage "dependencies"
 scripts/install_deps.sh
+if [ "$quick" = 0 ]; then
+  # The reference stage's trained models (tests/reference/train_models.py: a
+  # quarter of an hour on two cores the first time, then cached by content)
+  # train meanwhile at the lowest priority, on the CPU time the stages in
+  # between leave idle; that stage waits for them.
+  train_log=$(mktemp)
+  nice -n 19 python3 tests/reference/train_models.py >"$train_log" 2>&1 &
+  trainer=$!
+fi
 stage "build"
 scripts/build.sh -DDSINFER_TESTS=ON
 
@@ -67,10 +77,10 @@ stage "bad input under AddressSanitizer"
 # library is built once for both: clang with ASan, UBSan and libFuzzer's
 # coverage (DSINFER_FUZZ), the tests and the fuzz targets side by side.
 CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_FUZZ=ON >/dev/null
-ninja -C build-asan -j2 dsinfer_tests dsinfer dsinfer_backend_ops
+ninja -C build-asan -j2 dsinfer_address_tests dsinfer dsinfer_backend_ops gguf_fuzz http_request_fuzz jinja_fuzz
 # The backend ops reach every stride and shape of the device layer: out of bounds shows here.
 ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_backend_ops test | grep -v '^ok '
-ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_tests --gtest_filter='FlashAttention.*:GgufFile.*:Model.Unknown*:Model.Malformed*:Tokenizer.*:Utf8.*:BlockPool.*:KvCacheManager.*:Scheduler.*:Engine*:*EngineCoreTest.Speculative*:*EngineCoreTest.DraftModel*:NgramDrafter.*:DraftModel.*:CompletionRequest.*:ReasoningSplitter.*:Admission.*:MemorySize.*:HttpRequest*:AnswerReader.*:AddressRange.*:RouterConfigCanary.*:InstanceMetrics.*:CanaryRelease.*:AdmissionRule.*:Request.*'
+ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_address_tests --gtest_filter='FlashAttention.*:GgufFile.*:Model.Unknown*:Model.Malformed*:Tokenizer.*:Utf8.*:BlockPool.*:KvCacheManager.*:Scheduler.*:Engine*:*EngineCoreTest.Speculative*:*EngineCoreTest.DraftModel*:NgramDrafter.*:DraftModel.*:CompletionRequest.*:ReasoningSplitter.*:Admission.*:MemorySize.*:HttpRequest*:AnswerReader.*:AddressRange.*:RouterConfigCanary.*:InstanceMetrics.*:CanaryRelease.*:AdmissionRule.*:Request.*'
 # Every crafted model file through the sanitized binary: a sanitizer report
 # exits 86, which the test tells apart from a refusal (exit 1).
 DSINFER=build-asan/dsinfer ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=halt_on_error=1:exitcode=86:print_stacktrace=1 \
@@ -82,28 +92,47 @@ ninja -C build-tsan -j2 dsinfer_thread_tests
 TSAN_OPTIONS=halt_on_error=1 build-tsan/dsinfer_thread_tests --gtest_filter='ThreadPool.*:TaskQueue.*:Engine.*:EngineConstrained.*:Tokenizer.EncodesOnManyThreadsAtOnce:CanaryRelease.*'
 
 stage "fuzz smoke of the GGUF reader, the HTTP request path and the Jinja interpreter (libFuzzer)"
-ninja -C build-asan -j2 gguf_fuzz http_request_fuzz jinja_fuzz
-corpus=$(mktemp -d)
-python3 tests/reference/make_fuzz_seed.py "$corpus"
-build-asan/gguf_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
-  "$corpus" 2>&1 | tail -n 5
-rm -rf "$corpus"
-corpus=$(mktemp -d)
-cp fuzz/http_seeds/* "$corpus"
-build-asan/http_request_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
-  "$corpus" 2>&1 | tail -n 5
-rm -rf "$corpus"
-
-corpus=$(mktemp -d)
-cp ../shared/fixtures/chat-templates/*.jinja ../shared/fixtures/chat-templates/corpus/*.jinja "$corpus"
-build-asan/jinja_fuzz -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-  "$corpus" 2>&1 | tail -n 5
-rm -rf "$corpus"
+fuzz_dir=$(mktemp -d)
+mkdir "$fuzz_dir/gguf" "$fuzz_dir/http" "$fuzz_dir/jinja"
+python3 tests/reference/make_fuzz_seed.py "$fuzz_dir/gguf"
+cp fuzz/http_seeds/* "$fuzz_dir/http"
+cp ../shared/fixtures/chat-templates/*.jinja ../shared/fixtures/chat-templates/corpus/*.jinja "$fuzz_dir/jinja"
+# A fuzzer is one process on one core: the three run side by side for the same
+# wall time, each printing its final statistics, or all it said when it failed.
+fuzz() {
+  local target=$1 corpus=$2
+  shift 2
+  if build-asan/"$target" -max_total_time="${DSINFER_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 "$@" \
+       "$corpus" >"$fuzz_dir/$target.log" 2>&1; then
+    echo "$target:"; tail -n 5 "$fuzz_dir/$target.log"
+  else
+    echo "$target failed:"; tail -n 80 "$fuzz_dir/$target.log"; return 1
+  fi
+}
+fuzz gguf_fuzz "$fuzz_dir/gguf" >"$fuzz_dir/gguf.out" & gguf_pid=$!
+fuzz http_request_fuzz "$fuzz_dir/http" >"$fuzz_dir/http.out" & http_pid=$!
+fuzz jinja_fuzz "$fuzz_dir/jinja" -max_len=65536 >"$fuzz_dir/jinja.out" & jinja_pid=$!
+fuzz_failed=0
+wait "$gguf_pid" || fuzz_failed=1
+wait "$http_pid" || fuzz_failed=1
+wait "$jinja_pid" || fuzz_failed=1
+cat "$fuzz_dir/gguf.out" "$fuzz_dir/http.out" "$fuzz_dir/jinja.out"
+rm -rf "$fuzz_dir"
+[ "$fuzz_failed" = 0 ]
 
 stage "server end to end (tests/e2e)"
 cd "$root"
 # The crafted model files ran above, through the sanitized binary.
 python3 -m pytest -q -s tests/e2e --ignore=tests/e2e/test_crafted_model_files.py
+
+stage "the trained test models (what their training in the background had left)"
+if ! wait "$trainer"; then
+  trainer=""
+  cat "$train_log"
+  exit 1
+fi
+trainer=""
+grep -v 'n_ctx_seq' "$train_log" || true
 
 stage "reference comparisons (llama.cpp through llama-cpp-python)"
 summary=$(mktemp)
