@@ -32,7 +32,7 @@ done
 # differ between sessions, and a wheel built natively on one (pip caches it)
 # dies of SIGILL on another. A marker beside the package records the build
 # flags; without it (an install from pip's cache, or an older one) the
-# reference is rebuilt. Its multimodal library (mtmd, a quarter of the compile)
+# reference is rebuilt. Its multimodal library (mtmd, a fifth of the compile)
 # is left out: it loads only for image chat handlers, which no test uses.
 llama_cpp_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
 llama_cpp_marker() {
