@@ -214,7 +214,7 @@ int cmd_bench(int argc, char** argv) {
   if (!status.ok()) return fail(status.message());
   const ModelOptions& mo = options.value().model;
   report.model = options.value().path;
-  report.arch = m.config().arch->name;
+  report.arch = m.config().arch_name();
   report.backend = m.backend().name();
   // As weights.cpp places them: the matrices copied unless --no-repack keeps the file's pages.
   const bool copy = mo.load_mode == LoadMode::copy;

@@ -85,7 +85,7 @@ int cmd_info(int argc, char** argv) {
   const ModelConfig& c = config.value();
   int64_t n_params = 0;
   for (const GgufTensorInfo& t : f.tensors()) n_params += t.n_elements();
-  std::printf("architecture: %s (%s)\n", c.arch->name, c.name.c_str());
+  std::printf("architecture: %s (%s)\n", c.arch_name(), c.name.c_str());
   std::printf("parameters: %.3f B\n", n_params / 1e9);
   std::printf("layers %lld, embedding %lld, ffn %lld, heads %lld (kv %lld), head dim %lld, vocab %lld\n",
               (long long)c.n_layer, (long long)c.n_embd, (long long)c.n_ff, (long long)c.n_head, (long long)c.n_head_kv,
@@ -97,8 +97,8 @@ int cmd_info(int argc, char** argv) {
   std::printf("kv cache per 1K tokens: %.2f MiB (f16), %.2f MiB (f32)\n",
               KvCache::bytes_per_token(c, DType::f16) * 1024 / 1048576.0,
               KvCache::bytes_per_token(c, DType::f32) * 1024 / 1048576.0);
-  if (c.mla) {
-    const MlaConfig& m = c.mla_config;
+  if (c.mla.kv_lora_rank > 0) {
+    const MlaConfig& m = c.mla;
     // What a standard multi-head cache would hold: every head's key and value.
     const int64_t mha_bytes = c.n_head * (m.qk_nope_dim + m.qk_rope_dim + m.v_head_dim) * c.n_layer * 2;
     const int64_t mla_bytes = KvCache::bytes_per_token(c, DType::f16);

@@ -19,7 +19,7 @@ namespace ds {
 // Options taking a value: -m/--model, -t/--threads, -c/--ctx-size,
 // --kv-page-tokens, --kv-cache-dtype, --kv-cache-memory, --mla-prefill
 // (auto|expanded|absorbed: multi-head latent attention's form for a chunk of
-// prompt, model/model_mla.cpp). Flags: --no-mmap, --no-repack.
+// prompt, model/blocks/mla_attention.cpp). Flags: --no-mmap, --no-repack.
 // --device, where the command takes it (cuda:N: the backend; device/device.h),
 // is read too; it is not a version's option (a swap stays on its device).
 std::set<std::string> model_value_options();

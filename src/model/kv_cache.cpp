@@ -3,15 +3,16 @@
 namespace ds {
 
 int64_t KvCache::bytes_per_token(const ModelConfig& config, DType dtype) {
-  return (row_bytes(dtype, config.cache_k_dim()) + row_bytes(dtype, config.cache_v_dim())) * config.n_layer;
+  return (row_bytes(dtype, config.kv.k_dim) + row_bytes(dtype, config.kv.v_dim)) * config.n_layer;
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelConfig& config, const KvCacheOptions& options) {
   if (options.dtype != DType::f16 && options.dtype != DType::f32 && options.dtype != DType::q8_0) {
     return Status::error("kv cache: dtype must be f16, f32 or q8_0");
   }
-  if (options.dtype == DType::q8_0 && config.mla) {
-    return Status::error("kv cache: q8_0 is not implemented for the latent cache of multi-head latent attention; use f16 or f32");
+  if (options.dtype == DType::q8_0 && config.kv.v_dim == 0) {
+    return Status::error("kv cache: q8_0 is not implemented for a keys-only cache (the latent rows of multi-head latent "
+                         "attention); use f16 or f32");
   }
   if (options.dtype == DType::q8_0 && config.head_dim % dtype_traits(DType::q8_0).block_elements != 0) {
     return Status::error("kv cache: q8_0 needs a head size that is a multiple of 32, the model's is " +
@@ -22,9 +23,9 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   std::unique_ptr<KvCache> cache(new KvCache());
   cache->options_ = options;
   cache->n_layer_ = config.n_layer;
-  cache->k_dim_ = config.cache_k_dim();
-  cache->v_dim_ = config.cache_v_dim();
-  cache->n_kv_heads_ = config.mla ? 1 : config.n_head_kv;
+  cache->k_dim_ = config.kv.k_dim;
+  cache->v_dim_ = config.kv.v_dim;
+  cache->n_kv_heads_ = config.kv.n_heads;
   cache->k_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->k_dim_);
   cache->v_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->v_dim_);
   auto memory = backend.allocate(size_t((cache->k_page_bytes_ + cache->v_page_bytes_) * options.n_pages * config.n_layer));

@@ -1,6 +1,7 @@
 #pragma once
-// Hyper-parameters of a decoder model, read from GGUF metadata. Architectures
-// are data: one table row per family says what differs (STYLE.md practice 7).
+// Hyper-parameters of a decoder model, read from GGUF metadata: the keys every
+// family shares here, each family's own in its file (model/families/), which
+// also says what one token's KV row holds.
 
 #include <cstdint>
 #include <string>
@@ -9,25 +10,15 @@
 #include "gguf/gguf_file.h"
 #include "kernels/moe_route.h"
 #include "kernels/rope.h"
+#include "model/config_reader.h"
 
 namespace ds {
 
-enum class Arch { llama, qwen2, deepseek2 };
-
-struct ArchInfo {
-  Arch arch;
-  const char* name;        // general.architecture
-  RopeLayout rope_layout;  // how the converter laid out q/k for RoPE
-  bool requires_qkv_bias;  // q/k/v biases must be present
-};
-
-// nullptr for an architecture dsinfer does not implement.
-const ArchInfo* find_arch(const std::string& name);
-std::string supported_arch_names();
+struct Family;
 
 // Multi-head latent attention (DeepSeek-V2/V3): keys and values are rebuilt
 // per head from a shared compressed latent; only the latent and one shared
-// RoPE key per token are cached.
+// RoPE key per token are cached. All zero in a model without it.
 struct MlaConfig {
   int64_t q_lora_rank = 0;   // 0: queries come straight from attn_q (V2-Lite)
   int64_t kv_lora_rank = 0;  // the latent's width
@@ -40,7 +31,7 @@ struct MlaConfig {
 
 // DeepSeekMoE: after the leading dense layers, each token's FFN is the sum of
 // its top-k routed experts (weighted; the routing is kernels/moe_route.h's)
-// plus the always-on shared experts.
+// plus the always-on shared experts. n_expert 0 in a dense model.
 struct MoeConfig : ExpertRouting {
   int64_t n_expert_shared = 0;
   int64_t expert_ff = 0;      // one expert's hidden width
@@ -48,8 +39,17 @@ struct MoeConfig : ExpertRouting {
   bool is_moe_layer(int64_t layer) const { return n_expert > 0 && layer >= leading_dense; }
 };
 
+// What one token's KV page slot holds per layer, as the family's attention
+// writes it: k_dim elements of keys, then v_dim of values (0: keys only, as
+// MLA's latent rows), shared by n_heads key heads.
+struct KvRowShape {
+  int64_t k_dim = 0;
+  int64_t v_dim = 0;
+  int64_t n_heads = 1;
+};
+
 struct ModelConfig {
-  const ArchInfo* arch = nullptr;
+  const Family* family = nullptr;  // the architecture: its name, its layers (model/family.h)
   std::string name;
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -61,17 +61,20 @@ struct ModelConfig {
   int64_t n_ctx_train = 0;
   float norm_eps = 1e-5f;
   RopeParams rope;
-  bool mla = false;  // deepseek2: attention is MlaConfig's, the FFN MoeConfig's
-  MlaConfig mla_config;
+  KvRowShape kv;
+  MlaConfig mla;
   MoeConfig moe;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
-  // Elements each KV page slot holds per layer: keys, then values (none with MLA).
-  int64_t cache_k_dim() const { return mla ? mla_config.cache_dim() : kv_dim(); }
-  int64_t cache_v_dim() const { return mla ? 0 : kv_dim(); }
+  const char* arch_name() const;
 
   static Result<ModelConfig> from_gguf(const GgufFile& file);
 };
+
+// The RoPE settings (freq_base, scaling and YaRN's keys) into c.rope, which
+// rotates n_rot dimensions of each head (rope.dimension_count where the file
+// has it, else `default_n_rot`); at most c.head_dim, even.
+Status read_rope(const ConfigReader& reader, int64_t default_n_rot, ModelConfig& c);
 
 }  // namespace ds

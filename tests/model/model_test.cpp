@@ -66,7 +66,7 @@ TEST(Model, ReadsTheConfigOfStories260K) {
   auto model = load_stories();
   ASSERT_NE(model, nullptr);
   const ModelConfig& c = model->config();
-  EXPECT_EQ(c.arch->arch, Arch::llama);
+  EXPECT_EQ(c.family, &llama_family());
   EXPECT_EQ(c.n_layer, 5);
   EXPECT_EQ(c.n_embd, 64);
   EXPECT_EQ(c.n_head, 8);
@@ -115,9 +115,14 @@ TEST(Model, QuantizedMatricesAreInterleavedAtLoad) {
     const ModelWeights& w = interleaved.value()->weights();
     EXPECT_FALSE(w.token_embd.repacked);
     EXPECT_EQ(w.output.repacked, use_avx2_kernels()) << arch;
-    EXPECT_EQ(w.layers[0].wkv_a.repacked || w.layers[0].wk.repacked, use_avx2_kernels()) << arch;
-    if (!w.layers[1].expert_up.empty()) {
-      EXPECT_EQ(w.layers[1].expert_up[3].repacked, use_avx2_kernels());
+    const bool llama = std::string(arch) == "llama";
+    const WeightMatrix* attention = w.find_matrix(llama ? "blk.0.attn_k.weight" : "blk.0.attn_kv_a_mqa.weight");
+    ASSERT_NE(attention, nullptr) << arch;
+    EXPECT_EQ(attention->repacked, use_avx2_kernels()) << arch;
+    if (!llama) {
+      const WeightMatrix* expert = w.find_matrix("blk.1.ffn_up_exps.weight", 3 * interleaved.value()->config().moe.expert_ff);
+      ASSERT_NE(expert, nullptr);
+      EXPECT_EQ(expert->repacked, use_avx2_kernels());
     }
     EXPECT_FALSE(rows.value()->weights().output.repacked);
     const std::vector<int32_t> tokens = {1, 5, 17, 200, 42, 99, 7, 250, 31};
@@ -131,7 +136,7 @@ TEST(Model, QuantizedMatricesAreInterleavedAtLoad) {
   }
 }
 
-// Multi-head latent attention's expanded form (model_mla.cpp): a token's
+// Multi-head latent attention's expanded form (model/blocks/mla_attention.cpp): a token's
 // logits depend on its position and the cache alone, not on how its prompt
 // was chunked (key blocks and tiles sit at fixed positions; scattered pages
 // too), and stay within f32 rounding (1e-3, the llama.cpp comparison's f32
@@ -264,9 +269,9 @@ TEST(Model, MlaCachesOnlyTheLatentAndTheRopeKey) {
   auto model = Model::load(write_random_model(shape, "mla_kv_bytes.gguf"), ModelOptions{1, LoadMode::mmap});
   ASSERT_TRUE(model.ok()) << model.message();
   const ModelConfig& c = model.value()->config();
-  ASSERT_TRUE(c.mla);
-  EXPECT_EQ(c.mla_config.kv_lora_rank, 64);
-  EXPECT_EQ(c.mla_config.qk_rope_dim, 32);
+  EXPECT_EQ(c.family, &deepseek2_family());
+  EXPECT_EQ(c.mla.kv_lora_rank, 64);
+  EXPECT_EQ(c.mla.qk_rope_dim, 32);
   EXPECT_EQ(KvCache::bytes_per_token(c, DType::f16), (64 + 32) * 3 * 2);
   EXPECT_EQ(KvCache::bytes_per_token(c, DType::f32), (64 + 32) * 3 * 4);
   auto cache = KvCache::create(model.value()->backend(), c, KvCacheOptions{DType::f16, 16, 4});

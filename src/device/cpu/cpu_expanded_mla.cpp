@@ -5,7 +5,7 @@
 // Per position and head that costs nope x kv_lora + v_dim x kv_lora
 // multiply-adds once, and then head_dim + v_dim per query instead of the
 // absorbed form's (kv_lora + rope) + kv_lora: cheaper from a few hundred
-// queries on (model/model_mla.cpp chooses).
+// queries on (model/blocks/mla_attention.cpp chooses).
 
 #include <algorithm>
 #include <cstring>

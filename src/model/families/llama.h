@@ -1,0 +1,15 @@
+#pragma once
+// Llama's config and layers, which Qwen2 shares (model/families/qwen2.cpp).
+
+#include <memory>
+
+#include "model/family.h"
+
+namespace ds {
+
+Status read_llama_config(const ConfigReader& reader, ModelConfig& c);
+// qkv_biases_required: attn_{q,k,v}.bias must be present (Qwen2); else they are used where present.
+Result<std::unique_ptr<LayerStack>> make_llama_layers(const ModelConfig& c, const ModelOptions& options, Backend& backend,
+                                                      bool qkv_biases_required);
+
+}  // namespace ds

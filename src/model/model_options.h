@@ -1,0 +1,24 @@
+#pragma once
+// How a model is loaded and run: what the command line decides, apart from the file.
+
+#include <string>
+
+namespace ds {
+
+// Matrices used in place in the file mapping (where the backend reads host
+// memory) or copied into the backend's memory (model/weights.h).
+enum class LoadMode { copy, mmap };
+
+// Which form multi-head latent attention takes for a chunk of one sequence's
+// tokens (model/blocks/mla_attention.h): automatic weighs the two by their multiply-adds.
+enum class MlaPrefill { automatic, expanded, absorbed };
+
+struct ModelOptions {
+  int n_threads = 2;  // the CPU backend's threads; a GPU backend's host threads
+  LoadMode load_mode = LoadMode::mmap;
+  bool interleave = true;       // matrices stored in the backend's own layout where it has one
+  std::string backend = "cpu";  // create_backend's device: "cpu" or "cuda:N"
+  MlaPrefill mla_prefill = MlaPrefill::automatic;  // other than automatic: refused by families without MLA
+};
+
+}  // namespace ds

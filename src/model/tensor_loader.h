@@ -1,0 +1,96 @@
+#pragma once
+// Reads a model's tensors out of its GGUF file for the blocks that use them:
+// each is checked (present, shape, a type the backend runs) and registered;
+// place() then puts them where the backend reads them (model/weights.h says
+// where and why) and points every registered matrix and vector at its memory.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "device/backend.h"
+#include "gguf/gguf_file.h"
+#include "model/model_options.h"
+
+namespace ds {
+
+// n f32 values in the backend's memory; empty when the model has none.
+struct WeightVector {
+  const float* data = nullptr;
+  int64_t n = 0;
+  bool empty() const { return n == 0; }
+};
+
+// A matrix of the model and where it came from: rows [first_row, first_row +
+// matrix->n_rows) of the file's tensor (an expert of a stacked tensor, a head
+// of kv_b); what calibration names a matmul's weights by.
+struct NamedMatrix {
+  std::string tensor;
+  int64_t first_row = 0;
+  const WeightMatrix* matrix = nullptr;
+};
+
+// Every out pointer given to the loader must stay where it is until place() returns.
+class TensorLoader {
+ public:
+  TensorLoader(const GgufFile& file, Backend& backend) : file_(file), backend_(backend) {}
+
+  const GgufTensorInfo* find(const std::string& name) const { return file_.find_tensor(name); }
+
+  // A matrix of n_rows rows of n_cols elements (GGUF ne = {n_cols, n_rows}).
+  // A matrix read row by row (the embedding lookup), not multiplied, keeps the file's layout.
+  Status matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out, bool for_matmul = true);
+  // n values (F32, F16 or BF16 in the file) as f32; `optional`: absent leaves *out empty.
+  Status vector(const std::string& name, int64_t n, WeightVector* out, bool optional = false);
+  // The tensor holding n_slices matrices of n_rows x n_cols stacked (GGUF ne
+  // = {n_cols, n_rows, n_slices}; n_slices = 1 allows a 2-D tensor), checked.
+  Result<const GgufTensorInfo*> stacked(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols) const;
+  // Each stacked matrix as a matrix of the model.
+  Status slices(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols, std::vector<WeightMatrix>* out);
+  // Rows [first, first + n) of a 2-D tensor already checked, as a matrix.
+  Status rows(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out, bool for_matmul = true);
+  // Rows [first, first + n) of a 2-D tensor already checked, transposed into
+  // a matrix made at load of ne[0] rows of n: 16- and 32-bit types keep their
+  // type (exact), block types become f32 (their exact values). I8 is refused.
+  Status transposed_rows(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out);
+
+  // Puts every registered tensor in one allocation of the backend's memory
+  // (or leaves it in the mapping) and points the weights at it; total_bytes:
+  // the file's bytes of all matrices.
+  Status place(LoadMode mode, bool interleave, DeviceBuffer* memory, size_t* total_bytes);
+  // Every matrix read from the file (not those made at load), after place().
+  std::vector<NamedMatrix> take_named() { return std::move(named_); }
+
+ private:
+  Status check_type(const std::string& name, const GgufTensorInfo& t) const;
+  // A W8A8 matrix's scales: tensor NAME_scale, F32, one per row of NAME.
+  Status row_scales(const GgufTensorInfo& t, int64_t first, int64_t n, WeightMatrix* out);
+  // A matrix made at load from host bytes in the row layout.
+  void derived(DType type, int64_t n_rows, int64_t n_cols, std::vector<uint8_t> bytes, WeightMatrix* out);
+
+  struct Placed {
+    WeightMatrix* matrix;
+    const GgufTensorInfo* info;
+    size_t offset;    // of the matrix's first row in the tensor
+    bool interleave;  // the backend would store it in its own layout
+    bool matmul;      // a matrix multiply reads it (else rows are looked up)
+  };
+  // Host data bound for the backend's memory: a vector's values or a derived matrix.
+  struct Staged {
+    const float** vector;
+    WeightMatrix* matrix;
+    const uint8_t* host;
+    size_t n_bytes;
+    const int32_t** integers = nullptr;  // a W8A8 matrix's zero points
+  };
+  const GgufFile& file_;
+  Backend& backend_;
+  std::vector<Placed> matrices_;
+  std::vector<NamedMatrix> named_;
+  std::vector<Staged> staged_;
+  std::vector<std::vector<float>> staged_vectors_;
+  std::vector<std::vector<uint8_t>> staged_bytes_;
+};
+
+}  // namespace ds
