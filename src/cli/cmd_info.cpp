@@ -107,6 +107,16 @@ int cmd_info(int argc, char** argv) {
                 (long long)m.q_lora_rank, (long long)m.kv_lora_rank, (long long)m.qk_nope_dim, (long long)m.qk_rope_dim,
                 (long long)m.v_head_dim, (long long)mla_bytes, (long long)mha_bytes, double(mha_bytes) / double(mla_bytes));
   }
+  if (c.indexer.n_head > 0) {
+    const IndexerConfig& x = c.indexer;
+    std::printf("sparse attention: an indexer of %lld heads of %lld picks %lld positions per query; its keys cached beside "
+                "the latent rows\n",
+                (long long)x.n_head, (long long)x.key_dim, (long long)x.top_k);
+  }
+  if (c.n_nextn_layer > 0) {
+    std::printf("multi-token prediction: %lld layer(s) after the %lld run, not run\n", (long long)c.n_nextn_layer,
+                (long long)c.n_layer);
+  }
   if (c.moe.n_expert > 0) {
     const MoeConfig& e = c.moe;
     std::printf("moe: %lld experts (%lld used, %lld shared) of width %lld after %lld dense layers, %s gating, "

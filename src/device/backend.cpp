@@ -28,6 +28,19 @@ void Backend::mla_expanded_attention(const KvLayerView&, const AttentionShape&, 
   DS_CHECK(false, name() + ": no expanded MLA form (expands_mla() is false)");
 }
 
+void Backend::layer_norm(const float*, const float*, const float*, float, int64_t, int64_t, float*) {
+  DS_CHECK(false, name() + ": no layer_norm (has_sparse_attention() is false)");
+}
+
+void Backend::indexer_select(const KvLayerView&, const StepIndex&, const float*, int64_t, const float*, float, int64_t, int32_t*, int32_t*) {
+  DS_CHECK(false, name() + ": no indexer_select (has_sparse_attention() is false)");
+}
+
+void Backend::sparse_attention(const KvLayerView&, const AttentionShape&, const StepIndex&, const float*, const int32_t*,
+                               const int32_t*, int64_t, float*) {
+  DS_CHECK(false, name() + ": no sparse_attention (has_sparse_attention() is false)");
+}
+
 Result<std::unique_ptr<Backend>> create_backend(const std::string& device, int n_threads) {
   if (device != "cpu") {
     auto spec = parse_device(device);

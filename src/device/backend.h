@@ -160,6 +160,19 @@ class Backend {
   virtual void moe_experts(const ExpertRouting& routing, const float* router_logits, const float* bias, const ExpertWeights& experts,
                            const float* in, int64_t n, float* out, int64_t* expert_tokens) = 0;
 
+  // DeepSeek Sparse Attention's ops (DeepSeek-V3.2), only where
+  // has_sparse_attention(); a model that needs them is refused at load
+  // elsewhere. kernels/elementwise.h's layer_norm over n rows of dim (the
+  // indexer's keys), and kernels/sparse_attention.h's indexer_select and
+  // sparse_attention over the step's block tables (selected and n_selected
+  // in the backend's memory, top_k per token).
+  virtual bool has_sparse_attention() const { return false; }
+  virtual void layer_norm(const float* in, const float* weight, const float* bias, float eps, int64_t n, int64_t dim, float* out);
+  virtual void indexer_select(const KvLayerView& keys, const StepIndex& step, const float* q, int64_t n_heads, const float* weights, float weight_scale,
+                              int64_t top_k, int32_t* selected, int32_t* n_selected);
+  virtual void sparse_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q,
+                                const int32_t* selected, const int32_t* n_selected, int64_t top_k, float* out);
+
  protected:
   friend class DeviceBuffer;
   virtual void release(void* data, size_t bytes) = 0;

@@ -54,6 +54,18 @@ class ForwardingBackend : public Backend {
                               int64_t out_stride) override {
     inner_->mla_expanded_attention(kv, shape, step, t0, n, q, q_stride, k_up, v_up, out, out_stride);
   }
+  bool has_sparse_attention() const override { return inner_->has_sparse_attention(); }
+  void layer_norm(const float* in, const float* weight, const float* bias, float eps, int64_t n, int64_t dim, float* out) override {
+    inner_->layer_norm(in, weight, bias, eps, n, dim, out);
+  }
+  void indexer_select(const KvLayerView& keys, const StepIndex& step, const float* q, int64_t n_heads, const float* weights, float weight_scale,
+                      int64_t top_k, int32_t* selected, int32_t* n_selected) override {
+    inner_->indexer_select(keys, step, q, n_heads, weights, weight_scale, top_k, selected, n_selected);
+  }
+  void sparse_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q,
+                        const int32_t* selected, const int32_t* n_selected, int64_t top_k, float* out) override {
+    inner_->sparse_attention(kv, shape, step, q, selected, n_selected, top_k, out);
+  }
   void silu_mul(float* gate, const float* up, int64_t n) override { inner_->silu_mul(gate, up, n); }
   void add(float* y, const float* x, int64_t n) override { inner_->add(y, x, n); }
   void gather_rows(const float* src, int64_t dim, const int32_t* rows, int64_t n, float* dst) override {

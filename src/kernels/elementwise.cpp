@@ -17,6 +17,18 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, in
   }
 }
 
+void layer_norm(const float* x, const float* weight, const float* bias, float eps, int64_t n_rows, int64_t n, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r, x += n, y += n) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += double(x[i]);
+    const float mean = float(sum / double(n));
+    double squares = 0.0;
+    for (int64_t i = 0; i < n; ++i) squares += double((x[i] - mean) * (x[i] - mean));
+    const float scale = 1.0f / std::sqrt(float(squares / double(n)) + eps);
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+  }
+}
+
 void silu_mul_portable(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }

@@ -10,6 +10,10 @@ namespace ds {
 // y[t] = x[t] / rms(x[t]) * weight, rows of n; the mean square is summed in double.
 void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, int64_t n, float* y);
 
+// y[t] = (x[t] - mean) / sqrt(variance + eps) * weight + bias, rows of n (a
+// LayerNorm: DeepSeek-V3.2's indexer keys); mean and variance summed in double.
+void layer_norm(const float* x, const float* weight, const float* bias, float eps, int64_t n_rows, int64_t n, float* y);
+
 // gate[i] = silu(gate[i]) * up[i] over n elements; within 2e-6 relative of
 // the formula (tested), each element's bits whatever range it is part of.
 void silu_mul(float* gate, const float* up, int64_t n);

@@ -1,5 +1,6 @@
 #pragma once
-// f32 rows in a backend's memory: a block's workspace, grown to the largest step seen.
+// Rows of T (f32 unless said) in a backend's memory: a block's workspace,
+// grown to the largest step seen.
 
 #include <cstdint>
 
@@ -8,21 +9,24 @@
 
 namespace ds {
 
-class DeviceArray {
+template <typename T>
+class DeviceArrayOf {
  public:
-  // At least n floats; the contents are not kept when it grows.
+  // At least n elements; the contents are not kept when it grows.
   Status reserve(Backend& backend, int64_t n) {
-    const size_t bytes = size_t(n) * sizeof(float);
+    const size_t bytes = size_t(n) * sizeof(T);
     if (buffer_.bytes() >= bytes) return Status();
     auto grown = backend.allocate(bytes);
     if (!grown.ok()) return grown.status();
     buffer_ = grown.take();
     return Status();
   }
-  float* data() const { return buffer_.f32(); }
+  T* data() const { return reinterpret_cast<T*>(buffer_.data()); }
 
  private:
   DeviceBuffer buffer_;
 };
+
+using DeviceArray = DeviceArrayOf<float>;
 
 }  // namespace ds

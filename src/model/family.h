@@ -61,6 +61,7 @@ std::string supported_family_names();
 const Family& llama_family();
 const Family& qwen2_family();
 const Family& deepseek2_family();
+const Family& deepseek32_family();
 
 // For the families without multi-head latent attention: refuses --mla-prefill.
 Status refuse_mla_prefill(const ModelOptions& options);

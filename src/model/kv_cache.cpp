@@ -10,7 +10,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   if (options.dtype != DType::f16 && options.dtype != DType::f32 && options.dtype != DType::q8_0) {
     return Status::error("kv cache: dtype must be f16, f32 or q8_0");
   }
-  if (options.dtype == DType::q8_0 && config.kv.v_dim == 0) {
+  if (options.dtype == DType::q8_0 && config.kv.latent) {
     return Status::error("kv cache: q8_0 is not implemented for a keys-only cache (the latent rows of multi-head latent "
                          "attention); use f16 or f32");
   }
@@ -37,7 +37,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
 KvLayerView KvCache::layer(int64_t index) const {
   const size_t k_bytes = size_t(k_page_bytes_ * options_.n_pages), v_bytes = size_t(v_page_bytes_ * options_.n_pages);
   uint8_t* k = memory_.data() + size_t(index) * (k_bytes + v_bytes);
-  // With MLA there are no values: v is null and kv_dim is the latent-plus-RoPE row.
+  // With MLA the latent rows are keys and values at once: v is null, or the
+  // indexer's key stream (KvRowShape::latent), and kv_dim is the latent-plus-RoPE row.
   return KvLayerView{options_.dtype, k, v_dim_ > 0 ? k + k_bytes : nullptr, options_.page_tokens, k_dim_, n_kv_heads_};
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // KV page memory, in the backend's memory: for each layer one K and one V buffer of n_pages pages of
-// page_tokens slots (for multi-head latent attention one buffer of latent
-// rows, no V). Which page belongs to which sequence is not known here:
+// page_tokens slots (for multi-head latent attention the latent rows, and no V
+// or, for DeepSeek-V3.2, its indexer's keys in the V buffer: KvRowShape). Which page belongs to which sequence is not known here:
 // callers pass block tables (the engine's page pool decides them).
 
 #include <cstdint>

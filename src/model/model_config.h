@@ -39,13 +39,25 @@ struct MoeConfig : ExpertRouting {
   bool is_moe_layer(int64_t layer) const { return n_expert > 0 && layer >= leading_dense; }
 };
 
+// DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2): each query
+// attends only to the top_k cached positions its scores pick. n_head 0 in a
+// model without it.
+struct IndexerConfig {
+  int64_t n_head = 0;
+  int64_t key_dim = 0;  // one key per token, one query per head, this wide
+  int64_t top_k = 0;
+};
+
 // What one token's KV page slot holds per layer, as the family's attention
-// writes it: k_dim elements of keys, then v_dim of values (0: keys only, as
-// MLA's latent rows), shared by n_heads key heads.
+// writes it: k_dim elements of keys, then v_dim of values, shared by n_heads
+// key heads. latent: the keys are multi-head latent attention's rows, which
+// are their own values; v then holds, where v_dim > 0, a second key-only
+// stream (the indexer's keys).
 struct KvRowShape {
   int64_t k_dim = 0;
   int64_t v_dim = 0;
   int64_t n_heads = 1;
+  bool latent = false;
 };
 
 struct ModelConfig {
@@ -64,6 +76,8 @@ struct ModelConfig {
   KvRowShape kv;
   MlaConfig mla;
   MoeConfig moe;
+  IndexerConfig indexer;
+  int64_t n_nextn_layer = 0;  // multi-token-prediction layers the file holds after the n_layer run here
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

@@ -2,7 +2,9 @@
 multi-head latent attention and DeepSeekMoE, in either tensor layout that
 GGUF converters produce (the combined attn_kv_b, or the per-head attn_k_b and
 attn_v_b that llama.cpp's MLA path reads). Both layouts of one seed hold the
-same weights.
+same weights. With an indexer, DeepSeek-V3.2 (`deepseek32`): the same layers
+plus DeepSeek Sparse Attention's lightning indexer (../shared/DEEPSEEK-V32-V4.md
+sections 1.2 and 1.4), in the split layout.
 """
 
 import numpy as np
@@ -26,18 +28,22 @@ SHAPES = {
 
 
 def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_ctx=512, vocab_path=DEFAULT_VOCAB,
-                    scale=0.08, yarn=None, weights=None, **overrides):
+                    scale=0.08, yarn=None, weights=None, indexer=None, indexer_dtype=None,
+                    **overrides):
     """Writes the model; returns its path. `shape` names a SHAPES entry;
     keyword overrides replace any of its fields. yarn: None or (factor,
     original context, mscale_all_dim), as DeepSeek's configs give them.
     weights: None for seeded random weights, or every tensor by name (kv_b
-    as attn_kv_b [n_head * (nope + v_head), kv_lora]; train_models.py)."""
+    as attn_kv_b [n_head * (nope + v_head), kv_lora]; train_models.py).
+    indexer: None, or (heads, key length, top_k) for a deepseek32 model; indexer_dtype: its
+    matrices' type where not dtype."""
     s = dict(SHAPES[shape], **overrides)
     rng = np.random.default_rng(seed)
-    arch = "deepseek2"
+    arch = "deepseek32" if indexer else "deepseek2"
+    assert not indexer or layout == "split", "deepseek32 files carry the split attn_k_b/attn_v_b"
     writer = gguf.GGUFWriter(path, arch)
     n_vocab = copy_tokenizer(writer, vocab_path)
-    writer.add_name(f"{'trained' if weights is not None else 'random'}-deepseek2-{shape}-{dtype}-{layout}")
+    writer.add_name(f"{'trained' if weights is not None else 'random'}-{arch}-{shape}-{dtype}-{layout}")
     p = arch + "."
     nope, rope, v_head, kv_lora = s["qk_nope"], s["qk_rope"], s["v_head"], s["kv_lora_rank"]
     writer.add_context_length(n_ctx)
@@ -77,6 +83,10 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
     if s["n_group"] > 1:
         writer.add_uint32(p + "expert_group_count", s["n_group"])
         writer.add_uint32(p + "expert_group_used_count", s["n_group_used"])
+    if indexer:
+        writer.add_uint32(p + "attention.indexer.head_count", indexer[0])
+        writer.add_uint32(p + "attention.indexer.key_length", indexer[1])
+        writer.add_uint32(p + "attention.indexer.top_k", indexer[2])
 
     def weight(name, *shape_, dtype_=dtype):
         data = weights[name] if weights is not None else rng.standard_normal(shape_, dtype=np.float32) * np.float32(scale)
@@ -110,6 +120,13 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
             add_weight(writer, b + "attn_v_b.weight", np.ascontiguousarray(kv_b[:, nope:, :]), dtype)
         weight(b + "attn_output.weight", n_embd, n_head * v_head)
         vector(b + "ffn_norm.weight", n_embd)
+        if indexer:
+            index_heads, index_dim, _ = indexer
+            vector(b + "indexer.k_norm.weight", index_dim)
+            vector(b + "indexer.k_norm.bias", index_dim, 0.0, 0.1)
+            weight(b + "indexer.proj.weight", index_heads, n_embd, dtype_=indexer_dtype or dtype)
+            weight(b + "indexer.attn_k.weight", index_dim, n_embd, dtype_=indexer_dtype or dtype)
+            weight(b + "indexer.attn_q_b.weight", index_heads * index_dim, s["q_lora_rank"], dtype_=indexer_dtype or dtype)
         if i < s["leading_dense"]:
             weight(b + "ffn_gate.weight", s["n_ff"], n_embd)
             weight(b + "ffn_up.weight", s["n_ff"], n_embd)

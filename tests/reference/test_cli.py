@@ -48,3 +48,33 @@ def test_unknown_chat_template_says_how_to_choose(dsinfer):
     result = dsinfer("run", "-m", STORIES, "-p", "hi", "--chat", check=False)
     assert result.returncode == 1
     assert "--chat-template" in result.stderr.decode()
+
+
+def test_info_reports_deepseek_v32s_kv_memory_from_its_real_config(dsinfer, tmp_path):
+    """DeepSeek-V3.2's published shapes (../shared/DEEPSEEK-V32-V4.md section 5)
+    in a file of metadata alone: 61 layers run (block_count 62 counts the
+    multi-token-prediction layer), each caching a latent row of 512 + 64 and an
+    indexer key of 128 per token: 61 x (576 + 128) x 2 bytes = 85,888 bytes per
+    token in f16, the notes' 85.9 KB."""
+    import gguf
+    path = str(tmp_path / "v32_config.gguf")
+    writer = gguf.GGUFWriter(path, "deepseek32")
+    p = "deepseek32."
+    for key, value in {"context_length": 163840, "embedding_length": 7168, "block_count": 62, "feed_forward_length": 18432,
+                       "attention.head_count": 128, "attention.head_count_kv": 1, "attention.q_lora_rank": 1536,
+                       "attention.kv_lora_rank": 512, "attention.key_length": 576, "attention.value_length": 512,
+                       "attention.key_length_mla": 192, "attention.value_length_mla": 128, "rope.dimension_count": 64,
+                       "expert_count": 256, "expert_used_count": 8, "expert_shared_count": 1,
+                       "expert_feed_forward_length": 2048, "leading_dense_block_count": 3, "expert_gating_func": 2,
+                       "expert_group_count": 8, "expert_group_used_count": 4, "nextn_predict_layers": 1,
+                       "attention.indexer.head_count": 64, "attention.indexer.key_length": 128,
+                       "attention.indexer.top_k": 2048}.items():
+        writer.add_uint32(p + key, value)
+    writer.add_float32(p + "attention.layer_norm_rms_epsilon", 1e-6)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    out = dsinfer("info", "-m", path).stdout.decode()
+    assert "kv bytes per token (f16) 85888," in out, out
+    assert "an indexer of 64 heads of 128 picks 2048 positions per query" in out
+    assert "multi-token prediction: 1 layer(s) after the 61 run, not run" in out

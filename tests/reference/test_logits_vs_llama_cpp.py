@@ -177,6 +177,55 @@ def test_deepseek2_yarn_matches_llama_cpp(dsinfer, model_dir, layout):
     assert error <= 1e-3
 
 
+@pytest.mark.parametrize("dtype,top_k", [("f32", 32), ("f16", 512), ("q8_0", 16)])
+def test_deepseek32_sparse_attention_matches_llama_cpp(dsinfer, model_dir, dtype, top_k):
+    """DeepSeek-V3.2: V3's layers, and each query attends only to the top_k of
+    up to 300 cached positions its lightning indexer picks (16 heads of 64;
+    NeoX RoPE on the indexer, interleaved pairs on MLA), with YaRN past its
+    original context of 128. The prompt whole, in chunks of 7 and of 64, and
+    token by token: a token's choice and result do not depend on its step.
+    Bounds as for the other families (module docstring); top-1 must agree
+    wherever llama.cpp's two best differ by more than the bound lets a logit move.
+
+    The choice is a step function of the indexer's scores: where two positions
+    tie for the last place, any difference in rounding picks the other one, and
+    the logits jump. In f32 both engines' scores agree to ~1e-6 and sixteen
+    heads keep exact ties rare (with few heads many positions score exactly 0,
+    every head's product negative, and llama.cpp orders ties arbitrarily), so
+    the f32 file picks 32 of 300. Q8_0 quantizes activations by the same rule
+    in both engines, so its scores agree as closely: 16 of up to 48 positions
+    (the quantized cases' length, below). With F16 weights the engines round
+    activations at different points, scores move by ~1e-3 and near-ties flip:
+    that file takes top_k past the prompt, so every token attends to all its
+    positions, and checks the format through the same indexer and gathered
+    attention."""
+    from make_deepseek2 import write_deepseek2
+    path = os.path.join(model_dir, f"deepseek32_{dtype}.gguf")
+    write_deepseek2(path, shape="v3", dtype=dtype, layout="split", seed=7, n_ctx=512, indexer=(16, 64, top_k),
+                    yarn=(4.0, 128, 0.707))
+    # Q8_0 over the 48 positions of deepseek2's quantized cases: over 300, the
+    # random MoE's expert choices flip under activation rounding alone
+    # (llama.cpp's Q8_0 run against its own run of the rounded weights in f32
+    # differs by a third of the largest logit there).
+    tokens = TOKENS if dtype == "q8_0" else [1] + [int(t) for t in np.random.default_rng(2).integers(3, 512, 299)]
+    ref = llama_cpp_logits(str(path), tokens, kv="f32")
+    scale = np.abs(ref).max()
+    tolerance = TOLERANCE.get(dtype, QUANT_TOLERANCE)
+    best_two = np.sort(ref, axis=1)[:, -2:]
+    decided = best_two[:, 1] - best_two[:, 0] > 2 * tolerance * scale
+    for batch in (0, 7, 64, 1):
+        out = os.path.join(model_dir, f"deepseek32_{dtype}_b{batch}.npy")
+        dsinfer("logits", "-m", path, "--tokens", ",".join(map(str, tokens)), "--out", out, "--kv-cache-dtype", "f32",
+                "-b", str(batch))
+        ours = np.load(out)
+        error = float(np.abs(ours - ref).max() / scale)
+        agree = ours.argmax(axis=1) == ref.argmax(axis=1)
+        print(f"deepseek32 {dtype}, batch {batch or 'whole'}: relative max error {error:.2e} (tolerance {tolerance:g}), "
+              f"top-1 agreement {agree.mean():.1%}, {agree[decided].mean():.1%} of {int(decided.sum())} decided positions")
+        assert error <= tolerance
+        assert agree[decided].all()
+
+
 @pytest.mark.parametrize("shape", ["v2lite", "v3"])
 @pytest.mark.parametrize("form", ["expanded", "absorbed"])
 def test_deepseek2_long_prompt_in_either_mla_form_matches_llama_cpp(dsinfer, model_dir, shape, form):

@@ -79,6 +79,24 @@ void CpuBackend::rms_norm(const float* in, int64_t in_stride, const float* weigh
   });
 }
 
+void CpuBackend::layer_norm(const float* in, const float* weight, const float* bias, float eps, int64_t n, int64_t dim, float* out) {
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
+    ds::layer_norm(in + begin * dim, weight, bias, eps, end - begin, dim, out + begin * dim);
+  });
+}
+
+void CpuBackend::indexer_select(const KvLayerView& keys, const StepIndex& step, const float* q, int64_t n_heads, const float* weights, float weight_scale,
+                                int64_t top_k, int32_t* selected, int32_t* n_selected) {
+  ds::indexer_select(pool_, keys, q, n_heads, weights, weight_scale, step.n_tokens, step.positions, step.seq_of_token, step.tables, top_k, selected,
+                     n_selected, sparse_scratch_);
+}
+
+void CpuBackend::sparse_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q,
+                                  const int32_t* selected, const int32_t* n_selected, int64_t top_k, float* out) {
+  ds::sparse_attention(pool_, kv, shape, q, step.n_tokens, step.seq_of_token, step.tables, selected, n_selected, top_k, out,
+                       sparse_scratch_);
+}
+
 void CpuBackend::matmul(const WeightMatrix& w, const float* x, int64_t n, float* y) { ds::matmul(pool_, w, x, n, y, matmul_scratch_); }
 
 void CpuBackend::matmul_batched(const WeightMatrix* w, int64_t n_mats, const float* x, int64_t x_token_stride, int64_t x_mat_stride,

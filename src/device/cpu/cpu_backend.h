@@ -12,6 +12,7 @@
 #include "device/backend.h"
 #include "kernels/flash_attention.h"
 #include "kernels/matmul.h"
+#include "kernels/sparse_attention.h"
 
 namespace ds {
 
@@ -45,6 +46,12 @@ class CpuBackend final : public Backend {
   void paged_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q,
                        float* out) override;
   bool expands_mla() const override { return true; }
+  bool has_sparse_attention() const override { return true; }
+  void layer_norm(const float* in, const float* weight, const float* bias, float eps, int64_t n, int64_t dim, float* out) override;
+  void indexer_select(const KvLayerView& keys, const StepIndex& step, const float* q, int64_t n_heads, const float* weights, float weight_scale,
+                      int64_t top_k, int32_t* selected, int32_t* n_selected) override;
+  void sparse_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q,
+                        const int32_t* selected, const int32_t* n_selected, int64_t top_k, float* out) override;
   void mla_expanded_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, int64_t t0, int64_t n,
                               const float* q, int64_t q_stride, const WeightMatrix* k_up, const WeightMatrix* v_up, float* out,
                               int64_t out_stride) override;
@@ -71,6 +78,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   MatmulScratch matmul_scratch_;
   AttentionScratch attention_scratch_;
+  SparseAttentionScratch sparse_scratch_;
   // The expanded MLA form's block of cached rows, its keys and values, and the running softmax (cpu_expanded_mla.cpp).
   std::vector<float> mla_latent_, mla_keys_, mla_values_;
   FlashAttentionState flash_state_;

@@ -50,7 +50,7 @@ Status read_mla_config(const ConfigReader& r, ModelConfig& c) {
   m.qk_nope_dim = key_length - m.qk_rope_dim;
   c.head_dim = key_length;
   c.n_head_kv = c.n_head;
-  c.kv = KvRowShape{m.cache_dim(), 0, 1};
+  c.kv = KvRowShape{m.cache_dim(), 0, 1, /*latent=*/true};
   DS_RETURN_IF_ERROR(read_rope(r, m.qk_rope_dim, c));
 
   // DeepSeek's YaRN (HF modeling_deepseek): RoPE keeps unit magnitude
@@ -138,7 +138,7 @@ Status MlaAttention::reserve(Backend& b, int64_t n) {
   return attn_.reserve(b, n * c.n_head * m.v_head_dim);
 }
 
-void MlaAttention::run(const ForwardContext& ctx, const MlaWeights& w, const StepIndex& step, const KvLayerView& kv) {
+void MlaAttention::project(const ForwardContext& ctx, const MlaWeights& w, const StepIndex& step, const KvLayerView& kv) {
   const ModelConfig& c = config_;
   const MlaConfig& m = c.mla;
   Backend& b = ctx.backend;
@@ -162,11 +162,24 @@ void MlaAttention::run(const ForwardContext& ctx, const MlaWeights& w, const Ste
     const HeadRows k_pe{latent_.data() + m.kv_lora_rank, 1, m.qk_rope_dim, row, m.qk_rope_dim};
     b.rope_kv_write(c.rope, step, q_pe, k_pe, kv, latent_.data(), nullptr);
   }
+}
 
+void MlaAttention::attend(const ForwardContext& ctx, const MlaWeights& w, const StepIndex& step, const KvLayerView& kv,
+                          const PositionSelection* selection) {
+  const ModelConfig& c = config_;
+  const MlaConfig& m = c.mla;
+  Backend& b = ctx.backend;
+  const int64_t n = step.n_tokens;
+  const int64_t q_head = m.qk_nope_dim + m.qk_rope_dim, q_row = c.n_head * q_head;
+  if (selection) {
+    absorbed(ctx, w, kv, step, 0, n, selection);
+    ctx.matmul(w.wo, attn_.data(), n, ctx.out);
+    return;
+  }
   const AttentionShape expanded{c.n_head, c.n_head, q_head, m.kq_scale, m.v_head_dim};
   for (const Run& run : runs_) {
     if (!run.expanded) {
-      absorbed(ctx, w, kv, step, run.t0, run.n);
+      absorbed(ctx, w, kv, step, run.t0, run.n, nullptr);
       continue;
     }
     TraceScope scope(ctx.trace, "attention", "mla_expanded");
@@ -177,7 +190,7 @@ void MlaAttention::run(const ForwardContext& ctx, const MlaWeights& w, const Ste
 }
 
 void MlaAttention::absorbed(const ForwardContext& ctx, const MlaWeights& w, const KvLayerView& kv, const StepIndex& step, int64_t t0,
-                            int64_t n) {
+                            int64_t n, const PositionSelection* selection) {
   const ModelConfig& c = config_;
   const MlaConfig& m = c.mla;
   Backend& b = ctx.backend;
@@ -197,7 +210,13 @@ void MlaAttention::absorbed(const ForwardContext& ctx, const MlaWeights& w, cons
     StepIndex run = step;
     run.n_tokens = n;
     run.tokens += t0, run.positions += t0, run.seq_of_token += t0;
-    b.paged_attention(kv, AttentionShape{c.n_head, 1, row, m.kq_scale, m.kv_lora_rank}, run, q_full, attn_latent);
+    const AttentionShape shape{c.n_head, 1, row, m.kq_scale, m.kv_lora_rank};
+    if (selection) {
+      b.sparse_attention(kv, shape, run, q_full, selection->selected + t0 * selection->top_k, selection->n_selected + t0,
+                         selection->top_k, attn_latent);
+    } else {
+      b.paged_attention(kv, shape, run, q_full, attn_latent);
+    }
   }
   // Each head's attended latent back to values.
   {

@@ -35,6 +35,15 @@ Status read_mla_config(const ConfigReader& reader, ModelConfig& c);
 // A layer's MLA tensors: the split attn_k_b/attn_v_b layout or the combined attn_kv_b.
 Status load_mla(TensorLoader& loader, const ModelConfig& c, const std::string& prefix, MlaWeights* w);
 
+// DeepSeek Sparse Attention's choice for the step's tokens (V3.2): token t
+// attends to the n_selected[t] positions at selected[t * top_k ...], in the
+// backend's memory (model/families/deepseek32.cpp).
+struct PositionSelection {
+  const int32_t* selected = nullptr;
+  const int32_t* n_selected = nullptr;
+  int64_t top_k = 0;
+};
+
 class MlaAttention {
  public:
   // `prefill` other than automatic forces a form; the expanded one is refused
@@ -45,12 +54,24 @@ class MlaAttention {
   Status reserve(Backend& backend, int64_t n);
   // Splits the step's tokens into runs, each in one form.
   void plan(const Batch& batch);
-  // ctx.out [n, n_embd] from ctx.h, through the layer's latent rows.
-  void run(const ForwardContext& ctx, const MlaWeights& w, const StepIndex& step, const KvLayerView& kv);
+  // ctx.out [n, n_embd] from ctx.h, through the layer's latent rows: project, then attend.
+  void run(const ForwardContext& ctx, const MlaWeights& w, const StepIndex& step, const KvLayerView& kv) {
+    project(ctx, w, step, kv);
+    attend(ctx, w, step, kv, nullptr);
+  }
+  // The queries and the step's latent rows from ctx.h, the rows written to the cache.
+  void project(const ForwardContext& ctx, const MlaWeights& w, const StepIndex& step, const KvLayerView& kv);
+  // After project(): the queries' normalised low-rank form [n, q_lora_rank] (models with q LoRA).
+  const float* query_latent() const { return q_a_.data(); }
+  // After project(): ctx.out [n, n_embd], each token attending to every
+  // position up to its own, or only to those `selection` names (the absorbed form then).
+  void attend(const ForwardContext& ctx, const MlaWeights& w, const StepIndex& step, const KvLayerView& kv,
+              const PositionSelection* selection);
 
  private:
   // The absorbed form for tokens [t0, t0 + n) of the step.
-  void absorbed(const ForwardContext& ctx, const MlaWeights& w, const KvLayerView& kv, const StepIndex& step, int64_t t0, int64_t n);
+  void absorbed(const ForwardContext& ctx, const MlaWeights& w, const KvLayerView& kv, const StepIndex& step, int64_t t0, int64_t n,
+                const PositionSelection* selection);
 
   const ModelConfig& config_;
   MlaPrefill prefill_;

@@ -1,0 +1,184 @@
+#include "kernels/sparse_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/attention_tiles.h"
+#include "kernels/paged_attention.h"
+#include "tensor/quantize.h"
+
+namespace ds {
+namespace {
+
+// The selected rows of one sequence in f32, [n][kv.kv_dim]: runs of
+// consecutive positions read at once.
+void gather_selected(const KvLayerView& kv, const BlockTableView& table, const int32_t* positions, int64_t n, float* rows) {
+  for (int64_t i = 0; i < n;) {
+    int64_t run = 1;
+    while (i + run < n && positions[i + run] == positions[i] + run) ++run;
+    kv_read(kv, kv.k, table, 0, positions[i], run, rows + i * kv.kv_dim);
+    i += run;
+  }
+}
+
+// Positions 0..n-1 ranked by score, the k best (ties: the lower position) in ascending order.
+void top_k_ascending(const float* scores, int64_t n, int64_t k, std::vector<int32_t>& order, int32_t* out) {
+  order.resize(size_t(n));
+  std::iota(order.begin(), order.end(), 0);
+  const auto better = [scores](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
+  std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), better);
+  std::sort(order.begin(), order.begin() + k);
+  std::copy(order.begin(), order.begin() + k, out);
+}
+
+// x rounded to the cache's type, as the dense attention rounds its queries
+// (kernels/paged_attention.h) and llama.cpp multiplies them with the cached rows.
+void round_like_reference(DType type, const float* x, int64_t n, float* out) {
+  std::vector<uint8_t> typed(size_t(row_bytes(type, n)));
+  quantize_row(type, x, typed.data(), n);
+  dequantize_row(type, typed.data(), out, n);
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace
+
+void indexer_select(ThreadPool& pool, const KvLayerView& keys, const float* q, int64_t n_heads, const float* weights, float weight_scale,
+                    int64_t n_tokens, const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables,
+                    int64_t top_k, int32_t* selected, int32_t* n_selected, SparseAttentionScratch& scratch) {
+  scratch.threads.resize(size_t(pool.n_threads()));
+  const int64_t dim = keys.kv_dim;
+  pool.parallel_for_dynamic(n_tokens, 1, [&](int64_t begin, int64_t end, int thread) {
+    SparseAttentionScratch::PerThread& s = scratch.threads[size_t(thread)];
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n_ctx = int64_t(positions[t]) + 1;
+      int32_t* chosen = selected + t * top_k;
+      if (n_ctx <= top_k) {
+        std::iota(chosen, chosen + n_ctx, 0);
+        n_selected[t] = int32_t(n_ctx);
+        continue;
+      }
+      s.rows.resize(size_t(n_ctx * dim));
+      s.scores.assign(size_t(n_ctx), 0.0f);
+      kv_read(keys, keys.k, tables[seq_of_token[t]], 0, 0, n_ctx, s.rows.data());
+      s.queries.resize(size_t(n_heads * dim));
+      attention_tile_kernels().round_to_cache(keys.dtype, q + t * n_heads * dim, s.queries.data(), n_heads * dim);
+      for (int64_t h = 0; h < n_heads; ++h) {
+        const float* qh = s.queries.data() + h * dim;
+        const float w = weights[t * n_heads + h] * weight_scale;
+        for (int64_t p = 0; p < n_ctx; ++p) s.scores[size_t(p)] += w * std::max(0.0f, dot(qh, s.rows.data() + p * dim, dim));
+      }
+      top_k_ascending(s.scores.data(), n_ctx, top_k, s.order, chosen);
+      n_selected[t] = int32_t(top_k);
+    }
+  });
+}
+
+void sparse_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionShape& shape, const float* q, int64_t n_tokens,
+                      const int32_t* seq_of_token, const BlockTableView* tables, const int32_t* selected,
+                      const int32_t* n_selected, int64_t top_k, float* out, SparseAttentionScratch& scratch) {
+  scratch.threads.resize(size_t(pool.n_threads()));
+  const int64_t dim = shape.head_dim, v_dim = shape.value_dim(), row = kv.kv_dim;
+  // A unit is one token's heads in a group of eight: each gathers the
+  // token's rows once for the group.
+  const int64_t groups = (shape.n_head + 7) / 8;
+  pool.parallel_for_dynamic(n_tokens * groups, 1, [&](int64_t begin, int64_t end, int thread) {
+    SparseAttentionScratch::PerThread& s = scratch.threads[size_t(thread)];
+    int64_t gathered = -1;  // the token whose rows s.rows holds
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t t = unit / groups, h_begin = (unit % groups) * 8, h_end = std::min(shape.n_head, h_begin + 8);
+      const int64_t n = n_selected[t];
+      if (gathered != t) {
+        s.rows.resize(size_t(n * row));
+        gather_selected(kv, tables[seq_of_token[t]], selected + t * top_k, n, s.rows.data());
+        gathered = t;
+      }
+      s.scores.resize(size_t(n));
+      s.queries.resize(size_t((h_end - h_begin) * dim));
+      attention_tile_kernels().round_to_cache(kv.dtype, q + (t * shape.n_head + h_begin) * dim, s.queries.data(), (h_end - h_begin) * dim);
+      for (int64_t h = h_begin; h < h_end; ++h) {
+        const float* qh = s.queries.data() + (h - h_begin) * dim;
+        float max = -INFINITY;
+        for (int64_t i = 0; i < n; ++i) {
+          s.scores[size_t(i)] = dot(qh, s.rows.data() + i * row, dim) * shape.scale;
+          max = std::max(max, s.scores[size_t(i)]);
+        }
+        float sum = 0.0f;
+        for (int64_t i = 0; i < n; ++i) sum += s.scores[size_t(i)] = std::exp(s.scores[size_t(i)] - max);
+        float* o = out + (t * shape.n_head + h) * v_dim;
+        std::fill(o, o + v_dim, 0.0f);
+        for (int64_t i = 0; i < n; ++i) {
+          const float p = s.scores[size_t(i)] / sum;
+          const float* v = s.rows.data() + i * row;
+          for (int64_t j = 0; j < v_dim; ++j) o[j] += p * v[j];
+        }
+      }
+    }
+  });
+}
+
+void indexer_select_reference(const KvLayerView& keys, const float* q, int64_t n_heads, const float* weights, float weight_scale, int64_t n_tokens,
+                              const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables,
+                              int64_t top_k, int32_t* selected, int32_t* n_selected) {
+  const int64_t dim = keys.kv_dim;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t n_ctx = int64_t(positions[t]) + 1;
+    std::vector<float> rows(size_t(n_ctx * dim));
+    kv_read(keys, keys.k, tables[seq_of_token[t]], 0, 0, n_ctx, rows.data());
+    std::vector<float> queries(size_t(n_heads * dim));
+    round_like_reference(keys.dtype, q + t * n_heads * dim, n_heads * dim, queries.data());
+    std::vector<std::pair<double, int32_t>> ranked;
+    for (int64_t p = 0; p < n_ctx; ++p) {
+      double score = 0.0;
+      for (int64_t h = 0; h < n_heads; ++h) {
+        double d = 0.0;
+        for (int64_t i = 0; i < dim; ++i) d += double(queries[size_t(h * dim + i)]) * rows[size_t(p * dim + i)];
+        score += double(weights[t * n_heads + h]) * weight_scale * std::max(0.0, d);
+      }
+      ranked.push_back({-score, int32_t(p)});
+    }
+    std::sort(ranked.begin(), ranked.end());
+    const int64_t k = std::min(top_k, n_ctx);
+    std::vector<int32_t> chosen;
+    for (int64_t i = 0; i < k; ++i) chosen.push_back(ranked[size_t(i)].second);
+    std::sort(chosen.begin(), chosen.end());
+    std::copy(chosen.begin(), chosen.end(), selected + t * top_k);
+    n_selected[t] = int32_t(k);
+  }
+}
+
+void sparse_attention_reference(const KvLayerView& kv, const AttentionShape& shape, const float* q, int64_t n_tokens,
+                                const int32_t* seq_of_token, const BlockTableView* tables, const int32_t* selected,
+                                const int32_t* n_selected, int64_t top_k, float* out) {
+  const int64_t dim = shape.head_dim, v_dim = shape.value_dim(), row = kv.kv_dim;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t n = n_selected[t];
+    std::vector<float> rows(size_t(n * row));
+    for (int64_t i = 0; i < n; ++i) kv_read(kv, kv.k, tables[seq_of_token[t]], 0, selected[t * top_k + i], 1, &rows[size_t(i * row)]);
+    for (int64_t h = 0; h < shape.n_head; ++h) {
+      std::vector<float> query(static_cast<size_t>(dim));
+      round_like_reference(kv.dtype, q + (t * shape.n_head + h) * dim, dim, query.data());
+      std::vector<double> p(static_cast<size_t>(n));
+      double max = -INFINITY, sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        double d = 0.0;
+        for (int64_t j = 0; j < dim; ++j) d += double(query[size_t(j)]) * rows[size_t(i * row + j)];
+        p[size_t(i)] = d * shape.scale;
+        max = std::max(max, p[size_t(i)]);
+      }
+      for (double& x : p) sum += x = std::exp(x - max);
+      for (int64_t j = 0; j < v_dim; ++j) {
+        double o = 0.0;
+        for (int64_t i = 0; i < n; ++i) o += p[size_t(i)] / sum * rows[size_t(i * row + j)];
+        out[(t * shape.n_head + h) * v_dim + j] = float(o);
+      }
+    }
+  }
+}
+
+}  // namespace ds
