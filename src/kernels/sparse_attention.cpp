@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "base/status.h"
 #include "kernels/attention_tiles.h"
 #include "kernels/paged_attention.h"
 #include "tensor/quantize.h"
@@ -40,11 +41,8 @@ void round_like_reference(DType type, const float* x, int64_t n, float* out) {
   dequantize_row(type, typed.data(), out, n);
 }
 
-float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
+// Cached keys the indexer reads at once.
+constexpr int64_t k_position_tile = 256;
 
 }  // namespace
 
@@ -52,6 +50,7 @@ void indexer_select(ThreadPool& pool, const KvLayerView& keys, const float* q, i
                     int64_t n_tokens, const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables,
                     int64_t top_k, int32_t* selected, int32_t* n_selected, SparseAttentionScratch& scratch) {
   scratch.threads.resize(size_t(pool.n_threads()));
+  const AttentionTileKernels& tiles = attention_tile_kernels();
   const int64_t dim = keys.kv_dim;
   pool.parallel_for_dynamic(n_tokens, 1, [&](int64_t begin, int64_t end, int thread) {
     SparseAttentionScratch::PerThread& s = scratch.threads[size_t(thread)];
@@ -63,15 +62,23 @@ void indexer_select(ThreadPool& pool, const KvLayerView& keys, const float* q, i
         n_selected[t] = int32_t(n_ctx);
         continue;
       }
-      s.rows.resize(size_t(n_ctx * dim));
-      s.scores.assign(size_t(n_ctx), 0.0f);
-      kv_read(keys, keys.k, tables[seq_of_token[t]], 0, 0, n_ctx, s.rows.data());
       s.queries.resize(size_t(n_heads * dim));
-      attention_tile_kernels().round_to_cache(keys.dtype, q + t * n_heads * dim, s.queries.data(), n_heads * dim);
-      for (int64_t h = 0; h < n_heads; ++h) {
-        const float* qh = s.queries.data() + h * dim;
-        const float w = weights[t * n_heads + h] * weight_scale;
-        for (int64_t p = 0; p < n_ctx; ++p) s.scores[size_t(p)] += w * std::max(0.0f, dot(qh, s.rows.data() + p * dim, dim));
+      tiles.round_to_cache(keys.dtype, q + t * n_heads * dim, s.queries.data(), n_heads * dim);
+      s.scores.assign(size_t(n_ctx), 0.0f);
+      s.rows.resize(size_t(k_position_tile * dim));
+      s.head_scores.resize(size_t(n_heads * k_position_tile));
+      // A tile of cached keys at a time, every head's products with it, then
+      // each position's score summed over the heads in order.
+      for (int64_t p0 = 0; p0 < n_ctx; p0 += k_position_tile) {
+        const int64_t n = std::min(k_position_tile, n_ctx - p0);
+        kv_read(keys, keys.k, tables[seq_of_token[t]], 0, p0, n, s.rows.data());
+        tiles.scores(dim, s.queries.data(), n_heads, s.rows.data(), n, 1.0f, s.head_scores.data(), k_position_tile);
+        for (int64_t h = 0; h < n_heads; ++h) {
+          const float w = weights[t * n_heads + h] * weight_scale;
+          const float* products = s.head_scores.data() + h * k_position_tile;
+          float* score = s.scores.data() + p0;
+          for (int64_t j = 0; j < n; ++j) score[j] += w * std::max(0.0f, products[j]);
+        }
       }
       top_k_ascending(s.scores.data(), n_ctx, top_k, s.order, chosen);
       n_selected[t] = int32_t(top_k);
@@ -82,8 +89,10 @@ void indexer_select(ThreadPool& pool, const KvLayerView& keys, const float* q, i
 void sparse_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionShape& shape, const float* q, int64_t n_tokens,
                       const int32_t* seq_of_token, const BlockTableView* tables, const int32_t* selected,
                       const int32_t* n_selected, int64_t top_k, float* out, SparseAttentionScratch& scratch) {
+  DS_CHECK(kv.n_kv_heads == 1 && kv.kv_dim == shape.head_dim, "sparse_attention: one KV head of the queries' width");
   scratch.threads.resize(size_t(pool.n_threads()));
-  const int64_t dim = shape.head_dim, v_dim = shape.value_dim(), row = kv.kv_dim;
+  const AttentionTileKernels& tiles = attention_tile_kernels();
+  const int64_t dim = shape.head_dim, v_dim = shape.value_dim();
   // A unit is one token's heads in a group of eight: each gathers the
   // token's rows once for the group.
   const int64_t groups = (shape.n_head + 7) / 8;
@@ -91,32 +100,32 @@ void sparse_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSh
     SparseAttentionScratch::PerThread& s = scratch.threads[size_t(thread)];
     int64_t gathered = -1;  // the token whose rows s.rows holds
     for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t t = unit / groups, h_begin = (unit % groups) * 8, h_end = std::min(shape.n_head, h_begin + 8);
+      const int64_t t = unit / groups, h_begin = (unit % groups) * 8, n_q = std::min<int64_t>(8, shape.n_head - h_begin);
       const int64_t n = n_selected[t];
       if (gathered != t) {
-        s.rows.resize(size_t(n * row));
+        s.rows.resize(size_t(n * dim));
         gather_selected(kv, tables[seq_of_token[t]], selected + t * top_k, n, s.rows.data());
+        if (v_dim < dim) {  // the values: each row's first v_dim elements, side by side
+          s.values.resize(size_t(n * v_dim));
+          for (int64_t i = 0; i < n; ++i) std::copy_n(s.rows.data() + i * dim, v_dim, s.values.data() + i * v_dim);
+        }
         gathered = t;
       }
-      s.scores.resize(size_t(n));
-      s.queries.resize(size_t((h_end - h_begin) * dim));
-      attention_tile_kernels().round_to_cache(kv.dtype, q + (t * shape.n_head + h_begin) * dim, s.queries.data(), (h_end - h_begin) * dim);
-      for (int64_t h = h_begin; h < h_end; ++h) {
-        const float* qh = s.queries.data() + (h - h_begin) * dim;
+      s.queries.resize(size_t(n_q * dim));
+      tiles.round_to_cache(kv.dtype, q + (t * shape.n_head + h_begin) * dim, s.queries.data(), n_q * dim);
+      s.head_scores.resize(size_t(n_q * n));
+      tiles.scores(dim, s.queries.data(), n_q, s.rows.data(), n, shape.scale, s.head_scores.data(), n);
+      float sums[8];
+      for (int64_t i = 0; i < n_q; ++i) {
         float max = -INFINITY;
-        for (int64_t i = 0; i < n; ++i) {
-          s.scores[size_t(i)] = dot(qh, s.rows.data() + i * row, dim) * shape.scale;
-          max = std::max(max, s.scores[size_t(i)]);
-        }
-        float sum = 0.0f;
-        for (int64_t i = 0; i < n; ++i) sum += s.scores[size_t(i)] = std::exp(s.scores[size_t(i)] - max);
-        float* o = out + (t * shape.n_head + h) * v_dim;
-        std::fill(o, o + v_dim, 0.0f);
-        for (int64_t i = 0; i < n; ++i) {
-          const float p = s.scores[size_t(i)] / sum;
-          const float* v = s.rows.data() + i * row;
-          for (int64_t j = 0; j < v_dim; ++j) o[j] += p * v[j];
-        }
+        sums[i] = 0.0f;
+        tiles.online_softmax(s.head_scores.data() + i * n, n, &max, &sums[i]);
+      }
+      float* o = out + (t * shape.n_head + h_begin) * v_dim;
+      std::fill(o, o + n_q * v_dim, 0.0f);
+      tiles.weighted_sum(v_dim, s.head_scores.data(), n, n_q, v_dim < dim ? s.values.data() : s.rows.data(), n, o);
+      for (int64_t i = 0; i < n_q; ++i) {
+        for (int64_t j = 0; j < v_dim; ++j) o[i * v_dim + j] /= sums[i];
       }
     }
   });

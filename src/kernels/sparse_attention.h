@@ -18,7 +18,9 @@ struct SparseAttentionScratch {
   struct PerThread {
     std::vector<float> rows;     // gathered cached rows in f32
     std::vector<float> queries;  // queries rounded to the cache's type
+    std::vector<float> values;   // their first value_dim elements, side by side
     std::vector<float> scores;   // one per position
+    std::vector<float> head_scores;  // per head, a tile of positions' products
     std::vector<int32_t> order;  // positions being ranked
   };
   std::vector<PerThread> threads;
