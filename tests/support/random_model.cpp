@@ -44,7 +44,8 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
   w.add_uint32(p + "block_count", uint32_t(s.n_layer));
   w.add_uint32(p + "feed_forward_length", uint32_t(s.n_ff));
   w.add_uint32(p + "attention.head_count", uint32_t(s.n_head));
-  w.add_uint32(p + "attention.head_count_kv", uint32_t(s.n_head_kv));
+  const bool sparse = s.arch == "deepseek32";  // V3.2: MLA's latent rows are one key head
+  w.add_uint32(p + "attention.head_count_kv", sparse ? 1u : uint32_t(s.n_head_kv));
   w.add_uint32(p + "context_length", uint32_t(s.n_ctx));
   w.add_float32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
 
@@ -83,12 +84,23 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
   matrix("token_embd.weight", s.n_vocab, s.n_embd, DType::f32);
   vector("output_norm.weight", s.n_embd, 1.0f, 0.1f);
   matrix("output.weight", s.n_vocab, s.n_embd, s.weight_type);
-  if (s.arch == "deepseek2") {
+  if (s.arch == "deepseek2" || sparse) {
     constexpr int64_t q_lora = 64, kv_lora = 64, nope = 32, rope = 32, v_head = 32, n_expert = 8, expert_ff = 64;
+    constexpr int64_t index_heads = 8, index_dim = 64, top_k = 8;
     w.add_uint32(p + "attention.q_lora_rank", q_lora);
     w.add_uint32(p + "attention.kv_lora_rank", kv_lora);
-    w.add_uint32(p + "attention.key_length", nope + rope);
-    w.add_uint32(p + "attention.value_length", v_head);
+    if (sparse) {  // the split attn_k_b/attn_v_b layout: the cache's lengths, and the heads' as *_mla
+      w.add_uint32(p + "attention.key_length", kv_lora + rope);
+      w.add_uint32(p + "attention.value_length", kv_lora);
+      w.add_uint32(p + "attention.key_length_mla", nope + rope);
+      w.add_uint32(p + "attention.value_length_mla", v_head);
+      w.add_uint32(p + "attention.indexer.head_count", index_heads);
+      w.add_uint32(p + "attention.indexer.key_length", index_dim);
+      w.add_uint32(p + "attention.indexer.top_k", top_k);
+    } else {
+      w.add_uint32(p + "attention.key_length", nope + rope);
+      w.add_uint32(p + "attention.value_length", v_head);
+    }
     w.add_uint32(p + "rope.dimension_count", rope);
     w.add_uint32(p + "leading_dense_block_count", 1);
     w.add_uint32(p + "expert_count", n_expert);
@@ -108,9 +120,21 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
       matrix(b + "attn_q_b.weight", s.n_head * (nope + rope), q_lora, s.weight_type);
       matrix(b + "attn_kv_a_mqa.weight", kv_lora + rope, s.n_embd, s.weight_type);
       vector(b + "attn_kv_a_norm.weight", kv_lora, 1.0f, 0.1f);
-      matrix(b + "attn_kv_b.weight", s.n_head * (nope + v_head), kv_lora, s.weight_type);
+      if (sparse) {
+        experts(b + "attn_k_b.weight", s.n_head, kv_lora, nope);
+        experts(b + "attn_v_b.weight", s.n_head, v_head, kv_lora);
+      } else {
+        matrix(b + "attn_kv_b.weight", s.n_head * (nope + v_head), kv_lora, s.weight_type);
+      }
       matrix(b + "attn_output.weight", s.n_embd, s.n_head * v_head, s.weight_type);
       vector(b + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f);
+      if (sparse) {
+        vector(b + "indexer.k_norm.weight", index_dim, 1.0f, 0.1f);
+        vector(b + "indexer.k_norm.bias", index_dim, 0.0f, 0.1f);
+        matrix(b + "indexer.proj.weight", index_heads, s.n_embd, s.weight_type);
+        matrix(b + "indexer.attn_k.weight", index_dim, s.n_embd, s.weight_type);
+        matrix(b + "indexer.attn_q_b.weight", index_heads * index_dim, q_lora, s.weight_type);
+      }
       if (i == 0) {
         matrix(b + "ffn_gate.weight", s.n_ff, s.n_embd, s.weight_type);
         matrix(b + "ffn_up.weight", s.n_ff, s.n_embd, s.weight_type);

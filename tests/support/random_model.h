@@ -11,9 +11,11 @@
 namespace ds {
 
 struct RandomModelShape {
-  // "llama", "qwen2" (with q/k/v biases) or "deepseek2" (V3-like: q LoRA, MLA
+  // "llama", "qwen2" (with q/k/v biases), "deepseek2" (V3-like: q LoRA, MLA
   // with the kv_b layout, a leading dense layer, then DeepSeekMoE with sigmoid
-  // gating, a selection bias, 8 experts in 4 groups, 2 used, 1 shared).
+  // gating, a selection bias, 8 experts in 4 groups, 2 used, 1 shared) or
+  // "deepseek32" (the same in the split attn_k_b/attn_v_b layout, and a
+  // lightning indexer of 8 heads of 64 choosing 8 positions per query).
   std::string arch = "qwen2";
   DType weight_type = DType::f32;
   int64_t n_embd = 64;
