@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "model/family.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "quant/quant_policy.h"
@@ -33,10 +34,40 @@ int print_keys_read(const GgufFile& file) {
   return 0;
 }
 
+// Every op the model's forward calls and, for each backend this machine
+// has, whether it implements it: what moving the model to other hardware
+// needs first. Exit 1 when the config does not load.
+int print_forward_ops(const GgufFile& file) {
+  auto config = ModelConfig::from_gguf(file);
+  if (!config.ok()) {
+    std::fprintf(stderr, "dsinfer info: %s\n", config.message().c_str());
+    return 1;
+  }
+  std::vector<std::pair<std::string, std::unique_ptr<Backend>>> backends;
+  for (const char* device : {"cpu", "cuda:0"}) {
+    auto backend = create_backend(device, 1);
+    if (backend.ok()) {
+      std::printf("%s: %s\n", device, backend.value()->name().c_str());
+      backends.emplace_back(device, backend.take());
+    } else {
+      std::printf("%s: not on this machine (%s)\n", device, backend.message().c_str());
+    }
+  }
+  std::printf("%-24s", "op");
+  for (const auto& b : backends) std::printf(" %-8s", b.first.c_str());
+  std::printf("\n");
+  for (BackendOp op : forward_ops(config.value())) {
+    std::printf("%-24s", backend_op_name(op));
+    for (const auto& b : backends) std::printf(" %-8s", b.second->implements(op) ? "yes" : "MISSING");
+    std::printf("\n");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"-m", "--model"}, {"--metadata", "--keys-read"});
+  auto args = Args::parse(argc, argv, {"-m", "--model"}, {"--metadata", "--keys-read", "--ops"});
   if (!args.ok()) {
     std::fprintf(stderr, "dsinfer info: %s\n", args.message().c_str());
     return 1;
@@ -49,6 +80,7 @@ int cmd_info(int argc, char** argv) {
   }
   const GgufFile& f = *file.value();
   if (args.value().has("--keys-read")) return print_keys_read(f);
+  if (args.value().has("--ops")) return print_forward_ops(f);
   std::printf("file: %s (GGUF v%u, %zu bytes, %zu tensors, %zu metadata keys)\n", path.c_str(), f.version(),
               f.file_bytes(), f.tensors().size(), f.metadata().size());
   if (args.value().has("--metadata")) {

@@ -28,6 +28,50 @@ void Backend::mla_expanded_attention(const KvLayerView&, const AttentionShape&, 
   DS_CHECK(false, name() + ": no expanded MLA form (expands_mla() is false)");
 }
 
+const char* backend_op_name(BackendOp op) {
+  switch (op) {
+    case BackendOp::embed: return "embed";
+    case BackendOp::rms_norm: return "rms_norm";
+    case BackendOp::matmul: return "matmul";
+    case BackendOp::matmul_batched: return "matmul_batched";
+    case BackendOp::add_bias: return "add_bias";
+    case BackendOp::rope_kv_write: return "rope_kv_write";
+    case BackendOp::copy_heads: return "copy_heads";
+    case BackendOp::paged_attention: return "paged_attention";
+    case BackendOp::mla_expanded_attention: return "mla_expanded_attention";
+    case BackendOp::silu_mul: return "silu_mul";
+    case BackendOp::add: return "add";
+    case BackendOp::gather_rows: return "gather_rows";
+    case BackendOp::moe_experts: return "moe_experts";
+    case BackendOp::layer_norm: return "layer_norm";
+    case BackendOp::indexer_select: return "indexer_select";
+    case BackendOp::sparse_attention: return "sparse_attention";
+  }
+  return "?";
+}
+
+bool Backend::implements(BackendOp op) const {
+  switch (op) {
+    case BackendOp::mla_expanded_attention: return expands_mla();
+    case BackendOp::layer_norm:
+    case BackendOp::indexer_select:
+    case BackendOp::sparse_attention: return has_sparse_attention();
+    case BackendOp::embed:
+    case BackendOp::rms_norm:
+    case BackendOp::matmul:
+    case BackendOp::matmul_batched:
+    case BackendOp::add_bias:
+    case BackendOp::rope_kv_write:
+    case BackendOp::copy_heads:
+    case BackendOp::paged_attention:
+    case BackendOp::silu_mul:
+    case BackendOp::add:
+    case BackendOp::gather_rows:
+    case BackendOp::moe_experts: return true;
+  }
+  return false;
+}
+
 void Backend::layer_norm(const float*, const float*, const float*, float, int64_t, int64_t, float*) {
   DS_CHECK(false, name() + ": no layer_norm (has_sparse_attention() is false)");
 }

@@ -27,6 +27,14 @@ namespace ds {
 
 class Backend;
 
+// The ops a model's forward may call, by name: what `dsinfer info --ops`
+// lists, and what loading a model checks its backend for.
+enum class BackendOp {
+  embed, rms_norm, matmul, matmul_batched, add_bias, rope_kv_write, copy_heads, paged_attention, mla_expanded_attention,
+  silu_mul, add, gather_rows, moe_experts, layer_norm, indexer_select, sparse_attention,
+};
+const char* backend_op_name(BackendOp op);
+
 // Memory the backend allocated; freed with the buffer. Move-only.
 class DeviceBuffer {
  public:
@@ -167,6 +175,8 @@ class Backend {
   // sparse_attention over the step's block tables (selected and n_selected
   // in the backend's memory, top_k per token).
   virtual bool has_sparse_attention() const { return false; }
+  // Whether this backend runs `op` (every backend runs the ops without a capability query).
+  bool implements(BackendOp op) const;
   virtual void layer_norm(const float* in, const float* weight, const float* bias, float eps, int64_t n, int64_t dim, float* out);
   virtual void indexer_select(const KvLayerView& keys, const StepIndex& step, const float* q, int64_t n_heads, const float* weights, float weight_scale,
                               int64_t top_k, int32_t* selected, int32_t* n_selected);

@@ -1,5 +1,7 @@
 #include "model/family.h"
 
+#include <algorithm>
+
 namespace ds {
 namespace {
 
@@ -26,6 +28,24 @@ std::string supported_family_names() {
   std::string names;
   for (const Family* const* f = families(); *f; ++f) names += std::string(names.empty() ? "" : ", ") + (*f)->name;
   return names;
+}
+
+std::vector<BackendOp> forward_ops(const ModelConfig& c) {
+  std::vector<BackendOp> ops = {BackendOp::embed, BackendOp::gather_rows, BackendOp::rms_norm, BackendOp::matmul};
+  for (BackendOp op : c.family->layer_ops(c)) {
+    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+  }
+  return ops;
+}
+
+Status check_forward_ops(const ModelConfig& c, const Backend& backend) {
+  std::string missing;
+  for (BackendOp op : forward_ops(c)) {
+    if (!backend.implements(op)) missing += std::string(missing.empty() ? "" : ", ") + backend_op_name(op);
+  }
+  if (missing.empty()) return Status();
+  return Status::error("model: the " + backend.name() + " backend does not implement ops " + c.family->name +
+                       "'s forward calls: " + missing);
 }
 
 Status refuse_mla_prefill(const ModelOptions& options) {

@@ -51,7 +51,15 @@ struct Family {
   Status (*read_config)(const ConfigReader& reader, ModelConfig& c);
   // Its layers for a model of config c on `backend`; refuses options it has no use for.
   Result<std::unique_ptr<LayerStack>> (*make_layers)(const ModelConfig& c, const ModelOptions& options, Backend& backend);
+  // The backend ops its layers call (not those used only where a backend has them).
+  std::vector<BackendOp> (*layer_ops)(const ModelConfig& c);
 };
+
+// Every op the forward of a model of config c calls: the embedding, the
+// output head and its family's layers'.
+std::vector<BackendOp> forward_ops(const ModelConfig& c);
+// Fails, naming them, when `backend` lacks any of those ops.
+Status check_forward_ops(const ModelConfig& c, const Backend& backend);
 
 // nullptr for an architecture dsinfer does not implement.
 const Family* find_family(const std::string& name);

@@ -21,6 +21,7 @@ Result<std::unique_ptr<Model>> Model::load_on(const std::string& path, const Mod
     auto config = ModelConfig::from_gguf(*file.value());
     if (!config.ok()) return config.status();
     std::unique_ptr<Model> model(new Model(config.value(), std::move(backend)));
+    DS_RETURN_IF_ERROR(check_forward_ops(model->config_, *model->backend_));
     auto layers = model->config_.family->make_layers(model->config_, options, *model->backend_);
     if (!layers.ok()) return layers.status();
     model->layers_ = layers.take();

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "device/forwarding_backend.h"
 #include "gguf/gguf_writer.h"
 #include "kernels/cpu_features.h"
 #include "support/random_model.h"
@@ -279,6 +280,30 @@ TEST(Model, MlaCachesOnlyTheLatentAndTheRopeKey) {
   EXPECT_EQ(cache.value()->page_bytes(), 16 * (64 + 32) * 3 * 2);
   EXPECT_EQ(cache.value()->layer(0).v, nullptr);
   EXPECT_FALSE(KvCache::create(model.value()->backend(), c, KvCacheOptions{DType::q8_0, 16, 4}).ok());
+}
+
+// A backend without an op the model's forward calls refuses the model at
+// load, naming every op it lacks, rather than failing mid-forward.
+TEST(Model, ABackendWithoutTheFamilysOpsRefusesItNamingThem) {
+  struct WithoutSparseAttention : ForwardingBackend {
+    using ForwardingBackend::ForwardingBackend;
+    bool has_sparse_attention() const override { return false; }
+  };
+  RandomModelShape shape;
+  shape.arch = "deepseek32";
+  shape.n_embd = 128;
+  shape.n_layer = 2;
+  const std::string path = write_random_model(shape, "deepseek32_ops.gguf");
+  const BackendDecorator without = [](std::unique_ptr<Backend> b) -> std::unique_ptr<Backend> {
+    return std::make_unique<WithoutSparseAttention>(std::move(b));
+  };
+  auto refused = Model::load(path, ModelOptions{1, LoadMode::mmap}, without);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("does not implement ops deepseek32's forward calls: layer_norm, indexer_select, sparse_attention"),
+            std::string::npos)
+      << refused.message();
+  auto loaded = Model::load(path, ModelOptions{1, LoadMode::mmap});
+  EXPECT_TRUE(loaded.ok()) << loaded.message();
 }
 
 }  // namespace

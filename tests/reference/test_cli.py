@@ -78,3 +78,10 @@ def test_info_reports_deepseek_v32s_kv_memory_from_its_real_config(dsinfer, tmp_
     assert "kv bytes per token (f16) 85888," in out, out
     assert "an indexer of 64 heads of 128 picks 2048 positions per query" in out
     assert "multi-token prediction: 1 layer(s) after the 61 run, not run" in out
+
+
+def test_info_lists_the_ops_the_forward_calls_per_backend(dsinfer):
+    out = dsinfer("info", "-m", STORIES, "--ops").stdout.decode()
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[3:] if line.strip()}
+    assert rows["paged_attention"] == ["yes"] and rows["rope_kv_write"] == ["yes"], out
+    assert "sparse_attention" not in rows and "moe_experts" not in rows  # a dense Llama calls neither

@@ -63,6 +63,14 @@ void Deepseek2Layers::run_layer(int64_t layer, const ForwardContext& ctx, const 
   });
 }
 
+std::vector<BackendOp> deepseek2_layer_ops(const ModelConfig& c) {
+  std::vector<BackendOp> ops = {BackendOp::rms_norm,       BackendOp::matmul,          BackendOp::matmul_batched,
+                                BackendOp::copy_heads,     BackendOp::rope_kv_write,   BackendOp::paged_attention,
+                                BackendOp::silu_mul,       BackendOp::add};
+  if (c.moe.n_expert > 0) ops.push_back(BackendOp::moe_experts);
+  return ops;
+}
+
 namespace {
 
 Result<std::unique_ptr<LayerStack>> make_layers(const ModelConfig& c, const ModelOptions& options, Backend& backend) {
@@ -72,7 +80,7 @@ Result<std::unique_ptr<LayerStack>> make_layers(const ModelConfig& c, const Mode
 }  // namespace
 
 const Family& deepseek2_family() {
-  static const Family family{"deepseek2", RopeLayout::normal, read_deepseek2_config, make_layers};
+  static const Family family{"deepseek2", RopeLayout::normal, read_deepseek2_config, make_layers, deepseek2_layer_ops};
   return family;
 }
 

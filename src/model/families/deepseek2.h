@@ -14,6 +14,7 @@ namespace ds {
 
 // The MLA and MoE keys.
 Status read_deepseek2_config(const ConfigReader& reader, ModelConfig& c);
+std::vector<BackendOp> deepseek2_layer_ops(const ModelConfig& c);
 
 class Deepseek2Layers : public LayerStack {
  public:

@@ -159,17 +159,19 @@ Result<std::unique_ptr<LayerStack>> make_layers(const ModelConfig& c, const Mode
     return Status::error("model: deepseek32 attends to the positions its indexer picks, in the absorbed MLA form only: "
                          "--mla-prefill expanded is not available for it");
   }
-  if (!backend.has_sparse_attention()) {
-    return Status::error("model: deepseek32 needs DeepSeek Sparse Attention's ops (layer_norm, indexer_select, "
-                         "sparse_attention), which the " + backend.name() + " backend does not implement");
-  }
   return std::unique_ptr<LayerStack>(new Deepseek32Layers(c, backend));
+}
+
+std::vector<BackendOp> layer_ops(const ModelConfig& c) {
+  std::vector<BackendOp> ops = deepseek2_layer_ops(c);
+  ops.insert(ops.end(), {BackendOp::layer_norm, BackendOp::indexer_select, BackendOp::sparse_attention});
+  return ops;
 }
 
 }  // namespace
 
 const Family& deepseek32_family() {
-  static const Family family{"deepseek32", RopeLayout::normal, read_config, make_layers};
+  static const Family family{"deepseek32", RopeLayout::normal, read_config, make_layers, layer_ops};
   return family;
 }
 

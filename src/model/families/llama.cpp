@@ -65,6 +65,11 @@ Result<std::unique_ptr<LayerStack>> make_layers(const ModelConfig& c, const Mode
 
 }  // namespace
 
+std::vector<BackendOp> llama_layer_ops(const ModelConfig&) {
+  return {BackendOp::rms_norm, BackendOp::matmul, BackendOp::add_bias, BackendOp::rope_kv_write, BackendOp::paged_attention,
+          BackendOp::silu_mul, BackendOp::add};
+}
+
 Status read_llama_config(const ConfigReader& r, ModelConfig& c) {
   DS_RETURN_IF_ERROR(read_gqa_config(r, c));
   return read_rope(r, c.head_dim, c);
@@ -77,7 +82,7 @@ Result<std::unique_ptr<LayerStack>> make_llama_layers(const ModelConfig& c, cons
 }
 
 const Family& llama_family() {
-  static const Family family{"llama", RopeLayout::normal, read_llama_config, make_layers};
+  static const Family family{"llama", RopeLayout::normal, read_llama_config, make_layers, llama_layer_ops};
   return family;
 }
 

@@ -8,6 +8,7 @@
 namespace ds {
 
 Status read_llama_config(const ConfigReader& reader, ModelConfig& c);
+std::vector<BackendOp> llama_layer_ops(const ModelConfig& c);
 // qkv_biases_required: attn_{q,k,v}.bias must be present (Qwen2); else they are used where present.
 Result<std::unique_ptr<LayerStack>> make_llama_layers(const ModelConfig& c, const ModelOptions& options, Backend& backend,
                                                       bool qkv_biases_required);
