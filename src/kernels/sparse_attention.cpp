@@ -46,44 +46,82 @@ constexpr int64_t k_position_tile = 256;
 
 }  // namespace
 
+namespace {
+
+// Token t's indexer scores of its positions [p_begin, p_end) into
+// scores[p_begin...], a tile of cached keys at a time: every head's products
+// with the tile, then each position's score summed over the heads in order.
+// A position's score is the same bits whichever call computes it.
+void score_positions(const KvLayerView& keys, const BlockTableView& table, const float* queries, int64_t n_heads,
+                     const float* head_weights, float weight_scale, int64_t p_begin, int64_t p_end,
+                     SparseAttentionScratch::PerThread& s, float* scores) {
+  const AttentionTileKernels& tiles = attention_tile_kernels();
+  const int64_t dim = keys.kv_dim;
+  s.rows.resize(size_t(k_position_tile * dim));
+  s.head_scores.resize(size_t(n_heads * k_position_tile));
+  for (int64_t p0 = p_begin; p0 < p_end; p0 += k_position_tile) {
+    const int64_t n = std::min(k_position_tile, p_end - p0);
+    kv_read(keys, keys.k, table, 0, p0, n, s.rows.data());
+    tiles.scores(dim, queries, n_heads, s.rows.data(), n, 1.0f, s.head_scores.data(), k_position_tile);
+    std::fill(scores + p0, scores + p0 + n, 0.0f);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float w = head_weights[h] * weight_scale;
+      const float* products = s.head_scores.data() + h * k_position_tile;
+      for (int64_t j = 0; j < n; ++j) scores[p0 + j] += w * std::max(0.0f, products[j]);
+    }
+  }
+}
+
+}  // namespace
+
 void indexer_select(ThreadPool& pool, const KvLayerView& keys, const float* q, int64_t n_heads, const float* weights, float weight_scale,
                     int64_t n_tokens, const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables,
                     int64_t top_k, int32_t* selected, int32_t* n_selected, SparseAttentionScratch& scratch) {
   scratch.threads.resize(size_t(pool.n_threads()));
   const AttentionTileKernels& tiles = attention_tile_kernels();
   const int64_t dim = keys.kv_dim;
-  pool.parallel_for_dynamic(n_tokens, 1, [&](int64_t begin, int64_t end, int thread) {
-    SparseAttentionScratch::PerThread& s = scratch.threads[size_t(thread)];
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t n_ctx = int64_t(positions[t]) + 1;
-      int32_t* chosen = selected + t * top_k;
-      if (n_ctx <= top_k) {
-        std::iota(chosen, chosen + n_ctx, 0);
-        n_selected[t] = int32_t(n_ctx);
-        continue;
+  // A token with at most top_k positions takes them all; its queries, rounded.
+  const auto takes_all = [&](int64_t t) {
+    const int64_t n_ctx = int64_t(positions[t]) + 1;
+    if (n_ctx > top_k) return false;
+    std::iota(selected + t * top_k, selected + t * top_k + n_ctx, 0);
+    n_selected[t] = int32_t(n_ctx);
+    return true;
+  };
+  const auto rounded_queries = [&](int64_t t, std::vector<float>& out) {
+    out.resize(size_t(n_heads * dim));
+    tiles.round_to_cache(keys.dtype, q + t * n_heads * dim, out.data(), n_heads * dim);
+  };
+  if (n_tokens >= pool.n_threads()) {  // a token per thread at a time
+    pool.parallel_for_dynamic(n_tokens, 1, [&](int64_t begin, int64_t end, int thread) {
+      SparseAttentionScratch::PerThread& s = scratch.threads[size_t(thread)];
+      for (int64_t t = begin; t < end; ++t) {
+        if (takes_all(t)) continue;
+        const int64_t n_ctx = int64_t(positions[t]) + 1;
+        rounded_queries(t, s.queries);
+        s.scores.resize(size_t(n_ctx));
+        score_positions(keys, tables[seq_of_token[t]], s.queries.data(), n_heads, weights + t * n_heads, weight_scale, 0, n_ctx, s,
+                        s.scores.data());
+        top_k_ascending(s.scores.data(), n_ctx, top_k, s.order, selected + t * top_k);
+        n_selected[t] = int32_t(top_k);
       }
-      s.queries.resize(size_t(n_heads * dim));
-      tiles.round_to_cache(keys.dtype, q + t * n_heads * dim, s.queries.data(), n_heads * dim);
-      s.scores.assign(size_t(n_ctx), 0.0f);
-      s.rows.resize(size_t(k_position_tile * dim));
-      s.head_scores.resize(size_t(n_heads * k_position_tile));
-      // A tile of cached keys at a time, every head's products with it, then
-      // each position's score summed over the heads in order.
-      for (int64_t p0 = 0; p0 < n_ctx; p0 += k_position_tile) {
-        const int64_t n = std::min(k_position_tile, n_ctx - p0);
-        kv_read(keys, keys.k, tables[seq_of_token[t]], 0, p0, n, s.rows.data());
-        tiles.scores(dim, s.queries.data(), n_heads, s.rows.data(), n, 1.0f, s.head_scores.data(), k_position_tile);
-        for (int64_t h = 0; h < n_heads; ++h) {
-          const float w = weights[t * n_heads + h] * weight_scale;
-          const float* products = s.head_scores.data() + h * k_position_tile;
-          float* score = s.scores.data() + p0;
-          for (int64_t j = 0; j < n; ++j) score[j] += w * std::max(0.0f, products[j]);
-        }
-      }
-      top_k_ascending(s.scores.data(), n_ctx, top_k, s.order, chosen);
-      n_selected[t] = int32_t(top_k);
-    }
-  });
+    });
+    return;
+  }
+  // Fewer tokens than threads (decode): each token's positions split across the threads.
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    if (takes_all(t)) continue;
+    const int64_t n_ctx = int64_t(positions[t]) + 1, n_tiles = (n_ctx + k_position_tile - 1) / k_position_tile;
+    rounded_queries(t, scratch.queries);
+    scratch.scores.resize(size_t(n_ctx));
+    pool.parallel_for_dynamic(n_tiles, 1, [&](int64_t begin, int64_t end, int thread) {
+      score_positions(keys, tables[seq_of_token[t]], scratch.queries.data(), n_heads, weights + t * n_heads, weight_scale,
+                      begin * k_position_tile, std::min(n_ctx, end * k_position_tile), scratch.threads[size_t(thread)],
+                      scratch.scores.data());
+    });
+    top_k_ascending(scratch.scores.data(), n_ctx, top_k, scratch.order, selected + t * top_k);
+    n_selected[t] = int32_t(top_k);
+  }
 }
 
 void sparse_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionShape& shape, const float* q, int64_t n_tokens,

@@ -24,6 +24,9 @@ struct SparseAttentionScratch {
     std::vector<int32_t> order;  // positions being ranked
   };
   std::vector<PerThread> threads;
+  // One token's queries, scores and ranking when its positions are split across the threads.
+  std::vector<float> queries, scores;
+  std::vector<int32_t> order;
 };
 
 // The indexer's choice. For each token t: score(s) = sum over heads h of
@@ -32,7 +35,9 @@ struct SparseAttentionScratch {
 // keys.kv_dim per position; q: [n_tokens, n_heads, keys.kv_dim]); then the
 // top_k positions by score, ties going to the lower position, written in
 // ascending order to selected[t * top_k ...], their count to n_selected[t]. A
-// token with at most top_k positions takes them all without scoring. Queries
+// token with at most top_k positions takes them all without scoring. With
+// fewer tokens than threads (decode), each token's positions are scored by all
+// the threads, a tile each: its choice is the same bits either way. Queries
 // are rounded to the cache's type before their products, in both ops, as the
 // dense attention rounds them (kernels/paged_attention.h).
 void indexer_select(ThreadPool& pool, const KvLayerView& keys, const float* q, int64_t n_heads, const float* weights, float weight_scale,

@@ -142,6 +142,41 @@ TEST_P(SparseAttentionTest, IndexerPicksTheReferencesTopK) {
   EXPECT_EQ(std::vector<int32_t>(selected.begin() + 3 * top_k, selected.begin() + 3 * top_k + 4), (std::vector<int32_t>{0, 1, 2, 3}));
 }
 
+// Past a tile of keys (256) the indexer scores a decode token's positions on
+// every thread; the choice equals the reference's and the one its token makes
+// in a step of many.
+TEST_P(SparseAttentionTest, AlongContextIsChosenTheSameAloneAndInAStep) {
+  std::mt19937 rng(9);
+  const int64_t key_dim = 32, n_heads = 8, top_k = 20, n_ctx = 700, page_tokens = 16;
+  std::vector<int32_t> table(size_t((n_ctx + page_tokens - 1) / page_tokens));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(table.size() - 1 - i);  // pages in reverse
+  const BlockTableView tables[] = {{table.data(), int32_t(table.size())}};
+  std::vector<uint8_t> memory(size_t(int64_t(table.size()) * page_tokens * row_bytes(dtype(), key_dim)));
+  const KvLayerView keys{dtype(), memory.data(), nullptr, page_tokens, key_dim, 1};
+  std::vector<int32_t> positions(static_cast<size_t>(n_ctx)), seqs(static_cast<size_t>(n_ctx), 0);
+  for (int32_t p = 0; p < n_ctx; ++p) positions[size_t(p)] = p;
+  const std::vector<float> rows = random_floats(rng, n_ctx * key_dim);
+  kv_write(keys, rows.data(), nullptr, n_ctx, positions.data(), seqs.data(), tables);
+  // The last four positions' tokens, in one step and one at a time.
+  const int64_t n = 4, first = n_ctx - n;
+  const std::vector<float> q = random_floats(rng, n * n_heads * key_dim), weights = random_floats(rng, n * n_heads);
+  std::vector<int32_t> in_step(size_t(n * top_k)), counts(static_cast<size_t>(n)), expected(in_step.size()), n_expected(counts);
+  SparseAttentionScratch scratch;
+  indexer_select(pool, keys, q.data(), n_heads, weights.data(), 0.125f, n, positions.data() + first, seqs.data(), tables, top_k,
+                 in_step.data(), counts.data(), scratch);
+  indexer_select_reference(keys, q.data(), n_heads, weights.data(), 0.125f, n, positions.data() + first, seqs.data(), tables, top_k,
+                           expected.data(), n_expected.data());
+  EXPECT_EQ(in_step, expected);
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<int32_t> alone(static_cast<size_t>(top_k));
+    int32_t count = 0;
+    indexer_select(pool, keys, q.data() + t * n_heads * key_dim, n_heads, weights.data() + t * n_heads, 0.125f, 1,
+                   positions.data() + first + t, seqs.data(), tables, top_k, alone.data(), &count, scratch);
+    EXPECT_EQ(count, top_k);
+    EXPECT_EQ(alone, std::vector<int32_t>(in_step.begin() + t * top_k, in_step.begin() + (t + 1) * top_k)) << t;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, SparseAttentionTest,
                          ::testing::Combine(::testing::Values(DType::f32, DType::f16), ::testing::Values(1, 2)));
 
