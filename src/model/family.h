@@ -1,9 +1,10 @@
 #pragma once
-// An architecture family: a row of the table below (the name in
-// general.architecture, how its converter laid out RoPE's pairs, the keys it
-// reads) and the layers it builds from the shared blocks (model/blocks/), one
-// file per family in model/families/ as llama.cpp's src/models/. Model runs
-// any family's layers the same way and never asks which family it has.
+// An architecture family: a Family row of the table in family.cpp (the name
+// in general.architecture, how its converter laid out RoPE's pairs, the keys
+// it reads, the backend ops its layers call) and the layers it builds from
+// the shared blocks (model/blocks/), one file per family in model/families/
+// as llama.cpp's src/models/. Model runs any family's layers the same way and
+// never asks which family it has.
 
 #include <cstdint>
 #include <memory>
