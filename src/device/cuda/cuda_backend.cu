@@ -136,7 +136,7 @@ class CudaBackend final : public Backend {
   }
   void copy_heads(const HeadRows& dst, const HeadRows& src, int64_t n) override { cuda::copy_heads(stream_, dst, src, n); }
   void paged_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, float* out) override {
-    cuda::paged_attention(stream_, kv, shape, step, q, out);
+    cuda::paged_attention(stream_, kv, shape, step, q, grown_f32(attention_scratch_, cuda::paged_attention_scratch_floats(shape, step)), out);
   }
   void silu_mul(float* gate, const float* up, int64_t n) override { cuda::silu_mul(stream_, gate, up, n); }
   void add(float* y, const float* x, int64_t n) override { cuda::add(stream_, y, x, n); }
@@ -200,7 +200,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::vector<uint8_t> staging_;
-  DeviceBuffer step_memory_, half_scratch_, activation_scratch_, dequantized_scratch_;
+  DeviceBuffer step_memory_, half_scratch_, activation_scratch_, dequantized_scratch_, attention_scratch_;
   DeviceBuffer expert_index_, expert_in_, expert_gate_, expert_up_, expert_out_, slots_;
 };
 

@@ -49,32 +49,51 @@ __device__ inline void k_scale_min(int j, const uint8_t* q, int* scale, int* min
   }
 }
 
-// Element j of a row in the GGUF layout, as dequantize_row computes it.
-__device__ inline float element(int type, const uint8_t* row, int64_t j) {
+// A GGUF block of `type`: how many elements it holds and in how many bytes
+// (the plain float types are blocks of one).
+__host__ __device__ constexpr int block_elements(int type) {
+  return type == t_f32 || type == t_f16 || type == t_bf16 ? 1 : type == t_q4_k || type == t_q5_k || type == t_q6_k || type == t_q8_k ? 256 : 32;
+}
+__host__ __device__ constexpr int block_bytes(int type) {
   switch (type) {
-    case t_f32: return reinterpret_cast<const float*>(row)[j];
-    case t_f16: return __half2float(reinterpret_cast<const __half*>(row)[j]);
-    case t_bf16: return bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[j]);
+    case t_f32: return 4;
+    case t_f16: case t_bf16: return 2;
+    case t_q4_0: return 18;
+    case t_q4_1: return 20;
+    case t_q5_0: return 22;
+    case t_q5_1: return 24;
+    case t_q8_0: return 34;
+    case t_q8_1: return 36;
+    case t_q4_k: return 144;
+    case t_q5_k: return 176;
+    case t_q6_k: return 210;
+    case t_q8_k: return 292;
+    default: return 0;
+  }
+}
+
+// Element i of block b, as dequantize_row computes it. Kernels that read
+// several elements of one block call this with the same b, so that the
+// block's scales are loaded once.
+__device__ inline float element_in_block(int type, const uint8_t* b, int i) {
+  switch (type) {
+    case t_f32: return *reinterpret_cast<const float*>(b);
+    case t_f16: return __half2float(*reinterpret_cast<const __half*>(b));
+    case t_bf16: return bf16_bits_to_float(*reinterpret_cast<const uint16_t*>(b));
     case t_q4_0: {
-      const uint8_t* b = row + (j / 32) * 18;
-      const int i = int(j % 32);
       const int q = i < 16 ? (b[2 + i] & 0x0F) : (b[2 + i - 16] >> 4);
       return float(q - 8) * half_at(b);
     }
     case t_q4_1: {
-      const uint8_t* b = row + (j / 32) * 20;
-      const int i = int(j % 32);
       const int q = i < 16 ? (b[4 + i] & 0x0F) : (b[4 + i - 16] >> 4);
       return float(q) * half_at(b) + half_at(b + 2);
     }
     case t_q5_0:
     case t_q5_1: {
       const bool with_min = type == t_q5_1;
-      const uint8_t* b = row + (j / 32) * (with_min ? 24 : 22);
       const uint8_t* qh_bytes = b + (with_min ? 4 : 2);
       const uint32_t qh = uint32_t(qh_bytes[0]) | uint32_t(qh_bytes[1]) << 8 | uint32_t(qh_bytes[2]) << 16 | uint32_t(qh_bytes[3]) << 24;
       const uint8_t* qs = qh_bytes + 4;
-      const int i = int(j % 32);
       int q;
       if (i < 16) {
         q = (qs[i] & 0x0F) | int(((qh >> i) << 4) & 0x10);
@@ -83,25 +102,17 @@ __device__ inline float element(int type, const uint8_t* row, int64_t j) {
       }
       return with_min ? float(q) * half_at(b) + half_at(b + 2) : float(q - 16) * half_at(b);
     }
-    case t_q8_0:
-    case t_q8_1: {
-      const int64_t bytes = type == t_q8_0 ? 34 : 36, quants = type == t_q8_0 ? 2 : 4;
-      const uint8_t* b = row + (j / 32) * bytes;
-      return float(reinterpret_cast<const int8_t*>(b + quants)[j % 32]) * half_at(b);
-    }
-    case t_q8_k: {
-      const uint8_t* b = row + (j / 256) * 292;
-      return *reinterpret_cast<const float*>(b) * float(reinterpret_cast<const int8_t*>(b + 4)[j % 256]);
-    }
+    case t_q8_0: return float(reinterpret_cast<const int8_t*>(b + 2)[i]) * half_at(b);
+    case t_q8_1: return float(reinterpret_cast<const int8_t*>(b + 4)[i]) * half_at(b);
+    case t_q8_k: return *reinterpret_cast<const float*>(b) * float(reinterpret_cast<const int8_t*>(b + 4)[i]);
     case t_q4_k:
     case t_q5_k: {
       const bool five = type == t_q5_k;
-      const uint8_t* b = row + (j / 256) * (five ? 176 : 144);
       const float d = half_at(b), dmin = half_at(b + 2);
       const uint8_t* scales = b + 4;
       const uint8_t* qh = b + 16;
       const uint8_t* qs = b + (five ? 48 : 16);
-      const int w = int(j % 256), chunk = w / 64, within = w % 64, l = within % 32;
+      const int chunk = i / 64, within = i % 64, l = within % 32;
       const bool high = within >= 32;
       int sc, m;
       k_scale_min(2 * chunk + (high ? 1 : 0), scales, &sc, &m);
@@ -111,8 +122,7 @@ __device__ inline float element(int type, const uint8_t* row, int64_t j) {
       return (d * float(sc)) * float(q) - dmin * float(m);
     }
     case t_q6_k: {
-      const uint8_t* b = row + (j / 256) * 210;
-      const int w = int(j % 256), half = w / 128, r = w % 128, quarter = r / 32, l = r % 32;
+      const int half = i / 128, r = i % 128, quarter = r / 32, l = r % 32;
       const uint8_t* ql = b + 64 * half;
       const uint8_t* qh = b + 128 + 32 * half;
       const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * half;
@@ -123,6 +133,12 @@ __device__ inline float element(int type, const uint8_t* row, int64_t j) {
     }
     default: return __int_as_float(0x7fc00000);  // refused at load (CudaBackend::supports)
   }
+}
+
+// Element j of a row in the GGUF layout.
+__device__ inline float element(int type, const uint8_t* row, int64_t j) {
+  const int n = block_elements(type);
+  return element_in_block(type, row + (j / n) * block_bytes(type), int(j % n));
 }
 
 // Block b of a row rounded to Q8_0 and back (quantize_q8 then dequantize).

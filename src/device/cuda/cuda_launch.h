@@ -20,14 +20,17 @@ void silu_mul(cudaStream_t s, float* gate, const float* up, int64_t n);
 void copy_heads(cudaStream_t s, const HeadRows& dst, const HeadRows& src, int64_t n);
 void rope(cudaStream_t s, const RopeFactors& f, int n_rot, RopeLayout layout, const int32_t* positions, int64_t n, const HeadRows& x);
 void kv_write(cudaStream_t s, const KvLayerView& kv, const StepIndex& step, const float* k_rows, const float* v_rows);
-// Online-softmax attention: one block per (token, head) over the token's pages.
-void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, float* out);
+// Online-softmax attention over the token's pages, each (token, head)'s positions split across blocks whose
+// partial sums `scratch` holds (paged_attention_scratch_floats of them) before they are combined into out.
+int64_t paged_attention_scratch_floats(const AttentionShape& shape, const StepIndex& step);
+void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, float* scratch,
+                     float* out);
 
 // x rows (stride x_stride) rounded to `act_type` and back to f32: out [n, n_cols].
 void round_activations(cudaStream_t s, DType act_type, const float* x, int64_t x_stride, int64_t n, int64_t n_cols, float* out);
 // x rows to f16 or bf16 for cuBLAS: out [n, n_cols].
 void to_half_type(cudaStream_t s, DType type, const float* x, int64_t x_stride, int64_t n, int64_t n_cols, void* out);
-// y[t * y_stride + r] = sum_j w_r[j] * xa[t * n_cols + j] in f32, n <= 8 tokens: one warp per row.
+// y[t * y_stride + r] = sum_j w_r[j] * xa[t * n_cols + j] in f32, n <= 8 tokens, quantized w: one warp per row.
 void matvec(cudaStream_t s, const WeightMatrix& w, const float* xa, int64_t n, float* y, int64_t y_stride);
 // Rows [first, first + n_rows) of w as f32 into out [n_rows, n_cols].
 void dequantize_rows(cudaStream_t s, const WeightMatrix& w, int64_t first, int64_t n_rows, float* out);

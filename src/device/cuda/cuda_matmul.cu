@@ -36,18 +36,38 @@ __global__ void to_half_type_kernel(bool bf16, const float* x, int64_t x_stride,
   }
 }
 
-// One warp per weight row against up to k_max_tokens rounded activation rows.
-__global__ void matvec_kernel(int type, const uint8_t* w, int64_t row_bytes, int64_t n_rows, int64_t n_cols, const float* xa, int64_t n,
-                              float* y, int64_t y_stride) {
+// One warp per weight row against up to k_max_tokens rounded activation
+// rows; each lane takes runs of 32 elements (a block, or a 32nd of a K block),
+// decodes them with the block's scales read once, and reads the activations
+// as float4. The weight type is a template argument, so no element pays for a
+// switch on it.
+template <int Type>
+__global__ void matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows, int64_t n_cols, const float* __restrict__ xa,
+                              int64_t n, float* __restrict__ y, int64_t y_stride) {
   const int64_t r = blockIdx.x * int64_t(k_warps) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= n_rows) return;
   const uint8_t* row = w + r * row_bytes;
+  constexpr int per_block = block_elements(Type);
   float acc[k_max_tokens] = {};
-  for (int64_t j = lane; j < n_cols; j += 32) {
-    const float wj = element(type, row, j);
-    for (int t = 0; t < k_max_tokens; ++t) {
-      if (t < n) acc[t] = fmaf(wj, xa[t * n_cols + j], acc[t]);
+  for (int64_t run = lane; run < n_cols / 32; run += 32) {
+    const uint8_t* block = row + (32 * run / per_block) * block_bytes(Type);
+    const int first = int(32 * run % per_block);
+    float wr[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wr[i] = element_in_block(Type, block, first + i);
+    for (int t = 0; t < k_max_tokens && t < n; ++t) {
+      const float4* x4 = reinterpret_cast<const float4*>(xa + t * n_cols + 32 * run);
+      float sum = acc[t];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float4 v = x4[i];
+        sum = fmaf(wr[4 * i], v.x, sum);
+        sum = fmaf(wr[4 * i + 1], v.y, sum);
+        sum = fmaf(wr[4 * i + 2], v.z, sum);
+        sum = fmaf(wr[4 * i + 3], v.w, sum);
+      }
+      acc[t] = sum;
     }
   }
   for (int t = 0; t < k_max_tokens && t < n; ++t) {
@@ -74,8 +94,20 @@ void to_half_type(cudaStream_t s, DType type, const float* x, int64_t x_stride, 
 
 void matvec(cudaStream_t s, const WeightMatrix& w, const float* xa, int64_t n, float* y, int64_t y_stride) {
   DS_CHECK(n <= k_max_tokens, "matvec: more tokens than its tile");
+  DS_CHECK(w.n_cols % 32 == 0, "matvec: rows not in runs of 32");
   const unsigned blocks = unsigned((w.n_rows + k_warps - 1) / k_warps);
-  matvec_kernel<<<blocks, 32 * k_warps, 0, s>>>(int(w.type), w.data, w.row_stride_bytes(), w.n_rows, w.n_cols, xa, n, y, y_stride);
+  const auto launch = [&](auto kernel) { kernel<<<blocks, 32 * k_warps, 0, s>>>(w.data, w.row_stride_bytes(), w.n_rows, w.n_cols, xa, n, y, y_stride); };
+  switch (int(w.type)) {
+    case t_q4_0: return launch(matvec_kernel<t_q4_0>);
+    case t_q4_1: return launch(matvec_kernel<t_q4_1>);
+    case t_q5_0: return launch(matvec_kernel<t_q5_0>);
+    case t_q5_1: return launch(matvec_kernel<t_q5_1>);
+    case t_q8_0: return launch(matvec_kernel<t_q8_0>);
+    case t_q4_k: return launch(matvec_kernel<t_q4_k>);
+    case t_q5_k: return launch(matvec_kernel<t_q5_k>);
+    case t_q6_k: return launch(matvec_kernel<t_q6_k>);
+    default: DS_CHECK(false, std::string("matvec: no kernel for ") + dtype_name(w.type));
+  }
 }
 
 void dequantize_rows(cudaStream_t s, const WeightMatrix& w, int64_t first, int64_t n_rows, float* out) {

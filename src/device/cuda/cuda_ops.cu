@@ -1,6 +1,7 @@
 // The CUDA backend's row-wise, element-wise and attention kernels. Each mirrors
 // its host reference's order of operations (kernels/, tensor/quantize.cpp).
 
+#include <algorithm>
 #include <cfloat>
 
 #include "device/cuda/cuda_common.cuh"
@@ -120,22 +121,39 @@ __global__ void kv_write_kernel(KvLayerView kv, StepIndex step, const float* k_r
 }
 
 constexpr int k_attention_threads = 128;
+constexpr int k_attention_warps = k_attention_threads / 32;
 constexpr int k_max_value_per_thread = 8;  // value_dim <= 1024
 
-// One block per (token, head): the query rounded to the cache's type, then
-// chunks of 128 positions, each thread one position's score; the running
-// maximum rescales the sums (online softmax); each thread accumulates its
-// share of the value dimensions.
-__global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, StepIndex step, const float* q, float* out) {
+// A (token, head)'s positions split across blocks (flash-decoding), so that
+// one decoded token's few heads still fill the GPU: each split writes its
+// running maximum, its sum of weights and its unnormalised value sums; then
+// combine_splits_kernel merges them. Splits hold at least k_split_positions.
+constexpr int64_t k_split_positions = 256;
+constexpr int64_t k_attention_blocks = 1024;  // several waves of an H200's 132 multiprocessors
+
+int64_t attention_splits(const AttentionShape& shape, const StepIndex& step) {
+  const int64_t items = step.n_tokens * shape.n_head;
+  const int64_t by_length = (step.n_ctx + k_split_positions - 1) / k_split_positions;
+  const int64_t by_blocks = (k_attention_blocks + items - 1) / items;
+  return std::max<int64_t>(1, std::min(by_length, by_blocks));
+}
+
+// Block (item = token·head, split): the query rounded to the cache's type,
+// then the split's positions in chunks of 128: each warp scores a position at
+// a time, its lanes across the key; the running maximum rescales the sums
+// (online softmax); each thread accumulates its share of the value dimensions.
+__global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, StepIndex step, const float* q, float* partials) {
   extern __shared__ float shared[];
   const int64_t head_dim = shape.head_dim, v_dim = shape.v_dim > 0 ? shape.v_dim : shape.head_dim;
   float* query = shared;                        // [head_dim]
   float* weights = shared + head_dim;           // [k_attention_threads]
   __shared__ float reduce[k_attention_threads];
-  const int64_t t = blockIdx.x / shape.n_head, h = blockIdx.x % shape.n_head;
+  __shared__ int64_t value_rows[k_attention_threads];  // byte offsets of the chunk's rows
+  const int64_t item = blockIdx.x, t = item / shape.n_head, h = item % shape.n_head;
   const int64_t kv_head = h / (shape.n_head / shape.n_head_kv);
-  const float* q_row = q + (t * shape.n_head + h) * head_dim;
+  const float* q_row = q + item * head_dim;
   const int type = int(kv.dtype);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (kv.dtype == DType::q8_0) {
     for (int64_t b = threadIdx.x; b < head_dim / 32; b += blockDim.x) q8_0_block(q_row + 32 * b, query + 32 * b);
   } else {
@@ -146,18 +164,25 @@ __global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, Ste
   __syncthreads();
   const BlockTableView table = step.tables[step.seq_of_token[t]];
   const int64_t n_ctx = int64_t(step.positions[t]) + 1, bytes = kv_head_bytes(kv);
+  const int64_t per_split = (n_ctx + gridDim.y - 1) / gridDim.y, begin = blockIdx.y * per_split, end = min(n_ctx, begin + per_split);
   const uint8_t* values = kv.v ? kv.v : kv.k;
   float acc[k_max_value_per_thread] = {};
   float running_max = -FLT_MAX, running_sum = 0.0f;
-  for (int64_t p0 = 0; p0 < n_ctx; p0 += blockDim.x) {
-    const int64_t p = p0 + threadIdx.x;
-    float score = -FLT_MAX;
-    if (p < n_ctx) {
-      const uint8_t* key = kv.k + slot_offset(kv, table, p, kv_head, bytes);
+  for (int64_t p0 = begin; p0 < end; p0 += blockDim.x) {
+    const int64_t n_here = min(int64_t(blockDim.x), end - p0);
+    for (int64_t j = warp; j < n_here; j += k_attention_warps) {
+      const int64_t offset = slot_offset(kv, table, p0 + j, kv_head, bytes);
+      const uint8_t* key = kv.k + offset;
       float dot = 0.0f;
-      for (int64_t i = 0; i < head_dim; ++i) dot = fmaf(query[i], element(type, key, i), dot);
-      score = dot * shape.scale;
+      for (int64_t i = lane; i < head_dim; i += 32) dot = fmaf(query[i], element(type, key, i), dot);
+      for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      if (lane == 0) {
+        weights[j] = dot * shape.scale;
+        value_rows[j] = offset;
+      }
     }
+    __syncthreads();
+    const float score = threadIdx.x < n_here ? weights[threadIdx.x] : -FLT_MAX;
     reduce[threadIdx.x] = score;
     __syncthreads();
     for (int half = blockDim.x / 2; half > 0; half /= 2) {
@@ -168,7 +193,7 @@ __global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, Ste
     __syncthreads();
     const float rescale = expf(running_max - chunk_max);
     running_max = chunk_max;
-    const float w = p < n_ctx ? expf(score - chunk_max) : 0.0f;
+    const float w = threadIdx.x < n_here ? expf(score - chunk_max) : 0.0f;
     weights[threadIdx.x] = w;
     reduce[threadIdx.x] = w;
     __syncthreads();
@@ -177,22 +202,39 @@ __global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, Ste
       __syncthreads();
     }
     running_sum = running_sum * rescale + reduce[0];
-    const int64_t n_here = min(int64_t(blockDim.x), n_ctx - p0);
-    for (int k = 0; k < k_max_value_per_thread; ++k) {
-      const int64_t d = threadIdx.x + int64_t(k) * blockDim.x;
-      if (d >= v_dim) break;
-      float sum = acc[k] * rescale;
-      for (int64_t j = 0; j < n_here; ++j) {
-        sum = fmaf(weights[j], element(type, values + slot_offset(kv, table, p0 + j, kv_head, bytes), d), sum);
+    for (int k = 0; k < k_max_value_per_thread; ++k) acc[k] *= rescale;
+    for (int64_t j = 0; j < n_here; ++j) {
+      const uint8_t* value = values + value_rows[j];
+      for (int k = 0; k < k_max_value_per_thread; ++k) {
+        const int64_t d = threadIdx.x + int64_t(k) * blockDim.x;
+        if (d >= v_dim) break;
+        acc[k] = fmaf(weights[j], element(type, value, d), acc[k]);
       }
-      acc[k] = sum;
     }
     __syncthreads();
   }
-  float* o = out + (t * shape.n_head + h) * v_dim;
+  float* part = partials + (item * gridDim.y + blockIdx.y) * (v_dim + 2);
+  if (threadIdx.x == 0) {
+    part[0] = running_max;
+    part[1] = running_sum;
+  }
   for (int k = 0; k < k_max_value_per_thread; ++k) {
     const int64_t d = threadIdx.x + int64_t(k) * blockDim.x;
-    if (d < v_dim) o[d] = acc[k] / running_sum;
+    if (d < v_dim) part[2 + d] = acc[k];
+  }
+}
+
+// One block per item: its splits' sums rescaled to their common maximum, then normalised.
+__global__ void combine_splits_kernel(const float* partials, int64_t splits, int64_t v_dim, float* out) {
+  const float* parts = partials + blockIdx.x * splits * (v_dim + 2);
+  float max = -FLT_MAX;
+  for (int64_t s = 0; s < splits; ++s) max = fmaxf(max, parts[s * (v_dim + 2)]);
+  float sum = 0.0f;
+  for (int64_t s = 0; s < splits; ++s) sum += parts[s * (v_dim + 2) + 1] * expf(parts[s * (v_dim + 2)] - max);
+  for (int64_t d = threadIdx.x; d < v_dim; d += blockDim.x) {
+    float value = 0.0f;
+    for (int64_t s = 0; s < splits; ++s) value += parts[s * (v_dim + 2) + 2 + d] * expf(parts[s * (v_dim + 2)] - max);
+    out[blockIdx.x * v_dim + d] = value / sum;
   }
 }
 
@@ -249,10 +291,18 @@ void kv_write(cudaStream_t s, const KvLayerView& kv, const StepIndex& step, cons
   kv_write_kernel<<<unsigned(step.n_tokens * kv.n_kv_heads), 64, 0, s>>>(kv, step, k_rows, v_rows);
 }
 
-void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, float* out) {
+int64_t paged_attention_scratch_floats(const AttentionShape& shape, const StepIndex& step) {
+  return step.n_tokens * shape.n_head * attention_splits(shape, step) * (shape.value_dim() + 2);
+}
+
+void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, float* scratch,
+                     float* out) {
   DS_CHECK(shape.value_dim() <= int64_t(k_attention_threads) * k_max_value_per_thread, "paged_attention: value rows too wide");
+  const int64_t items = step.n_tokens * shape.n_head, splits = attention_splits(shape, step);
+  if (items == 0) return;
   const size_t shared = size_t(shape.head_dim + k_attention_threads) * sizeof(float);
-  paged_attention_kernel<<<unsigned(step.n_tokens * shape.n_head), k_attention_threads, shared, s>>>(kv, shape, step, q, out);
+  paged_attention_kernel<<<dim3(unsigned(items), unsigned(splits)), k_attention_threads, shared, s>>>(kv, shape, step, q, scratch);
+  combine_splits_kernel<<<unsigned(items), k_attention_threads, 0, s>>>(scratch, splits, shape.value_dim(), out);
 }
 
 void gather_pair_rows(cudaStream_t s, const float* in, const int64_t* pairs, int64_t k, int64_t n, int64_t dim, float* rows) {
