@@ -24,9 +24,12 @@ for dtype in ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_
 for dtype in ["f32", "q8_0"]:
     write_model(os.path.join(out, f"qwen2_{dtype}.gguf"), arch="qwen2", dtype=dtype, seed=4)
 # DeepSeek-V3's layout (q LoRA, kv_b, sigmoid gating in groups with a selection bias) and V2-Lite's
-# split k_b/v_b in 3 layers: the 64 MiB a device call carries holds no more.
+# split k_b/v_b in 3 layers, and V3.2: the 64 MiB a device call carries holds no more.
 for dtype in ["f16", "q8_0"]:
     write_deepseek2(os.path.join(out, f"deepseek2v3_{dtype}.gguf"), shape="v3", dtype=dtype, seed=5)
 write_deepseek2(os.path.join(out, "deepseek2v2lite_q8_0.gguf"), shape="v2lite", dtype="q8_0", layout="split", seed=6, n_layer=3)
+# DeepSeek-V3.2: V3's layers with the lightning indexer, 16 of the 48 positions picked (as the reference test's Q8_0 file).
+write_deepseek2(os.path.join(out, "deepseek32_q8_0.gguf"), shape="v3", dtype="q8_0", layout="split", seed=7, n_ctx=512,
+                indexer=(16, 64, 16), yarn=(4.0, 128, 0.707))
 PY
 du -sh "$out"

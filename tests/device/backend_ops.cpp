@@ -37,6 +37,7 @@
 #include "kernels/matmul.h"
 #include "kernels/moe_route.h"
 #include "kernels/rope.h"
+#include "kernels/sparse_attention.h"
 #include "kernels/vec_dot.h"
 #include "support/random_tensors.h"
 #include "tensor/quantize.h"
@@ -373,6 +374,58 @@ class RmsNormCase : public OpCase {
   float *x_dev_ = nullptr, *weight_dev_ = nullptr, *out_ = nullptr;
 };
 
+// LayerNorm (the V3.2 indexer's keys): the mean and the squares of the
+// differences summed in f64, then (x - mean)·scale·w + b in f32. Against the
+// reference in double, an output carries the rounding of the mean and of
+// x - mean (relative to |x| + |mean|), of the f32 squares (dim/2 u through
+// the square root, as for RMSNorm) and of three products and a sum: S_j is
+// (|x| + |mean|)·scale·|w| + |b|, the bound (dim/2 + 8)·u.
+class LayerNormCase : public OpCase {
+ public:
+  LayerNormCase(int64_t n, int64_t dim) : n_(n), dim_(dim) {
+    op = "layer_norm";
+    shape = std::to_string(n) + "x" + std::to_string(dim);
+    dtype = "f32";
+    flops = 8.0 * double(n * dim);
+    bytes = 4.0 * double(2 * n * dim + 2 * dim);
+  }
+  bool supported(const Backend& b) const override { return b.has_sparse_attention(); }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(n_ * 7 + dim_));
+    x_ = random_floats(rng, n_ * dim_, 3.0f);
+    for (float& v : x_) v += 1.5f;  // a mean away from zero
+    weight_ = random_floats(rng, dim_);
+    bias_ = random_floats(rng, dim_);
+    x_dev_ = data.floats(x_);
+    weight_dev_ = data.floats(weight_);
+    bias_dev_ = data.floats(bias_);
+  }
+  void run(Backend& b) override { b.layer_norm(x_dev_, weight_dev_, bias_dev_, 1e-6f, n_, dim_, x_dev_); }  // in place, as the model calls it
+  Outcome check(Backend& b, DeviceData& data) override {
+    const std::vector<float> got = data.read(x_dev_, size_t(n_ * dim_));
+    std::vector<float> want;
+    std::vector<double> s;
+    for (int64_t t = 0; t < n_; ++t) {
+      const float* x = x_.data() + t * dim_;
+      double mean = 0.0, var = 0.0;
+      for (int64_t i = 0; i < dim_; ++i) mean += x[i];
+      mean /= double(dim_);
+      for (int64_t i = 0; i < dim_; ++i) var += (x[i] - mean) * (x[i] - mean);
+      const double scale = 1.0 / std::sqrt(var / double(dim_) + 1e-6);
+      for (int64_t i = 0; i < dim_; ++i) {
+        want.push_back(float((x[i] - mean) * scale * weight_[size_t(i)] + bias_[size_t(i)]));
+        s.push_back((std::fabs(x[i]) + std::fabs(mean)) * scale * std::fabs(weight_[size_t(i)]) + std::fabs(bias_[size_t(i)]));
+      }
+    }
+    return {normalised_error(got, want, s), (double(dim_) / 2.0 + 8.0) * k_u};
+  }
+
+ private:
+  int64_t n_, dim_;
+  std::vector<float> x_, weight_, bias_;
+  float *x_dev_ = nullptr, *weight_dev_ = nullptr, *bias_dev_ = nullptr;
+};
+
 // An f32 op over rows x dim values.
 class RowsCase : public OpCase {
  public:
@@ -628,22 +681,26 @@ class RopeKvWriteCase : public OpCase {
 // most δs = D·u·scale·|q|₁·max|k| of f32 error; the softmax weights then
 // differ by at most 2δs + 2L·u relative (L positions), and the output, a
 // convex combination of values, by that times max|v| plus its own L·u sum.
+// With top_k, sparse_attention over up to top_k positions of each token's
+// context drawn at random (V3.2's choice is the indexer's; any will do here).
 class PagedAttentionCase : public OpCase {
  public:
   PagedAttentionCase(DType kv_dtype, int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t v_dim, std::vector<int64_t> lengths,
-                     int64_t new_tokens)
-      : kv_dtype_(kv_dtype), step_(lengths, new_tokens) {
+                     int64_t new_tokens, int64_t top_k = 0)
+      : kv_dtype_(kv_dtype), step_(lengths, new_tokens), top_k_(top_k) {
     shape_ = AttentionShape{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(float(head_dim)), v_dim};
-    op = "paged_attention";
+    op = top_k ? "sparse_attention" : "paged_attention";
     shape = std::to_string(n_head) + "/" + std::to_string(n_head_kv) + "x" + std::to_string(head_dim) + (v_dim ? " latent" : "") +
-            " ctx " + std::to_string(step_.n_ctx) + " n=" + std::to_string(step_.tokens.size());
+            " ctx " + std::to_string(step_.n_ctx) + " n=" + std::to_string(step_.tokens.size()) +
+            (top_k ? " top_k " + std::to_string(top_k) : "");
     dtype = std::string("kv ") + dtype_name(kv_dtype);
     int64_t pairs = 0;
-    for (int32_t p : step_.positions) pairs += p + 1;
+    for (int32_t p : step_.positions) pairs += top_k ? std::min<int64_t>(p + 1, top_k) : p + 1;
     flops = 2.0 * double(pairs * n_head * (head_dim + shape_.value_dim()));
     bytes = double(pairs * n_head_kv * (row_bytes(kv_dtype, head_dim) + (v_dim ? 0 : row_bytes(kv_dtype, head_dim))));
   }
   int64_t n() const { return int64_t(step_.tokens.size()); }
+  bool supported(const Backend& b) const override { return top_k_ == 0 || b.has_sparse_attention(); }
   void setup(Backend& b, DeviceData& data) override {
     std::mt19937 rng(uint32_t(shape_.n_head * 3 + step_.n_ctx));
     const bool latent = shape_.v_dim > 0;
@@ -671,12 +728,34 @@ class PagedAttentionCase : public OpCase {
     q_dev_ = data.floats(q_);
     out_ = data.zeros(size_t(n() * shape_.n_head * shape_.value_dim()));
     step_dev_ = b.upload_step(step_.host());
+    if (top_k_) {
+      selected_.assign(size_t(n() * top_k_), 0);
+      for (int64_t t = 0; t < n(); ++t) {
+        std::vector<int32_t> all(size_t(step_.positions[size_t(t)] + 1));
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), rng);
+        all.resize(std::min(all.size(), size_t(top_k_)));
+        std::sort(all.begin(), all.end());
+        std::copy(all.begin(), all.end(), selected_.begin() + t * top_k_);
+        n_selected_.push_back(int32_t(all.size()));
+      }
+      selected_dev_ = reinterpret_cast<int32_t*>(data.bytes(selected_.data(), selected_.size() * sizeof(int32_t)));
+      n_selected_dev_ = reinterpret_cast<int32_t*>(data.bytes(n_selected_.data(), n_selected_.size() * sizeof(int32_t)));
+    }
   }
-  void run(Backend& b) override { b.paged_attention(kv_->device, shape_, step_dev_, q_dev_, out_); }
+  void run(Backend& b) override {
+    if (top_k_) return b.sparse_attention(kv_->device, shape_, step_dev_, q_dev_, selected_dev_, n_selected_dev_, top_k_, out_);
+    b.paged_attention(kv_->device, shape_, step_dev_, q_dev_, out_);
+  }
   Outcome check(Backend& b, DeviceData& data) override {
     std::vector<float> want(size_t(n() * shape_.n_head * shape_.value_dim()));
-    paged_attention_reference(kv_->host, shape_, q_.data(), n(), step_.positions.data(), step_.seq_of_token.data(), step_.tables.data(),
-                              want.data());
+    if (top_k_) {
+      sparse_attention_reference(kv_->host, shape_, q_.data(), n(), step_.seq_of_token.data(), step_.tables.data(), selected_.data(),
+                                 n_selected_.data(), top_k_, want.data());
+    } else {
+      paged_attention_reference(kv_->host, shape_, q_.data(), n(), step_.positions.data(), step_.seq_of_token.data(), step_.tables.data(),
+                                want.data());
+    }
     double q_l1 = 0.0;
     for (int64_t r = 0; r < n() * shape_.n_head; ++r) {
       double sum = 0.0;
@@ -697,6 +776,134 @@ class PagedAttentionCase : public OpCase {
   std::vector<float> q_;
   double max_k_ = 0.0, max_v_ = 0.0;
   float *q_dev_ = nullptr, *out_ = nullptr;
+  int64_t top_k_;
+  std::vector<int32_t> selected_, n_selected_;
+  int32_t *selected_dev_ = nullptr, *n_selected_dev_ = nullptr;
+};
+
+// The V3.2 indexer's choice: each token's top_k positions by score =
+// sum_h w_h·weight_scale·relu(q_h·k), ties to the lower position, ascending.
+// Scores differ between backends by their f32 rounding, so where two scores
+// lie within it either may be chosen: against scores in double, δ_p =
+// Σ_h |w_h·weight_scale|·((D + 2)·u·Σ_i |q_hi·k_pi| + 2u·|q_h·k_p|) + H·u·Σ_h |w_h·weight_scale·relu(q_h·k_p)|
+// bounds position p's error, and e is how far the highest-scoring position
+// left out outranks the lowest chosen, in units of the largest δ_a + δ_b. The
+// choice among exact ties is checked exactly: with every key equal, each
+// backend's scores are equal too and the first top_k positions must win.
+class IndexerSelectCase : public OpCase {
+ public:
+  IndexerSelectCase(DType kv_dtype, int64_t n_heads, int64_t dim, std::vector<int64_t> lengths, int64_t new_tokens, int64_t top_k,
+                    bool equal_keys = false)
+      : kv_dtype_(kv_dtype), n_heads_(n_heads), dim_(dim), top_k_(top_k), equal_keys_(equal_keys), step_(lengths, new_tokens) {
+    op = "indexer_select";
+    shape = std::to_string(n_heads) + "x" + std::to_string(dim) + " ctx " + std::to_string(step_.n_ctx) + " n=" +
+            std::to_string(step_.tokens.size()) + " top_k " + std::to_string(top_k) + (equal_keys ? " ties" : "");
+    dtype = std::string("kv ") + dtype_name(kv_dtype);
+    int64_t pairs = 0;
+    for (int32_t p : step_.positions) pairs += p + 1;
+    flops = 2.0 * double(pairs * n_heads * dim);
+    bytes = double(pairs * row_bytes(kv_dtype, dim));
+  }
+  int64_t n() const { return int64_t(step_.tokens.size()); }
+  bool supported(const Backend& b) const override { return b.has_sparse_attention(); }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(n_heads_ * 11 + step_.n_ctx + top_k_));
+    const int64_t n_slots = step_.n_pages * step_.page_tokens;
+    kv_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, 1, dim_, false);
+    std::vector<int32_t> positions, seqs;
+    for (size_t s = 0; s < step_.pages.size(); ++s) {
+      for (int64_t p = 0; p < int64_t(step_.pages[s].size()) * step_.page_tokens; ++p) {
+        positions.push_back(int32_t(p));
+        seqs.push_back(int32_t(s));
+      }
+    }
+    std::vector<float> k = random_floats(rng, n_slots * dim_);
+    if (equal_keys_) {
+      for (int64_t r = 1; r < n_slots; ++r) std::copy_n(k.begin(), dim_, k.begin() + r * dim_);
+    }
+    kv_write(kv_->host, k.data(), nullptr, int64_t(positions.size()), positions.data(), seqs.data(), step_.tables.data());
+    b.upload(kv_->device.k, kv_->host_k.data(), kv_->k_bytes);
+    q_ = random_floats(rng, n() * n_heads_ * dim_);
+    weights_ = random_floats(rng, n() * n_heads_);  // of either sign, as the projection gives them
+    q_dev_ = data.floats(q_);
+    weights_dev_ = data.floats(weights_);
+    selected_dev_ = reinterpret_cast<int32_t*>(data.bytes(nullptr, size_t(n() * top_k_) * sizeof(int32_t)));
+    n_selected_dev_ = reinterpret_cast<int32_t*>(data.bytes(nullptr, size_t(n()) * sizeof(int32_t)));
+    step_dev_ = b.upload_step(step_.host());
+  }
+  float weight_scale() const { return 1.0f / std::sqrt(float(dim_ * n_heads_)); }
+  void run(Backend& b) override {
+    b.indexer_select(kv_->device, step_dev_, q_dev_, n_heads_, weights_dev_, weight_scale(), top_k_, selected_dev_, n_selected_dev_);
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    std::vector<int32_t> selected(size_t(n() * top_k_)), n_selected(static_cast<size_t>(n()));
+    b.download(selected.data(), selected_dev_, selected.size() * sizeof(int32_t));
+    b.download(n_selected.data(), n_selected_dev_, n_selected.size() * sizeof(int32_t));
+    Outcome outcome{0.0, 1.0};
+    const int64_t row = row_bytes(kv_dtype_, dim_);
+    for (int64_t t = 0; t < n(); ++t) {
+      const int64_t n_ctx = int64_t(step_.positions[size_t(t)]) + 1, k = std::min(top_k_, n_ctx);
+      const int32_t* chosen = selected.data() + t * top_k_;
+      if (n_selected[size_t(t)] != k) {
+        outcome.note = "token " + std::to_string(t) + " chose " + std::to_string(n_selected[size_t(t)]) + " positions, not " + std::to_string(k);
+        return outcome;
+      }
+      std::vector<bool> taken(size_t(n_ctx), false);
+      for (int64_t i = 0; i < k; ++i) {
+        if (chosen[i] < 0 || chosen[i] >= n_ctx || (i > 0 && chosen[i] <= chosen[i - 1])) {
+          outcome.note = "token " + std::to_string(t) + "'s positions are not ascending within its context";
+          return outcome;
+        }
+        taken[size_t(chosen[i])] = true;
+      }
+      if (equal_keys_) {
+        for (int64_t i = 0; i < k; ++i) {
+          if (chosen[i] != i) outcome.note = "equal scores: token " + std::to_string(t) + " did not take the first positions";
+        }
+        continue;
+      }
+      // Scores in double over the queries rounded to the cache's type, and each one's bound.
+      std::vector<float> queries(size_t(n_heads_ * dim_)), key(static_cast<size_t>(dim_));
+      std::vector<uint8_t> typed(size_t(row_bytes(kv_dtype_, n_heads_ * dim_)));
+      quantize_row(kv_dtype_, q_.data() + t * n_heads_ * dim_, typed.data(), n_heads_ * dim_);
+      dequantize_row(kv_dtype_, typed.data(), queries.data(), n_heads_ * dim_);
+      double lowest_chosen = INFINITY, highest_left = -INFINITY, widest = 0.0;
+      for (int64_t p = 0; p < n_ctx; ++p) {
+        const BlockTableView& table = step_.tables[size_t(step_.seq_of_token[size_t(t)])];
+        const int64_t slot = int64_t(table.pages[p / step_.page_tokens]) * step_.page_tokens + p % step_.page_tokens;
+        dequantize_row(kv_dtype_, kv_->host_k.data() + slot * row, key.data(), dim_);
+        double score = 0.0, bound = 0.0, terms = 0.0;
+        for (int64_t h = 0; h < n_heads_; ++h) {
+          double dot = 0.0, magnitude = 0.0;
+          for (int64_t i = 0; i < dim_; ++i) {
+            dot += double(queries[size_t(h * dim_ + i)]) * key[size_t(i)];
+            magnitude += std::fabs(double(queries[size_t(h * dim_ + i)]) * key[size_t(i)]);
+          }
+          const double w = double(weights_[size_t(t * n_heads_ + h)]) * weight_scale();
+          score += w * std::max(0.0, dot);
+          terms += std::fabs(w * std::max(0.0, dot));
+          bound += std::fabs(w) * (double(dim_ + 2) * k_u * magnitude + 2.0 * k_u * std::fabs(dot));
+        }
+        bound += double(n_heads_) * k_u * terms;
+        widest = std::max(widest, bound);
+        if (taken[size_t(p)]) lowest_chosen = std::min(lowest_chosen, score);
+        else highest_left = std::max(highest_left, score);
+      }
+      if (k < n_ctx && widest > 0.0) outcome.error = std::max(outcome.error, (highest_left - lowest_chosen) / (2.0 * widest));
+    }
+    return outcome;
+  }
+
+ private:
+  DType kv_dtype_;
+  int64_t n_heads_, dim_, top_k_;
+  bool equal_keys_;
+  PagedStep step_;
+  StepIndex step_dev_;
+  std::unique_ptr<PagedKv> kv_;
+  std::vector<float> q_, weights_;
+  float *q_dev_ = nullptr, *weights_dev_ = nullptr;
+  int32_t *selected_dev_ = nullptr, *n_selected_dev_ = nullptr;
 };
 
 // Multi-head latent attention in expanded form: each sequence's cached
@@ -1007,6 +1214,15 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
     add(new RopeKvWriteCase(RopeLayout::neox, RopeScaling::dynamic_ntk, kv, 4, 1, 32, true));
     add(new PagedAttentionCase(kv, 4, 1, 96, 64, {17, 30}, 6));  // MLA: latent rows, values the first 64
   }
+  // DeepSeek-V3.2: the indexer's keys, its choice (past a block's tile of positions, a token taking all, exact ties),
+  // and MLA over the chosen positions.
+  for (auto [n, dim] : {std::pair{1, 64}, {9, 128}}) add(new LayerNormCase(n, dim));
+  for (DType kv : {DType::f32, DType::f16, DType::q8_0}) {
+    add(new IndexerSelectCase(kv, 4, 64, {300, 20}, 3, 32));
+    add(new IndexerSelectCase(kv, 8, 128, {1300}, 1, 64));
+    add(new PagedAttentionCase(kv, 4, 1, 96, 64, {300, 40}, 5, 32));
+  }
+  add(new IndexerSelectCase(DType::f16, 4, 64, {200}, 2, 16, true));
   // Contexts of more than one up-projected block (256 positions), two sequences in one step.
   for (auto [weights, kv] : {std::pair{DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::bf16, DType::f16}}) {
     add(new MlaExpandedAttentionCase(weights, kv, 4, 64, 32, 16, 48, {300, 70}, 40));
@@ -1040,6 +1256,9 @@ std::vector<std::unique_ptr<OpCase>> perf_cases() {
   add(new PagedAttentionCase(DType::f16, 16, 1, 576, 512, {32768}, 1));
   add(new PagedAttentionCase(DType::f16, 32, 8, 64, 0, {512}, 512));
   add(new PagedAttentionCase(DType::f16, 8, 1, 128, 0, {32768}, 1));  // one KV head of eight: split by key range only
+  // DeepSeek-V3.2's widths: the indexer (64 heads of 128) over a 32K context, MLA over its 2,048 picks.
+  add(new IndexerSelectCase(DType::f16, 64, 128, {32768}, 1, 2048));
+  add(new PagedAttentionCase(DType::f16, 16, 1, 576, 512, {32768}, 1, 2048));
   add(new MlaExpandedAttentionCase(DType::f32, DType::f16, 16, 512, 128, 64, 128, {2048}, 512));  // V2-Lite widths
   add(new MoeCase(DType::q8_0, ExpertGating::softmax, 1, 16));
   return cases;

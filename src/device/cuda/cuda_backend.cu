@@ -136,7 +136,20 @@ class CudaBackend final : public Backend {
   }
   void copy_heads(const HeadRows& dst, const HeadRows& src, int64_t n) override { cuda::copy_heads(stream_, dst, src, n); }
   void paged_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, float* out) override {
-    cuda::paged_attention(stream_, kv, shape, step, q, grown_f32(attention_scratch_, cuda::paged_attention_scratch_floats(shape, step)), out);
+    attend(kv, shape, step, cuda::ChosenPositions{}, q, out);
+  }
+  bool has_sparse_attention() const override { return true; }
+  void layer_norm(const float* in, const float* weight, const float* bias, float eps, int64_t n, int64_t dim, float* out) override {
+    cuda::layer_norm(stream_, in, weight, bias, eps, n, dim, out);
+  }
+  void indexer_select(const KvLayerView& keys, const StepIndex& step, const float* q, int64_t n_heads, const float* weights, float weight_scale,
+                      int64_t top_k, int32_t* selected, int32_t* n_selected) override {
+    float* scores = grown_f32(indexer_scores_, cuda::indexer_scores_floats(step, top_k));
+    cuda::indexer_select(stream_, keys, step, q, n_heads, weights, weight_scale, top_k, scores, selected, n_selected);
+  }
+  void sparse_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, const int32_t* selected,
+                        const int32_t* n_selected, int64_t top_k, float* out) override {
+    attend(kv, shape, step, cuda::ChosenPositions{selected, n_selected, top_k}, q, out);
   }
   void silu_mul(float* gate, const float* up, int64_t n) override { cuda::silu_mul(stream_, gate, up, n); }
   void add(float* y, const float* x, int64_t n) override { cuda::add(stream_, y, x, n); }
@@ -163,6 +176,12 @@ class CudaBackend final : public Backend {
     return buffer.data();
   }
   float* grown_f32(DeviceBuffer& buffer, int64_t n) { return reinterpret_cast<float*>(grown(buffer, size_t(n) * sizeof(float))); }
+
+  void attend(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const cuda::ChosenPositions& chosen, const float* q,
+              float* out) {
+    float* scratch = grown_f32(attention_scratch_, cuda::paged_attention_scratch_floats(shape, step, chosen));
+    cuda::paged_attention(stream_, kv, shape, step, chosen, q, scratch, out);
+  }
 
   // y rows (stride y_stride) = x rows (stride x_stride) · wᵀ.
   void matmul_strided(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride) {
@@ -200,7 +219,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::vector<uint8_t> staging_;
-  DeviceBuffer step_memory_, half_scratch_, activation_scratch_, dequantized_scratch_, attention_scratch_;
+  DeviceBuffer step_memory_, half_scratch_, activation_scratch_, dequantized_scratch_, attention_scratch_, indexer_scores_;
   DeviceBuffer expert_index_, expert_in_, expert_gate_, expert_up_, expert_out_, slots_;
 };
 

@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "tensor/dtype.h"
+#include "tensor/kv_layer_view.h"
 
 #define DS_CUDA_CHECK(call)                                                                                  \
   do {                                                                                                     \
@@ -174,6 +175,28 @@ __device__ inline void q8_k_block(const float* x, float* out) {
   }
   const float iscale = -127.0f / max, d = 1.0f / iscale;
   for (int j = 0; j < 256; ++j) out[j] = d * float(min(127, int(rintf(iscale * x[j]))));
+}
+
+// Byte offset of (position, kv_head) in a layer's K or V memory.
+__device__ inline int64_t slot_offset(const KvLayerView& kv, const BlockTableView& table, int64_t position, int64_t kv_head,
+                                      int64_t head_bytes) {
+  const int64_t page = int64_t(table.pages[position / kv.page_tokens]) * kv.n_kv_heads + kv_head;
+  return (page * kv.page_tokens + position % kv.page_tokens) * head_bytes;
+}
+
+__device__ inline int64_t kv_head_bytes(const KvLayerView& kv) {
+  const int64_t d = kv.kv_dim / kv.n_kv_heads;
+  return kv.dtype == DType::f32 ? 4 * d : kv.dtype == DType::f16 ? 2 * d : d / 32 * 34;
+}
+
+// n elements rounded to the KV cache's type and back, as the host's attention
+// rounds its queries, by the block's threads together (n a multiple of 32 for Q8_0).
+__device__ inline void round_to_cache(DType cache, const float* x, int64_t n, float* out) {
+  if (cache == DType::q8_0) {
+    for (int64_t b = threadIdx.x; b < n / 32; b += blockDim.x) q8_0_block(x + 32 * b, out + 32 * b);
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = cache == DType::f16 ? __half2float(__float2half_rn(x[i])) : x[i];
+  }
 }
 
 }  // namespace ds::cuda

@@ -20,11 +20,26 @@ void silu_mul(cudaStream_t s, float* gate, const float* up, int64_t n);
 void copy_heads(cudaStream_t s, const HeadRows& dst, const HeadRows& src, int64_t n);
 void rope(cudaStream_t s, const RopeFactors& f, int n_rot, RopeLayout layout, const int32_t* positions, int64_t n, const HeadRows& x);
 void kv_write(cudaStream_t s, const KvLayerView& kv, const StepIndex& step, const float* k_rows, const float* v_rows);
+// The positions a sparse attention attends to: token t's counts[t] of them at positions + t * per_token
+// (device memory, ascending); positions null: every position of the token's context.
+struct ChosenPositions {
+  const int32_t* positions = nullptr;
+  const int32_t* counts = nullptr;
+  int64_t per_token = 0;
+};
+
 // Online-softmax attention over the token's pages, each (token, head)'s positions split across blocks whose
 // partial sums `scratch` holds (paged_attention_scratch_floats of them) before they are combined into out.
-int64_t paged_attention_scratch_floats(const AttentionShape& shape, const StepIndex& step);
-void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, float* scratch,
-                     float* out);
+int64_t paged_attention_scratch_floats(const AttentionShape& shape, const StepIndex& step, const ChosenPositions& chosen);
+void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const ChosenPositions& chosen,
+                     const float* q, float* scratch, float* out);
+// kernels/elementwise.h's layer_norm: mean and squares summed in f64 as there; out may be in.
+void layer_norm(cudaStream_t s, const float* in, const float* weight, const float* bias, float eps, int64_t n, int64_t dim, float* out);
+// kernels/sparse_attention.h's indexer_select (cuda_indexer.cu): each token's scores of its positions into
+// `scores` (indexer_scores_floats of them), then its top_k, ties to the lower position, ascending.
+int64_t indexer_scores_floats(const StepIndex& step, int64_t top_k);
+void indexer_select(cudaStream_t s, const KvLayerView& keys, const StepIndex& step, const float* q, int64_t n_heads, const float* weights,
+                    float weight_scale, int64_t top_k, float* scores, int32_t* selected, int32_t* n_selected);
 
 // x rows (stride x_stride) rounded to `act_type` and back to f32: out [n, n_cols].
 void round_activations(cudaStream_t s, DType act_type, const float* x, int64_t x_stride, int64_t n, int64_t n_cols, float* out);

@@ -38,6 +38,31 @@ __global__ void rms_norm_kernel(const float* in, int64_t in_stride, const float*
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = x[i] * scale * weight[i];
 }
 
+// The mean, then the squares of the differences, each summed in f64 as the reference sums them.
+__global__ void layer_norm_kernel(const float* in, const float* weight, const float* bias, float eps, int64_t dim, float* out) {
+  __shared__ double partial[k_threads];
+  const float* x = in + blockIdx.x * dim;
+  const auto block_sum = [&](double sum) {
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+      __syncthreads();
+    }
+    const double total = partial[0];
+    __syncthreads();
+    return total;
+  };
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += double(x[i]);
+  const float mean = float(block_sum(sum) / double(dim));
+  double squares = 0.0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) squares += double((x[i] - mean) * (x[i] - mean));
+  const float scale = 1.0f / sqrtf(float(block_sum(squares) / double(dim)) + eps);
+  float* y = out + blockIdx.x * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = (x[i] - mean) * scale * weight[i] + bias[i];
+}
+
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < n) y[i] += x[i];
@@ -90,18 +115,6 @@ __global__ void rope_kernel(RopeFactors f, int n_rot, bool neox, const int32_t* 
   }
 }
 
-// Byte offset of (position, kv_head) in a layer's K or V memory.
-__device__ inline int64_t slot_offset(const KvLayerView& kv, const BlockTableView& table, int64_t position, int64_t kv_head,
-                                      int64_t head_bytes) {
-  const int64_t page = int64_t(table.pages[position / kv.page_tokens]) * kv.n_kv_heads + kv_head;
-  return (page * kv.page_tokens + position % kv.page_tokens) * head_bytes;
-}
-
-__device__ inline int64_t kv_head_bytes(const KvLayerView& kv) {
-  const int64_t d = kv.kv_dim / kv.n_kv_heads;
-  return kv.dtype == DType::f32 ? 4 * d : kv.dtype == DType::f16 ? 2 * d : d / 32 * 34;
-}
-
 // One block per (token, kv head): the row stored in the cache's type.
 __global__ void kv_write_kernel(KvLayerView kv, StepIndex step, const float* k_rows, const float* v_rows) {
   const int64_t t = blockIdx.x / kv.n_kv_heads, h = blockIdx.x % kv.n_kv_heads, dim = kv.kv_dim / kv.n_kv_heads;
@@ -131,9 +144,9 @@ constexpr int k_max_value_per_thread = 8;  // value_dim <= 1024
 constexpr int64_t k_split_positions = 256;
 constexpr int64_t k_attention_blocks = 1024;  // several waves of an H200's 132 multiprocessors
 
-int64_t attention_splits(const AttentionShape& shape, const StepIndex& step) {
-  const int64_t items = step.n_tokens * shape.n_head;
-  const int64_t by_length = (step.n_ctx + k_split_positions - 1) / k_split_positions;
+int64_t attention_splits(const AttentionShape& shape, const StepIndex& step, const ChosenPositions& chosen) {
+  const int64_t items = step.n_tokens * shape.n_head, longest = chosen.positions ? std::min(step.n_ctx, chosen.per_token) : step.n_ctx;
+  const int64_t by_length = (longest + k_split_positions - 1) / k_split_positions;
   const int64_t by_blocks = (k_attention_blocks + items - 1) / items;
   return std::max<int64_t>(1, std::min(by_length, by_blocks));
 }
@@ -142,7 +155,9 @@ int64_t attention_splits(const AttentionShape& shape, const StepIndex& step) {
 // then the split's positions in chunks of 128: each warp scores a position at
 // a time, its lanes across the key; the running maximum rescales the sums
 // (online softmax); each thread accumulates its share of the value dimensions.
-__global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, StepIndex step, const float* q, float* partials) {
+// The positions are the token's context, or those `chosen` lists for it.
+__global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, StepIndex step, ChosenPositions chosen, const float* q,
+                                       float* partials) {
   extern __shared__ float shared[];
   const int64_t head_dim = shape.head_dim, v_dim = shape.v_dim > 0 ? shape.v_dim : shape.head_dim;
   float* query = shared;                        // [head_dim]
@@ -154,16 +169,11 @@ __global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, Ste
   const float* q_row = q + item * head_dim;
   const int type = int(kv.dtype);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (kv.dtype == DType::q8_0) {
-    for (int64_t b = threadIdx.x; b < head_dim / 32; b += blockDim.x) q8_0_block(q_row + 32 * b, query + 32 * b);
-  } else {
-    for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) {
-      query[i] = kv.dtype == DType::f16 ? __half2float(__float2half_rn(q_row[i])) : q_row[i];
-    }
-  }
+  round_to_cache(kv.dtype, q_row, head_dim, query);
   __syncthreads();
   const BlockTableView table = step.tables[step.seq_of_token[t]];
-  const int64_t n_ctx = int64_t(step.positions[t]) + 1, bytes = kv_head_bytes(kv);
+  const int64_t n_ctx = chosen.positions ? int64_t(chosen.counts[t]) : int64_t(step.positions[t]) + 1, bytes = kv_head_bytes(kv);
+  const int32_t* chosen_here = chosen.positions ? chosen.positions + t * chosen.per_token : nullptr;
   const int64_t per_split = (n_ctx + gridDim.y - 1) / gridDim.y, begin = blockIdx.y * per_split, end = min(n_ctx, begin + per_split);
   const uint8_t* values = kv.v ? kv.v : kv.k;
   float acc[k_max_value_per_thread] = {};
@@ -171,7 +181,7 @@ __global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, Ste
   for (int64_t p0 = begin; p0 < end; p0 += blockDim.x) {
     const int64_t n_here = min(int64_t(blockDim.x), end - p0);
     for (int64_t j = warp; j < n_here; j += k_attention_warps) {
-      const int64_t offset = slot_offset(kv, table, p0 + j, kv_head, bytes);
+      const int64_t offset = slot_offset(kv, table, chosen_here ? chosen_here[p0 + j] : p0 + j, kv_head, bytes);
       const uint8_t* key = kv.k + offset;
       float dot = 0.0f;
       for (int64_t i = lane; i < head_dim; i += 32) dot = fmaf(query[i], element(type, key, i), dot);
@@ -269,6 +279,10 @@ void rms_norm(cudaStream_t s, const float* in, int64_t in_stride, const float* w
   rms_norm_kernel<<<unsigned(n), k_threads, 0, s>>>(in, in_stride, weight, eps, dim, out, out_stride);
 }
 
+void layer_norm(cudaStream_t s, const float* in, const float* weight, const float* bias, float eps, int64_t n, int64_t dim, float* out) {
+  if (n > 0) layer_norm_kernel<<<unsigned(n), k_threads, 0, s>>>(in, weight, bias, eps, dim, out);
+}
+
 void add(cudaStream_t s, float* y, const float* x, int64_t n) { add_kernel<<<blocks_for(n), k_threads, 0, s>>>(y, x, n); }
 
 void add_bias(cudaStream_t s, float* y, const float* bias, int64_t n, int64_t dim) {
@@ -291,17 +305,17 @@ void kv_write(cudaStream_t s, const KvLayerView& kv, const StepIndex& step, cons
   kv_write_kernel<<<unsigned(step.n_tokens * kv.n_kv_heads), 64, 0, s>>>(kv, step, k_rows, v_rows);
 }
 
-int64_t paged_attention_scratch_floats(const AttentionShape& shape, const StepIndex& step) {
-  return step.n_tokens * shape.n_head * attention_splits(shape, step) * (shape.value_dim() + 2);
+int64_t paged_attention_scratch_floats(const AttentionShape& shape, const StepIndex& step, const ChosenPositions& chosen) {
+  return step.n_tokens * shape.n_head * attention_splits(shape, step, chosen) * (shape.value_dim() + 2);
 }
 
-void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, float* scratch,
-                     float* out) {
+void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const ChosenPositions& chosen,
+                     const float* q, float* scratch, float* out) {
   DS_CHECK(shape.value_dim() <= int64_t(k_attention_threads) * k_max_value_per_thread, "paged_attention: value rows too wide");
-  const int64_t items = step.n_tokens * shape.n_head, splits = attention_splits(shape, step);
+  const int64_t items = step.n_tokens * shape.n_head, splits = attention_splits(shape, step, chosen);
   if (items == 0) return;
   const size_t shared = size_t(shape.head_dim + k_attention_threads) * sizeof(float);
-  paged_attention_kernel<<<dim3(unsigned(items), unsigned(splits)), k_attention_threads, shared, s>>>(kv, shape, step, q, scratch);
+  paged_attention_kernel<<<dim3(unsigned(items), unsigned(splits)), k_attention_threads, shared, s>>>(kv, shape, step, chosen, q, scratch);
   combine_splits_kernel<<<unsigned(items), k_attention_threads, 0, s>>>(scratch, splits, shape.value_dim(), out);
 }
 
