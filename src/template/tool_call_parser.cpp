@@ -13,6 +13,15 @@ const std::string k_sep = "<｜tool▁sep｜>";
 const std::string k_hermes_begin = "<tool_call>";
 const std::string k_hermes_end = "</tool_call>";
 const std::string k_python_tag = "<|python_tag|>";
+const std::string k_dsml_invoke_open = "<｜DSML｜invoke name=\"";
+const std::string k_dsml_invoke_close = "</｜DSML｜invoke>";
+const std::string k_dsml_parameter_prefix = "<｜DSML｜parameter name=\"";
+const std::string k_dsml_string_attribute = " string=\"";
+
+// The element V3.2 (function_calls) or V4 (tool_calls) wraps its calls in.
+std::string dsml_section(ToolCallFormat format, bool close) {
+  return std::string(close ? "</" : "<") + "｜DSML｜" + (format == ToolCallFormat::deepseek_v4 ? "tool_calls" : "function_calls") + ">";
+}
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -40,15 +49,59 @@ std::optional<ParsedToolCall> call_from_json(const std::string& text) {
   return ParsedToolCall{j["name"].get<std::string>(), key ? j[key].dump() : "{}"};
 }
 
+// A DSML call's body (NAME">, then its parameter elements) as a call: string="true" values as the
+// text written, string="false" ones as JSON (text that is not JSON kept as the string the model
+// wrote). Anything else in the body makes it no call. Unless `complete`, a parameter still
+// arriving is left out.
+std::optional<ParsedToolCall> dsml_call(const std::string& body, bool complete) {
+  const size_t name_end = body.find("\">");
+  if (name_end == std::string::npos || name_end == 0) return std::nullopt;
+  nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
+  size_t at = name_end + 2;
+  for (;;) {
+    const size_t open = body.find(k_dsml_parameter_prefix, at);
+    if (!trim(std::string_view(body).substr(at, open == std::string::npos ? std::string::npos : open - at)).empty()) {
+      if (complete || open != std::string::npos) return std::nullopt;
+      break;  // a parameter's opening still arriving
+    }
+    if (open == std::string::npos) break;
+    const size_t key_at = open + k_dsml_parameter_prefix.size(), key_end = body.find('"', key_at);
+    const size_t kind_at = key_end == std::string::npos ? key_end : key_end + 1 + k_dsml_string_attribute.size();
+    const size_t kind_end = kind_at == std::string::npos ? kind_at : body.find("\">", kind_at);
+    const size_t value_end = kind_end == std::string::npos ? kind_end : body.find(k_dsml_parameter_close, kind_end + 2);
+    if (value_end == std::string::npos) {
+      if (complete) return std::nullopt;
+      break;
+    }
+    const std::string kind = body.substr(kind_at, kind_end - kind_at);
+    if (body.compare(key_end + 1, k_dsml_string_attribute.size(), k_dsml_string_attribute) != 0 || (kind != "true" && kind != "false")) {
+      return std::nullopt;
+    }
+    const std::string key = body.substr(key_at, key_end - key_at), raw = body.substr(kind_end + 2, value_end - kind_end - 2);
+    nlohmann::ordered_json value = kind == "true" ? nlohmann::ordered_json(raw) : nlohmann::ordered_json::parse(raw, nullptr, false);
+    arguments[key] = value.is_discarded() ? nlohmann::ordered_json(raw) : value;
+    at = value_end + k_dsml_parameter_close.size();
+  }
+  return ParsedToolCall{body.substr(0, name_end), arguments.dump()};
+}
+
 }  // namespace
+
+const std::string k_dsml_parameter_close = "</｜DSML｜parameter>";
+
+std::string dsml_parameter_open(const std::string& name, bool string) {
+  return k_dsml_parameter_prefix + name + "\"" + k_dsml_string_attribute + (string ? "true" : "false") + "\">";
+}
 
 Result<ToolCallFormat> tool_call_format_from_name(const std::string& name) {
   if (name == "none") return ToolCallFormat::none;
   if (name == "deepseek-r1" || name == "deepseek-v3") return ToolCallFormat::deepseek_r1;
   if (name == "deepseek-v3.1") return ToolCallFormat::deepseek_v31;
+  if (name == "deepseek-v3.2") return ToolCallFormat::deepseek_v32;
+  if (name == "deepseek-v4") return ToolCallFormat::deepseek_v4;
   if (name == "hermes" || name == "qwen2.5") return ToolCallFormat::hermes;
   if (name == "llama3-json") return ToolCallFormat::llama3_json;
-  return Status::error("unknown tool-call format '" + name + "' (formats: none, deepseek-r1, deepseek-v3.1, hermes, llama3-json)");
+  return Status::error("unknown tool-call format '" + name + "' (formats: none, deepseek-r1, deepseek-v3.1, deepseek-v3.2, deepseek-v4, hermes, llama3-json)");
 }
 
 const char* tool_call_format_name(ToolCallFormat format) {
@@ -56,6 +109,8 @@ const char* tool_call_format_name(ToolCallFormat format) {
     case ToolCallFormat::none: return "none";
     case ToolCallFormat::deepseek_r1: return "deepseek-r1";
     case ToolCallFormat::deepseek_v31: return "deepseek-v3.1";
+    case ToolCallFormat::deepseek_v32: return "deepseek-v3.2";
+    case ToolCallFormat::deepseek_v4: return "deepseek-v4";
     case ToolCallFormat::hermes: return "hermes";
     case ToolCallFormat::llama3_json: return "llama3-json";
   }
@@ -67,6 +122,12 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
     case ToolCallFormat::deepseek_r1:
       return {k_calls_begin, k_call_begin + "function" + k_sep, "\n```json\n", "\n```" + k_call_end, "", k_calls_end};
     case ToolCallFormat::deepseek_v31: return {k_calls_begin, k_call_begin, k_sep, k_call_end, "", k_calls_end};
+    case ToolCallFormat::deepseek_v32:
+    case ToolCallFormat::deepseek_v4: {  // as the templates write a call back: each element on its own line
+      std::string close = "\n";
+      close += dsml_section(format, true);
+      return {dsml_section(format, false) + "\n", k_dsml_invoke_open, "\">\n", k_dsml_invoke_close, "\n", close, true};
+    }
     case ToolCallFormat::hermes: return {"", k_hermes_begin + "\n{\"name\": \"", "\", \"arguments\": ", "}\n" + k_hermes_end, "\n", ""};
     case ToolCallFormat::llama3_json: return {"", "{\"name\": \"", "\", \"parameters\": ", "}", "; ", ""};
     case ToolCallFormat::none: break;
@@ -75,6 +136,9 @@ ToolCallSyntax tool_call_syntax(ToolCallFormat format) {
 }
 
 ToolCallFormat tool_call_format_of_template(const std::string& source) {
+  if (source.find("｜DSML｜") != std::string::npos) {
+    return source.find("tool_calls>") != std::string::npos ? ToolCallFormat::deepseek_v4 : ToolCallFormat::deepseek_v32;
+  }
   if (source.find(k_sep) != std::string::npos) {
     // R1 and V3 write the type before the separator and fence the arguments; V3.1 writes the name.
     return source.find("```json") != std::string::npos ? ToolCallFormat::deepseek_r1 : ToolCallFormat::deepseek_v31;
@@ -86,7 +150,20 @@ ToolCallFormat tool_call_format_of_template(const std::string& source) {
   return ToolCallFormat::none;
 }
 
-ToolCallParser::ToolCallParser(ToolCallFormat format) : format_(format) {}
+ToolCallParser::Markers ToolCallParser::markers_of(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::deepseek_r1:
+    case ToolCallFormat::deepseek_v31: return {k_calls_begin, k_calls_end, k_call_begin, k_call_end};
+    case ToolCallFormat::deepseek_v32:
+    case ToolCallFormat::deepseek_v4: return {dsml_section(format, false), dsml_section(format, true), k_dsml_invoke_open, k_dsml_invoke_close};
+    case ToolCallFormat::hermes: return {"", "", k_hermes_begin, k_hermes_end};
+    case ToolCallFormat::none:
+    case ToolCallFormat::llama3_json: break;
+  }
+  return {};
+}
+
+ToolCallParser::ToolCallParser(ToolCallFormat format) : format_(format), markers_(markers_of(format)) {}
 
 ToolCallParser::Output ToolCallParser::feed(std::string_view text) {
   Output out;
@@ -137,10 +214,10 @@ ToolCallParser::Output ToolCallParser::finish() {
 
 void ToolCallParser::complete_call(const std::string& body, Output& out, bool finished) {
   std::optional<ParsedToolCall> call;
-  if (format_ == ToolCallFormat::hermes) {
-    call = call_from_json(trim(body));
+  if (format_ == ToolCallFormat::hermes || format_ == ToolCallFormat::deepseek_v32 || format_ == ToolCallFormat::deepseek_v4) {
+    call = format_ == ToolCallFormat::hermes ? call_from_json(trim(body)) : dsml_call(body, finished);
     if (!call && finished) {
-      out.content += k_hermes_begin + body + k_hermes_end;  // not a call after all: the text stands
+      out.content += markers_.call_open + body + markers_.call_close;  // not a call after all: the text stands
       return;
     }
   } else {
@@ -162,7 +239,7 @@ void ToolCallParser::complete_call(const std::string& body, Output& out, bool fi
       if (!name.empty()) call = ParsedToolCall{name, arguments.empty() ? "{}" : arguments};
     }
     if (!call && finished) {
-      out.content += k_call_begin + body + k_call_end;
+      out.content += markers_.call_open + body + markers_.call_close;
       return;
     }
   }
@@ -170,7 +247,7 @@ void ToolCallParser::complete_call(const std::string& body, Output& out, bool fi
     ++calls_seen_;
     out.calls.push_back(std::move(*call));
   } else {
-    out.content += (format_ == ToolCallFormat::hermes ? k_hermes_begin : k_call_begin) + body;
+    out.content += markers_.call_open + body;
   }
 }
 
@@ -207,9 +284,8 @@ void ToolCallParser::run(Output& out, bool at_end) {
           after_call_ = false;
         }
         // The earliest marker that opens calls; before it, content.
-        const std::vector<const std::string*> triggers =
-            format_ == ToolCallFormat::hermes ? std::vector<const std::string*>{&k_hermes_begin}
-                                              : std::vector<const std::string*>{&k_calls_begin, &k_call_begin};
+        std::vector<const std::string*> triggers{&markers_.call_open};
+        if (!markers_.section_open.empty()) triggers.push_back(&markers_.section_open);
         size_t at = std::string::npos;
         const std::string* found = nullptr;
         for (const std::string* t : triggers) {
@@ -227,7 +303,7 @@ void ToolCallParser::run(Output& out, bool at_end) {
         }
         out.content += buffer_.substr(0, at);
         buffer_.erase(0, at + found->size());
-        state_ = found == &k_calls_begin ? State::section : State::call;
+        state_ = found == &markers_.section_open ? State::section : State::call;
         continue;
       }
       case State::section: {
@@ -238,25 +314,26 @@ void ToolCallParser::run(Output& out, bool at_end) {
           return;
         }
         buffer_.erase(0, first);
-        if (buffer_.compare(0, k_call_begin.size(), k_call_begin) == 0) {
-          buffer_.erase(0, k_call_begin.size());
+        const std::string &call_open = markers_.call_open, &section_close = markers_.section_close;
+        if (buffer_.compare(0, call_open.size(), call_open) == 0) {
+          buffer_.erase(0, call_open.size());
           state_ = State::call;
           continue;
         }
-        if (buffer_.compare(0, k_calls_end.size(), k_calls_end) == 0) {
-          buffer_.erase(0, k_calls_end.size());
+        if (buffer_.compare(0, section_close.size(), section_close) == 0) {
+          buffer_.erase(0, section_close.size());
           state_ = State::content;
           continue;
         }
-        if ((k_call_begin.compare(0, buffer_.size(), buffer_) == 0 || k_calls_end.compare(0, buffer_.size(), buffer_) == 0) &&
-            buffer_.size() < std::max(k_call_begin.size(), k_calls_end.size()) && !at_end) {
+        if ((call_open.compare(0, buffer_.size(), buffer_) == 0 || section_close.compare(0, buffer_.size(), buffer_) == 0) &&
+            buffer_.size() < std::max(call_open.size(), section_close.size()) && !at_end) {
           return;  // a marker still arriving
         }
         state_ = State::content;  // something else: the section is over, the text is content
         continue;
       }
       case State::call: {
-        const std::string& end = format_ == ToolCallFormat::hermes ? k_hermes_end : k_call_end;
+        const std::string& end = markers_.call_close;
         const size_t at = buffer_.find(end);
         if (at == std::string::npos) return;
         const std::string body = buffer_.substr(0, at);

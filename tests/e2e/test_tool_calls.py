@@ -27,6 +27,12 @@ FORMATS = {
     "deepseek-v3.1": ("deepseek-ai-DeepSeek-V3.1.jinja",
                       ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "get_weather", "<｜tool▁sep｜>", ARGUMENTS,
                        "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>"], ARGUMENTS),
+    "deepseek-v3.2": ("deepseek-ai-DeepSeek-V3.2.jinja",
+                      ["<｜DSML｜function_calls>\n", '<｜DSML｜invoke name="get_weather">\n', '<｜DSML｜parameter name="city" string="true">',
+                       "Paris", "</｜DSML｜parameter>\n", "</｜DSML｜invoke>\n", "</｜DSML｜function_calls>"], ARGUMENTS),
+    "deepseek-v4": ("corpus/deepseek-ai-DeepSeek-V4.jinja",
+                    ["<｜DSML｜tool_calls>\n", '<｜DSML｜invoke name="get_weather">\n', '<｜DSML｜parameter name="city" string="true">',
+                     "Paris", "</｜DSML｜parameter>\n", "</｜DSML｜invoke>\n", "</｜DSML｜tool_calls>"], ARGUMENTS),
     "hermes": ("Qwen-Qwen2.5-7B-Instruct.jinja",
                ["<tool_call>", '\n{"name": "get_weather", ', '"arguments": {"city": "Paris"}}', "\n</tool_call>"], ARGUMENTS),
     "llama3-json": ("meta-llama-Llama-3.1-8B-Instruct.jinja", ['{"name": "get_weather", ', '"parameters": {"city": "Paris"}}'],
@@ -112,10 +118,12 @@ BOUNDED_WEATHER = {"type": "function", "function": {"name": "get_weather", "para
     "additionalProperties": False}}}
 
 
-@pytest.fixture(scope="module")
-def random_model():
-    """stories260K (random for this purpose) under the Qwen2.5 template: only the constraint makes it call."""
-    server = ServerProcess("--chat-template", os.path.join(TEMPLATES, "Qwen-Qwen2.5-7B-Instruct.jinja"), "--ctx-size", "2048")
+@pytest.fixture(scope="module", params=["Qwen-Qwen2.5-7B-Instruct.jinja", "deepseek-ai-DeepSeek-V3.2.jinja"])
+def random_model(request):
+    """stories260K (random for this purpose) under the Qwen2.5 template (hermes) or V3.2's (DSML: every
+    argument here has a schema beyond a plain string, so each is written as JSON with string="false"):
+    only the constraint makes it call."""
+    server = ServerProcess("--chat-template", os.path.join(TEMPLATES, request.param), "--ctx-size", "2048")
     yield openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
     server.stop()
 

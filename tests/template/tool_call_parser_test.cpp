@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 namespace ds {
 namespace {
 
@@ -84,8 +87,45 @@ TEST(ToolCallParser, Llama3Json) {
   expect_split_invariant(ToolCallFormat::llama3_json, "Plain answer {\"name\": \"x\"}", {"Plain answer {\"name\": \"x\"}", {}});
 }
 
+// DSML as V3.2's template writes calls back: raw strings (quotes, '<' and all), JSON for the rest.
+TEST(ToolCallParser, DeepSeekV32Dsml) {
+  const std::string text =
+      "Let me look.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+      "<｜DSML｜invoke name=\"search\">\n<｜DSML｜parameter name=\"q\" string=\"true\">a < b \"quoted\"\nline</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"filters\" string=\"false\">{\"lang\": [\"en\"]}</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"loose\" string=\"false\">not json</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+  expect_split_invariant(ToolCallFormat::deepseek_v32, text,
+                         {"Let me look.\n\n",
+                          {{"get_weather", "{\"city\":\"Paris\",\"days\":3}"},
+                           {"search", "{\"q\":\"a < b \\\"quoted\\\"\\nline\",\"filters\":{\"lang\":[\"en\"]},\"loose\":\"not json\"}"}}});
+}
+
+TEST(ToolCallParser, DeepSeekV4Dsml) {
+  const std::string text =
+      "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"now\">\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"add\">\n"
+      "<｜DSML｜parameter name=\"x\" string=\"false\">1.5</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls> ok";
+  expect_split_invariant(ToolCallFormat::deepseek_v4, text, {" ok", {{"now", "{}"}, {"add", "{\"x\":1.5}"}}});
+  // V3.2's section is not V4's: the text stands.
+  expect_split_invariant(ToolCallFormat::deepseek_v4, "<｜DSML｜function_calls>", {"<｜DSML｜function_calls>", {}});
+}
+
+TEST(ToolCallParser, ADsmlInvokeThatIsNotACallStaysText) {
+  const std::string text = "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\nstray text</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+  expect_split_invariant(ToolCallFormat::deepseek_v32, text, {"<｜DSML｜invoke name=\"f\">\nstray text</｜DSML｜invoke>", {}});
+}
+
+TEST(ToolCallParser, AnUnfinishedDsmlCallKeepsItsFinishedParameters) {
+  const std::string text =
+      "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"false\">1</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"b\" string=\"true\">cut sh";
+  expect_split_invariant(ToolCallFormat::deepseek_v32, text, {"", {{"f", "{\"a\":1}"}}});
+}
+
 TEST(ToolCallParser, TextWithoutCallsPassesThroughWhateverTheFormat) {
-  for (ToolCallFormat f : {ToolCallFormat::none, ToolCallFormat::deepseek_r1, ToolCallFormat::deepseek_v31, ToolCallFormat::hermes}) {
+  for (ToolCallFormat f : {ToolCallFormat::none, ToolCallFormat::deepseek_r1, ToolCallFormat::deepseek_v31, ToolCallFormat::deepseek_v32,
+                           ToolCallFormat::deepseek_v4, ToolCallFormat::hermes}) {
     expect_split_invariant(f, "No tools needed: <tool and <｜tool are just text.", {"No tools needed: <tool and <｜tool are just text.", {}});
   }
 }
@@ -100,6 +140,13 @@ TEST(ToolCallParser, FormatOfTheFixtureTemplates) {
   EXPECT_EQ(tool_call_format_of_template("name + '<｜tool▁sep｜>' + args"), ToolCallFormat::deepseek_v31);
   EXPECT_EQ(tool_call_format_of_template("<tool_call>"), ToolCallFormat::hermes);
   EXPECT_EQ(tool_call_format_of_template("{{ messages }}"), ToolCallFormat::none);
+  const auto read = [](const std::string& name) {
+    std::ifstream in(std::string(DSINFER_FIXTURES) + "/chat-templates/" + name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(tool_call_format_of_template(read("deepseek-ai-DeepSeek-V3.2.jinja")), ToolCallFormat::deepseek_v32);
+  EXPECT_EQ(tool_call_format_of_template(read("corpus/deepseek-ai-DeepSeek-V4.jinja")), ToolCallFormat::deepseek_v4);
+  EXPECT_EQ(tool_call_format_of_template(read("deepseek-ai-DeepSeek-V3.1.jinja")), ToolCallFormat::deepseek_v31);
   EXPECT_EQ(tool_call_format_from_name("hermes").value(), ToolCallFormat::hermes);
   EXPECT_FALSE(tool_call_format_from_name("xml").ok());
 }
