@@ -156,3 +156,44 @@ def test_constrained_calls_from_a_random_model_validate(random_model, stream):
         if isinstance(choice, dict):
             assert name == "search"
         jsonschema.validate(json.loads(arguments), schemas[name])
+
+
+@pytest.mark.parametrize("template,section", [("deepseek-ai-DeepSeek-V3.2.jinja", "function_calls"),
+                                              ("corpus/deepseek-ai-DeepSeek-V4.jinja", "tool_calls")])
+def test_thinking_mode_splits_reasoning_before_a_dsml_call(template, section, tmp_path):
+    """V3.2 and V4 in thinking mode (chat_template_kwargs thinking: the generation prompt ends with
+    <think>): the reasoning comes back as reasoning_content and the DSML call after it as tool_calls;
+    in non-thinking mode the prompt closes the block itself (and the scripted model, which continues
+    from the prompt's last token, goes on from its </think>): nothing is reasoning."""
+    pieces = ["The user wants weather.", "</think>", f"<｜DSML｜{section}>\n", '<｜DSML｜invoke name="get_weather">\n',
+              '<｜DSML｜parameter name="city" string="true">', "Paris", "</｜DSML｜parameter>\n", "</｜DSML｜invoke>\n",
+              f"</｜DSML｜{section}>"]
+    source = open(os.path.join(TEMPLATES, template), encoding="utf-8").read()
+    server = ServerProcess("--ctx-size", "2048", "--served-model-name", "scripted",
+                           model=write_scripted_model(str(tmp_path / "model.gguf"), pieces, source))
+    try:
+        client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0)
+        for stream in (False, True):
+            kwargs = dict(tools=[WEATHER], extra_body={"chat_template_kwargs": {"thinking": True}})
+            if stream:
+                reasoning, calls, finish = "", {}, None
+                for chunk in ask(client, stream=True, **kwargs):
+                    delta = chunk.choices[0].delta
+                    reasoning += getattr(delta, "reasoning_content", None) or ""
+                    for d in delta.tool_calls or []:
+                        entry = calls.setdefault(d.index, {"name": "", "arguments": ""})
+                        entry["name"] += d.function.name or ""
+                        entry["arguments"] += d.function.arguments or ""
+                    finish = chunk.choices[0].finish_reason or finish
+                made = [(c["name"], json.loads(c["arguments"])) for c in calls.values()]
+            else:
+                choice = ask(client, **kwargs).choices[0]
+                reasoning, finish = choice.message.reasoning_content, choice.finish_reason
+                made = [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls]
+            assert reasoning == "The user wants weather.", stream
+            assert finish == "tool_calls" and made == [("get_weather", {"city": "Paris"})], stream
+        plain = ask(client, tools=[WEATHER], extra_body={"chat_template_kwargs": {"thinking": False}}).choices[0]
+        assert not getattr(plain.message, "reasoning_content", None)
+        assert [(c.function.name, json.loads(c.function.arguments)) for c in plain.message.tool_calls] == [("get_weather", {"city": "Paris"})]
+    finally:
+        server.stop()
