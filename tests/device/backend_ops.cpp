@@ -542,6 +542,20 @@ struct PagedStep {
   StepIndex host() const {
     return StepIndex{int64_t(tokens.size()), n_ctx, tokens.data(), positions.data(), seq_of_token.data(), tables.data(), int64_t(tables.size())};
   }
+  // Every slot of every sequence's pages, as (position, sequence) pairs: what a case writes the whole cache with.
+  struct Slots {
+    std::vector<int32_t> positions, seqs;
+  };
+  Slots every_slot() const {
+    Slots slots;
+    for (size_t s = 0; s < pages.size(); ++s) {
+      for (int64_t p = 0; p < int64_t(pages[s].size()) * page_tokens; ++p) {
+        slots.positions.push_back(int32_t(p));
+        slots.seqs.push_back(int32_t(s));
+      }
+    }
+    return slots;
+  }
 };
 
 // A layer's KV memory in the backend and a host copy for the reference.
@@ -707,15 +721,9 @@ class PagedAttentionCase : public OpCase {
     const int64_t kv_dim = shape_.n_head_kv * shape_.head_dim, n_slots = step_.n_pages * step_.page_tokens;
     kv_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, shape_.n_head_kv, shape_.head_dim, !latent);
     // Every slot written through the reference store, the bytes then copied to the backend.
-    std::vector<int32_t> positions, seqs;
-    for (size_t s = 0; s < step_.pages.size(); ++s) {
-      for (int64_t p = 0; p < int64_t(step_.pages[s].size()) * step_.page_tokens; ++p) {
-        positions.push_back(int32_t(p));
-        seqs.push_back(int32_t(s));
-      }
-    }
+    const PagedStep::Slots slots = step_.every_slot();
     const std::vector<float> k = random_floats(rng, n_slots * kv_dim, 2.0f), v = random_floats(rng, n_slots * kv_dim);
-    kv_write(kv_->host, k.data(), latent ? nullptr : v.data(), int64_t(positions.size()), positions.data(), seqs.data(), step_.tables.data());
+    kv_write(kv_->host, k.data(), latent ? nullptr : v.data(), int64_t(slots.positions.size()), slots.positions.data(), slots.seqs.data(), step_.tables.data());
     b.upload(kv_->device.k, kv_->host_k.data(), kv_->k_bytes);
     if (!latent) b.upload(kv_->device.v, kv_->host_v.data(), kv_->v_bytes);
     max_k_ = 0.0;
@@ -810,18 +818,12 @@ class IndexerSelectCase : public OpCase {
     std::mt19937 rng(uint32_t(n_heads_ * 11 + step_.n_ctx + top_k_));
     const int64_t n_slots = step_.n_pages * step_.page_tokens;
     kv_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, 1, dim_, false);
-    std::vector<int32_t> positions, seqs;
-    for (size_t s = 0; s < step_.pages.size(); ++s) {
-      for (int64_t p = 0; p < int64_t(step_.pages[s].size()) * step_.page_tokens; ++p) {
-        positions.push_back(int32_t(p));
-        seqs.push_back(int32_t(s));
-      }
-    }
+    const PagedStep::Slots slots = step_.every_slot();
     std::vector<float> k = random_floats(rng, n_slots * dim_);
     if (equal_keys_) {
       for (int64_t r = 1; r < n_slots; ++r) std::copy_n(k.begin(), dim_, k.begin() + r * dim_);
     }
-    kv_write(kv_->host, k.data(), nullptr, int64_t(positions.size()), positions.data(), seqs.data(), step_.tables.data());
+    kv_write(kv_->host, k.data(), nullptr, int64_t(slots.positions.size()), slots.positions.data(), slots.seqs.data(), step_.tables.data());
     b.upload(kv_->device.k, kv_->host_k.data(), kv_->k_bytes);
     q_ = random_floats(rng, n() * n_heads_ * dim_);
     weights_ = random_floats(rng, n() * n_heads_);  // of either sign, as the projection gives them
@@ -938,15 +940,9 @@ class MlaExpandedAttentionCase : public OpCase {
     std::mt19937 rng(uint32_t(shape_.n_head * 5 + kv_lora_ + step_.n_ctx));
     const int64_t row = kv_lora_ + rope_, n_slots = step_.n_pages * step_.page_tokens;
     kv_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, 1, row, false);
-    std::vector<int32_t> positions, seqs;
-    for (size_t s = 0; s < step_.pages.size(); ++s) {
-      for (int64_t p = 0; p < int64_t(step_.pages[s].size()) * step_.page_tokens; ++p) {
-        positions.push_back(int32_t(p));
-        seqs.push_back(int32_t(s));
-      }
-    }
+    const PagedStep::Slots slots = step_.every_slot();
     const std::vector<float> latents = random_floats(rng, n_slots * row);
-    kv_write(kv_->host, latents.data(), nullptr, int64_t(positions.size()), positions.data(), seqs.data(), step_.tables.data());
+    kv_write(kv_->host, latents.data(), nullptr, int64_t(slots.positions.size()), slots.positions.data(), slots.seqs.data(), step_.tables.data());
     b.upload(kv_->device.k, kv_->host_k.data(), kv_->k_bytes);
     for (int64_t h = 0; h < shape_.n_head; ++h) {
       k_rows_.push_back(random_weights(rng, weight_type_, nope_, kv_lora_));

@@ -140,7 +140,8 @@ constexpr int k_max_value_per_thread = 8;  // value_dim <= 1024
 // A (token, head)'s positions split across blocks (flash-decoding), so that
 // one decoded token's few heads still fill the GPU: each split writes its
 // running maximum, its sum of weights and its unnormalised value sums; then
-// combine_splits_kernel merges them. Splits hold at least k_split_positions.
+// combine_splits_kernel merges them (one split writes the output itself).
+// Splits hold at least k_split_positions.
 constexpr int64_t k_split_positions = 256;
 constexpr int64_t k_attention_blocks = 1024;  // several waves of an H200's 132 multiprocessors
 
@@ -157,7 +158,7 @@ int64_t attention_splits(const AttentionShape& shape, const StepIndex& step, con
 // (online softmax); each thread accumulates its share of the value dimensions.
 // The positions are the token's context, or those `chosen` lists for it.
 __global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, StepIndex step, ChosenPositions chosen, const float* q,
-                                       float* partials) {
+                                       float* partials, float* out) {
   extern __shared__ float shared[];
   const int64_t head_dim = shape.head_dim, v_dim = shape.v_dim > 0 ? shape.v_dim : shape.head_dim;
   float* query = shared;                        // [head_dim]
@@ -222,6 +223,13 @@ __global__ void paged_attention_kernel(KvLayerView kv, AttentionShape shape, Ste
       }
     }
     __syncthreads();
+  }
+  if (gridDim.y == 1) {  // one split: the output itself
+    for (int k = 0; k < k_max_value_per_thread; ++k) {
+      const int64_t d = threadIdx.x + int64_t(k) * blockDim.x;
+      if (d < v_dim) out[item * v_dim + d] = acc[k] / running_sum;
+    }
+    return;
   }
   float* part = partials + (item * gridDim.y + blockIdx.y) * (v_dim + 2);
   if (threadIdx.x == 0) {
@@ -306,7 +314,8 @@ void kv_write(cudaStream_t s, const KvLayerView& kv, const StepIndex& step, cons
 }
 
 int64_t paged_attention_scratch_floats(const AttentionShape& shape, const StepIndex& step, const ChosenPositions& chosen) {
-  return step.n_tokens * shape.n_head * attention_splits(shape, step, chosen) * (shape.value_dim() + 2);
+  const int64_t splits = attention_splits(shape, step, chosen);
+  return splits > 1 ? step.n_tokens * shape.n_head * splits * (shape.value_dim() + 2) : 0;
 }
 
 void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const ChosenPositions& chosen,
@@ -315,8 +324,8 @@ void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape
   const int64_t items = step.n_tokens * shape.n_head, splits = attention_splits(shape, step, chosen);
   if (items == 0) return;
   const size_t shared = size_t(shape.head_dim + k_attention_threads) * sizeof(float);
-  paged_attention_kernel<<<dim3(unsigned(items), unsigned(splits)), k_attention_threads, shared, s>>>(kv, shape, step, chosen, q, scratch);
-  combine_splits_kernel<<<unsigned(items), k_attention_threads, 0, s>>>(scratch, splits, shape.value_dim(), out);
+  paged_attention_kernel<<<dim3(unsigned(items), unsigned(splits)), k_attention_threads, shared, s>>>(kv, shape, step, chosen, q, scratch, out);
+  if (splits > 1) combine_splits_kernel<<<unsigned(items), k_attention_threads, 0, s>>>(scratch, splits, shape.value_dim(), out);
 }
 
 void gather_pair_rows(cudaStream_t s, const float* in, const int64_t* pairs, int64_t k, int64_t n, int64_t dim, float* rows) {
