@@ -5,7 +5,8 @@ and quantizes it to Q8_0, Q4_0 and Q4_K_M with llama.cpp's quantizer (--types
 picks others, BF16 among them; or, with --moe,
 a DeepSeek-V2-Lite-shaped MoE model with 4 of its 27 layers in Q8_0 and Q4_0;
 it carries V2's q LoRA of 1536 because llama.cpp takes a deepseek2 file without
-one for V2-Lite only when it has 27 layers), then measures
+one for V2-Lite only when it has 27 layers; or, with --v32, a DeepSeek-V3.2
+model at its attention widths, indexer included, with 2 layers in Q8_0), then measures
 pp512 (512 prompt tokens in one batch) and tg128 (128 single-token decode
 steps) for both engines with the same thread count, alternating engines per
 repetition so that machine noise hits both alike. Prints a markdown table.
@@ -25,7 +26,7 @@ and off through whichever flag its version has). --baseline BINARY adds
 another dsinfer build (the previous commit, built beside this one) to the same
 alternation, for a refactor's before and after.
 
-Usage: python3 bench/bench_vs_llama_cpp.py [--moe] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-d 0]
+Usage: python3 bench/bench_vs_llama_cpp.py [--moe | --v32] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-d 0]
        [-r 3] [-t 2] [--bandwidth GB/s] [--types F16,Q8_0,Q4_0,Q4_K_M (BF16 too)] [--llama-bench BINARY]
 """
 
@@ -48,6 +49,25 @@ SHAPE = dict(n_embd=2048, n_ff=5632, n_head=32, n_head_kv=4, n_layer=22, n_ctx=2
 MOE_SHAPE = dict(n_embd=2048, n_head=16, q_lora_rank=1536, kv_lora_rank=512, qk_nope=128, qk_rope=64, v_head=128,
                  n_layer=4, leading_dense=1, n_ff=10944, n_expert=64, n_expert_used=6, n_shared=2, expert_ff=1408,
                  gating=1, weights_norm=False, weights_scale=1.0, n_group=1, n_group_used=1, probs_bias=False)
+
+
+# DeepSeek-V3.2's attention widths (its config.json: d 7168, 128 heads, q LoRA 1536, kv LoRA 512, the
+# indexer's 64 heads of 128 choosing 2,048 positions, YaRN x40 over 4,096) with 2 layers (1 dense, 1 MoE)
+# and few, narrower experts: the attention is the model's, the FFN a stand-in.
+V32_SHAPE = dict(n_embd=7168, n_head=128, q_lora_rank=1536, kv_lora_rank=512, qk_nope=128, qk_rope=64, v_head=128,
+                 n_layer=2, leading_dense=1, n_ff=2048, n_expert=8, n_expert_used=2, n_shared=1, expert_ff=2048,
+                 gating=2, weights_norm=True, weights_scale=2.5, n_group=4, n_group_used=2, probs_bias=True)
+
+
+def ensure_v32_models(directory):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "deepseek32_widths2_q8_0.gguf")
+    if not os.path.exists(path):
+        print(f"writing {path} (random weights, DeepSeek-V3.2 attention widths, 2 layers)", file=sys.stderr)
+        write_deepseek2(path, shape="v3", dtype="q8_0", layout="split", seed=0, n_ctx=65536, indexer=(64, 128, 2048),
+                        yarn=(40.0, 4096, 1.0), vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf"),
+                        **V32_SHAPE)
+    return {"Q8_0": path}
 
 
 def ensure_moe_models(directory):
@@ -183,6 +203,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=os.path.join(ROOT, "models", "bench"))
     parser.add_argument("--moe", action="store_true", help="the DeepSeek-V2-Lite-shaped MoE model instead of the Llama")
+    parser.add_argument("--v32", action="store_true", help="a DeepSeek-V3.2 model at its attention widths (2 layers, Q8_0)")
     parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
     parser.add_argument("--baseline", help="another dsinfer binary measured in the same alternation")
     parser.add_argument("--llama-bench", help="a llama-bench binary for the llama.cpp figures (default: llama-cpp-python)")
@@ -197,14 +218,16 @@ def main():
     args = parser.parse_args()
     types = args.types.split(",")
     unknown = [t for t in types if t not in LLAMA_TYPES]
-    if unknown or (args.moe and args.types != DEFAULT_TYPES):
+    if unknown or ((args.moe or args.v32) and args.types != DEFAULT_TYPES):
         parser.error(f"--types: {', '.join(unknown)} not among {', '.join(LLAMA_TYPES)}" if unknown
-                     else "--types is for the Llama model; --moe writes Q8_0 and Q4_0")
+                     else "--types is for the Llama model; --moe writes Q8_0 and Q4_0, --v32 Q8_0")
+    if args.moe and args.v32:
+        parser.error("--moe and --v32: one model at a time")
 
     llama_bench = LlamaBench(args.llama_bench) if args.llama_bench else None
     if llama_bench and args.d and not llama_bench.has_depth:
         parser.error(f"-d: {args.llama_bench} has no --n-depth (a llama-bench from before depths were added)")
-    models = ensure_moe_models(args.models) if args.moe else ensure_models(args.models, types)
+    models = ensure_moe_models(args.models) if args.moe else ensure_v32_models(args.models) if args.v32 else ensure_models(args.models, types)
     bandwidth_of_now = (lambda: args.bandwidth * 1e9) if args.bandwidth else (lambda: read_bandwidth(args.dsinfer, args.t))
     kinds = ["pp", "tg"] + (["tg_d"] if args.d else [])
     label = {"pp": f"pp{args.p}", "tg": f"tg{args.n}", "tg_d": f"tg{args.n} @ d{args.d}"}
