@@ -43,6 +43,8 @@ void round_like_reference(DType type, const float* x, int64_t n, float* out) {
 
 // Cached keys the indexer reads at once.
 constexpr int64_t k_position_tile = 256;
+// Chosen rows attention reads at once: with their values, in a core's L2 at MLA's widths.
+constexpr int64_t k_attention_tile = 128;
 
 }  // namespace
 
@@ -131,39 +133,46 @@ void sparse_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSh
   scratch.threads.resize(size_t(pool.n_threads()));
   const AttentionTileKernels& tiles = attention_tile_kernels();
   const int64_t dim = shape.head_dim, v_dim = shape.value_dim();
-  // A unit is one token's heads in a group of eight: each gathers the
-  // token's rows once for the group.
-  const int64_t groups = (shape.n_head + 7) / 8;
-  pool.parallel_for_dynamic(n_tokens * groups, 1, [&](int64_t begin, int64_t end, int thread) {
+  // A unit is one token's heads, or with fewer tokens than threads (decode) a
+  // share of them: it passes over the token's chosen rows a tile at a time
+  // (online softmax), every head of the unit against each tile while it is in
+  // cache, so the rows come from memory once per unit, not once per head. A
+  // head's sums depend on its own scores and the fixed tiles only: the same
+  // bits whichever heads share its unit.
+  const int64_t shares = n_tokens >= pool.n_threads() ? 1 : (pool.n_threads() + n_tokens - 1) / n_tokens;
+  const int64_t heads_per_unit = (shape.n_head + shares - 1) / shares;
+  pool.parallel_for_dynamic(n_tokens * shares, 1, [&](int64_t begin, int64_t end, int thread) {
     SparseAttentionScratch::PerThread& s = scratch.threads[size_t(thread)];
-    int64_t gathered = -1;  // the token whose rows s.rows holds
     for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t t = unit / groups, h_begin = (unit % groups) * 8, n_q = std::min<int64_t>(8, shape.n_head - h_begin);
-      const int64_t n = n_selected[t];
-      if (gathered != t) {
-        s.rows.resize(size_t(n * dim));
-        gather_selected(kv, tables[seq_of_token[t]], selected + t * top_k, n, s.rows.data());
-        if (v_dim < dim) {  // the values: each row's first v_dim elements, side by side
-          s.values.resize(size_t(n * v_dim));
-          for (int64_t i = 0; i < n; ++i) std::copy_n(s.rows.data() + i * dim, v_dim, s.values.data() + i * v_dim);
-        }
-        gathered = t;
-      }
+      const int64_t t = unit / shares, h_begin = (unit % shares) * heads_per_unit;
+      const int64_t n_q = std::min(heads_per_unit, shape.n_head - h_begin), n = n_selected[t];
+      if (n_q <= 0) continue;
       s.queries.resize(size_t(n_q * dim));
       tiles.round_to_cache(kv.dtype, q + (t * shape.n_head + h_begin) * dim, s.queries.data(), n_q * dim);
-      s.head_scores.resize(size_t(n_q * n));
-      tiles.scores(dim, s.queries.data(), n_q, s.rows.data(), n, shape.scale, s.head_scores.data(), n);
-      float sums[8];
-      for (int64_t i = 0; i < n_q; ++i) {
-        float max = -INFINITY;
-        sums[i] = 0.0f;
-        tiles.online_softmax(s.head_scores.data() + i * n, n, &max, &sums[i]);
-      }
+      s.rows.resize(size_t(k_attention_tile * dim));
+      s.values.resize(size_t(k_attention_tile * v_dim));
+      s.head_scores.resize(size_t(n_q * k_attention_tile));
+      s.max.assign(size_t(n_q), -INFINITY);
+      s.sum.assign(size_t(n_q), 0.0f);
       float* o = out + (t * shape.n_head + h_begin) * v_dim;
       std::fill(o, o + n_q * v_dim, 0.0f);
-      tiles.weighted_sum(v_dim, s.head_scores.data(), n, n_q, v_dim < dim ? s.values.data() : s.rows.data(), n, o);
+      for (int64_t p0 = 0; p0 < n; p0 += k_attention_tile) {
+        const int64_t m = std::min(k_attention_tile, n - p0);
+        gather_selected(kv, tables[seq_of_token[t]], selected + t * top_k + p0, m, s.rows.data());
+        if (v_dim < dim) {  // the values: each row's first v_dim elements, side by side
+          for (int64_t i = 0; i < m; ++i) std::copy_n(s.rows.data() + i * dim, v_dim, s.values.data() + i * v_dim);
+        }
+        tiles.scores(dim, s.queries.data(), n_q, s.rows.data(), m, shape.scale, s.head_scores.data(), k_attention_tile);
+        for (int64_t i = 0; i < n_q; ++i) {
+          const float factor = tiles.online_softmax(s.head_scores.data() + i * k_attention_tile, m, &s.max[size_t(i)], &s.sum[size_t(i)]);
+          if (factor != 1.0f) {
+            for (int64_t j = 0; j < v_dim; ++j) o[i * v_dim + j] *= factor;
+          }
+        }
+        tiles.weighted_sum(v_dim, s.head_scores.data(), k_attention_tile, n_q, v_dim < dim ? s.values.data() : s.rows.data(), m, o);
+      }
       for (int64_t i = 0; i < n_q; ++i) {
-        for (int64_t j = 0; j < v_dim; ++j) o[i * v_dim + j] /= sums[i];
+        for (int64_t j = 0; j < v_dim; ++j) o[i * v_dim + j] /= s.sum[size_t(i)];
       }
     }
   });

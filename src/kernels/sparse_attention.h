@@ -22,6 +22,7 @@ struct SparseAttentionScratch {
     std::vector<float> scores;   // one per position
     std::vector<float> head_scores;  // per head, a tile of positions' products
     std::vector<int32_t> order;  // positions being ranked
+    std::vector<float> max, sum;  // per head, its online softmax so far
   };
   std::vector<PerThread> threads;
   // One token's queries, scores and ranking when its positions are split across the threads.
