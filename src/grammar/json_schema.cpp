@@ -258,7 +258,7 @@ class SchemaConverter {
         "type", "enum", "const", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
         "maxItems", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "minLength", "maxLength", "pattern", "format"};
     for (const auto& [key, value] : d.items) {
-      if (!known.count(key) && !k_annotations.count(key)) refuse(path, "'" + key + "' is not supported");
+      if (!known.count(key) && !is_schema_annotation(key)) refuse(path, "'" + key + "' is not supported");
     }
     if (const Value* ref = field(d, "$ref")) {
       if (!ref->is_string()) refuse(path, "$ref must be a string");
@@ -464,6 +464,8 @@ Result<SchemaRules> json_schema_rules(const Value& schema, const std::string& pr
 }
 
 const char* json_primitives() { return k_primitives; }
+
+bool is_schema_annotation(const std::string& key) { return k_annotations.count(key) > 0; }
 
 std::string gbnf_literal(const std::string& text) {
   std::string out = "\"";

@@ -34,6 +34,9 @@ struct SchemaRules {
 Result<SchemaRules> json_schema_rules(const jinja::Value& schema, const std::string& prefix);
 const char* json_primitives();
 
+// Whether a schema keyword is an annotation (title, description, ...: above), which constrains nothing.
+bool is_schema_annotation(const std::string& key);
+
 // A GBNF literal that matches exactly the bytes of `text`.
 std::string gbnf_literal(const std::string& text);
 

@@ -150,7 +150,7 @@ void sparse_attention(ThreadPool& pool, const KvLayerView& kv, const AttentionSh
       s.queries.resize(size_t(n_q * dim));
       tiles.round_to_cache(kv.dtype, q + (t * shape.n_head + h_begin) * dim, s.queries.data(), n_q * dim);
       s.rows.resize(size_t(k_attention_tile * dim));
-      s.values.resize(size_t(k_attention_tile * v_dim));
+      if (v_dim < dim) s.values.resize(size_t(k_attention_tile * v_dim));
       s.head_scores.resize(size_t(n_q * k_attention_tile));
       s.max.assign(size_t(n_q), -INFINITY);
       s.sum.assign(size_t(n_q), 0.0f);

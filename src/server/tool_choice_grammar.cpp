@@ -5,19 +5,13 @@
 namespace ds {
 namespace {
 
-// Keys of a schema that constrain nothing.
-bool is_annotation(const std::string& key) {
-  return key == "title" || key == "description" || key == "default" || key == "examples" || key == "$comment" || key == "deprecated" ||
-         key == "$schema";
-}
-
 // A string the model may write raw (string="true"): {"type": "string"} and annotations, nothing more.
 bool is_plain_string(const jinja::Value& schema) {
   if (!schema.is_dict()) return false;
   const jinja::Value* type = schema.as_dict().find("type");
   if (!type || !type->is_string() || type->as_string() != "string") return false;
   for (const auto& [key, value] : schema.as_dict().items) {
-    if (key != "type" && !is_annotation(key)) return false;
+    if (key != "type" && !grammar::is_schema_annotation(key)) return false;
   }
   return true;
 }
@@ -32,7 +26,7 @@ Result<grammar::SchemaRules> dsml_parameter_rules(const jinja::Value& schema, co
                      *required = schema.as_dict().find("required");
   if (type && !(type->is_string() && type->as_string() == "object")) return Status::error("type: a DSML call's parameters must be an object");
   for (const auto& [key, value] : schema.as_dict().items) {
-    if (key != "type" && key != "properties" && key != "required" && key != "additionalProperties" && !is_annotation(key)) {
+    if (key != "type" && key != "properties" && key != "required" && key != "additionalProperties" && !grammar::is_schema_annotation(key)) {
       return Status::error(key + ": not supported for a DSML call's parameters (type, properties, required, additionalProperties are)");
     }
   }
