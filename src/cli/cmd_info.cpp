@@ -154,7 +154,7 @@ int cmd_info(int argc, char** argv) {
     std::printf("moe: %lld experts (%lld used, %lld shared) of width %lld after %lld dense layers, %s gating, "
                 "weights %s x%.2f, %lld groups (%lld used)\n",
                 (long long)e.n_expert, (long long)e.n_expert_used, (long long)e.n_expert_shared, (long long)e.expert_ff,
-                (long long)e.leading_dense, e.gating == ExpertGating::sigmoid ? "sigmoid" : "softmax",
+                (long long)e.leading_dense, expert_gating_name(e.gating),
                 e.normalize_weights ? "normalised" : "raw", e.weights_scale, (long long)e.n_group, (long long)e.n_group_used);
   }
   return 0;

@@ -162,7 +162,7 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
 }
 
 Result<int64_t> kv_pool_pages(const CommonModelOptions& options, const ModelConfig& config, int64_t needed_pages) {
-  const int64_t page_bytes = KvCache::bytes_per_token(config, options.kv.dtype) * options.kv.page_tokens;
+  const int64_t page_bytes = KvCache::page_bytes(config, options.kv.dtype, options.kv.page_tokens);
   int64_t pages = needed_pages;
   if (options.kv_memory_bytes > 0) {
     pages = options.kv_memory_bytes / page_bytes;

@@ -82,7 +82,7 @@ Result<Settings> settle(const Args& args) {
   const int64_t context_pages = (s.n_ctx + kv.page_tokens - 1) / kv.page_tokens;
   // Default pool: every sequence slot can hold a full context, within a quarter of free memory.
   int64_t wanted_pages = context_pages * max_seqs.value();
-  const int64_t page_bytes = KvCache::bytes_per_token(config.value(), kv.dtype) * kv.page_tokens;
+  const int64_t page_bytes = KvCache::page_bytes(config.value(), kv.dtype, kv.page_tokens);
   if (s.options.kv_memory_bytes == 0) {
     const int64_t quarter_free = available_memory_bytes() / 4 / page_bytes;
     if (quarter_free > 0) wanted_pages = std::min(wanted_pages, std::max(quarter_free, context_pages));

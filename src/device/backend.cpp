@@ -46,6 +46,11 @@ const char* backend_op_name(BackendOp op) {
     case BackendOp::layer_norm: return "layer_norm";
     case BackendOp::indexer_select: return "indexer_select";
     case BackendOp::sparse_attention: return "sparse_attention";
+    case BackendOp::rope_rows: return "rope_rows";
+    case BackendOp::swiglu: return "swiglu";
+    case BackendOp::hyper_connection: return "hyper_connection";
+    case BackendOp::kv_compress: return "kv_compress";
+    case BackendOp::compressed_attention: return "compressed_attention";
   }
   return "?";
 }
@@ -56,6 +61,11 @@ bool Backend::implements(BackendOp op) const {
     case BackendOp::layer_norm:
     case BackendOp::indexer_select:
     case BackendOp::sparse_attention: return has_sparse_attention();
+    case BackendOp::rope_rows:
+    case BackendOp::swiglu:
+    case BackendOp::hyper_connection:
+    case BackendOp::kv_compress:
+    case BackendOp::compressed_attention: return has_compressed_attention();
     case BackendOp::embed:
     case BackendOp::rms_norm:
     case BackendOp::matmul:
@@ -92,6 +102,34 @@ Result<std::unique_ptr<Backend>> create_backend(const std::string& device, int n
     if (spec.value().gpu >= 0) return load_plugin_backend("cuda", spec.value().gpu, n_threads);
   }
   return std::unique_ptr<Backend>(new CpuBackend(n_threads));
+}
+
+namespace {
+
+void refuse_compressed(const Backend& b, const char* op) {
+  DS_CHECK(false, b.name() + ": no " + op + " (has_compressed_attention() is false)");
+}
+
+}  // namespace
+
+void Backend::rope_rows(const RopeParams&, const int32_t*, int64_t, const HeadRows&, int64_t) { refuse_compressed(*this, "rope_rows"); }
+void Backend::swiglu(float*, float*, int64_t, float) { refuse_compressed(*this, "swiglu"); }
+void Backend::hyper_connection_pre(const HyperConnectionParams&, const float*, const float*, int64_t, float*, float*, float*) {
+  refuse_compressed(*this, "hyper_connection_pre");
+}
+void Backend::hyper_connection_post(const HyperConnectionParams&, float*, const float*, const float*, const float*, int64_t) {
+  refuse_compressed(*this, "hyper_connection_post");
+}
+void Backend::hyper_connection_head(const HyperConnectionParams&, const float*, const float*, int64_t, float*) {
+  refuse_compressed(*this, "hyper_connection_head");
+}
+void Backend::kv_compress(const KvCompressorParams&, const StepIndex&, int64_t, const float*, const float*, const KvLayerView&,
+                          const KvLayerView&) {
+  refuse_compressed(*this, "kv_compress");
+}
+void Backend::compressed_attention(const CompressedAttentionParams&, const StepIndex&, int64_t, const float*, const KvLayerView&,
+                                   const KvLayerView&, const int32_t*, const int32_t*, float*) {
+  refuse_compressed(*this, "compressed_attention");
 }
 
 }  // namespace ds

@@ -18,6 +18,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "tensor/deepseek4_params.h"
 #include "tensor/expert_routing.h"
 #include "tensor/kv_layer_view.h"
 #include "tensor/rope_params.h"
@@ -32,6 +33,7 @@ class Backend;
 enum class BackendOp {
   embed, rms_norm, matmul, matmul_batched, add_bias, rope_kv_write, copy_heads, paged_attention, mla_expanded_attention,
   silu_mul, add, gather_rows, moe_experts, layer_norm, indexer_select, sparse_attention,
+  rope_rows, swiglu, hyper_connection, kv_compress, compressed_attention,
 };
 const char* backend_op_name(BackendOp op);
 
@@ -182,6 +184,28 @@ class Backend {
                               int64_t top_k, int32_t* selected, int32_t* n_selected);
   virtual void sparse_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q,
                                 const int32_t* selected, const int32_t* n_selected, int64_t top_k, float* out);
+
+  // DeepSeek-V4's ops, only where has_compressed_attention() (the same
+  // refusal elsewhere). rope_rows: rows rotated at positions[t] (in the
+  // backend's memory; a negative position turns back), n_ctx as in
+  // rope_kv_write. swiglu: kernels/elementwise.h's. The hyper-connections:
+  // kernels/hyper_connection.h's (pre, post, and the head's reduction).
+  // kv_compress and compressed_attention over the step's block tables:
+  // kernels/kv_compressor.h's and kernels/compressed_attention.h's, page_tokens
+  // the pool's page size.
+  virtual bool has_compressed_attention() const { return false; }
+  virtual void rope_rows(const RopeParams& rope, const int32_t* positions, int64_t n_ctx, const HeadRows& rows, int64_t n);
+  virtual void swiglu(float* gate, float* up, int64_t n, float limit);
+  virtual void hyper_connection_pre(const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n,
+                                    float* sublayer_in, float* post, float* mix);
+  virtual void hyper_connection_post(const HyperConnectionParams& p, float* streams, const float* block_out, const float* post,
+                                     const float* mix, int64_t n);
+  virtual void hyper_connection_head(const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n, float* out);
+  virtual void kv_compress(const KvCompressorParams& c, const StepIndex& step, int64_t page_tokens, const float* kv, const float* score,
+                           const KvLayerView& state, const KvLayerView& rows);
+  virtual void compressed_attention(const CompressedAttentionParams& a, const StepIndex& step, int64_t page_tokens, const float* q,
+                                    const KvLayerView& window, const KvLayerView& rows, const int32_t* selected,
+                                    const int32_t* n_selected, float* out);
 
  protected:
   friend class DeviceBuffer;

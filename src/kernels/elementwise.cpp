@@ -13,7 +13,11 @@ void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, in
     double sum = 0.0;
     for (int64_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
     const float scale = 1.0f / std::sqrt(float(sum / double(n)) + eps);
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+    if (!weight) {
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+    } else {
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+    }
   }
 }
 
@@ -36,6 +40,16 @@ void silu_mul_portable(float* gate, const float* up, int64_t n) {
 void silu_mul(float* gate, const float* up, int64_t n) {
   if (use_avx2_kernels()) return silu_mul_avx2(gate, up, n);
   silu_mul_portable(gate, up, n);
+}
+
+void swiglu(float* gate, float* up, int64_t n, float limit) {
+  if (limit > 0.0f) {
+    for (int64_t i = 0; i < n; ++i) {
+      gate[i] = std::min(gate[i], limit);
+      up[i] = std::clamp(up[i], -limit, limit);
+    }
+  }
+  silu_mul(gate, up, n);
 }
 
 void softmax(float* x, int64_t n) {

@@ -7,7 +7,7 @@
 
 namespace ds {
 
-// y[t] = x[t] / rms(x[t]) * weight, rows of n; the mean square is summed in double.
+// y[t] = x[t] / rms(x[t]) * weight (weight null: 1), rows of n; the mean square is summed in double.
 void rms_norm(const float* x, const float* weight, float eps, int64_t n_rows, int64_t n, float* y);
 
 // y[t] = (x[t] - mean) / sqrt(variance + eps) * weight + bias, rows of n (a
@@ -21,6 +21,9 @@ void silu_mul(float* gate, const float* up, int64_t n);
 // where the CPU has them).
 void silu_mul_portable(float* gate, const float* up, int64_t n);
 void silu_mul_avx2(float* gate, const float* up, int64_t n);
+// silu_mul with DeepSeek-V4's clamp where limit > 0: gate at most limit, up
+// within [-limit, limit], both clamped in place first.
+void swiglu(float* gate, float* up, int64_t n, float limit);
 
 // In place softmax over n values.
 void softmax(float* x, int64_t n);

@@ -10,14 +10,11 @@
 
 namespace ds {
 
-void moe_route(const ExpertRouting& routing, const float* logits, const float* bias, int32_t* experts, float* weights) {
+namespace {
+
+// The top n_expert_used experts by score (probs plus the selection bias), within the best groups.
+void choose_experts(const ExpertRouting& routing, const std::vector<float>& probs, const float* bias, int32_t* experts) {
   const int64_t n_expert = routing.n_expert;
-  std::vector<float> probs(logits, logits + n_expert);
-  if (routing.gating == ExpertGating::softmax) {
-    softmax(probs.data(), n_expert);
-  } else {
-    for (float& p : probs) p = 1.0f / (1.0f + std::exp(-p));
-  }
   std::vector<float> selection = probs;
   if (bias) {
     for (int64_t e = 0; e < n_expert; ++e) selection[size_t(e)] += bias[e];
@@ -46,10 +43,30 @@ void moe_route(const ExpertRouting& routing, const float* logits, const float* b
   std::vector<int64_t> order(static_cast<size_t>(n_expert));
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + routing.n_expert_used, order.end(), by_score(selection));
+  for (int64_t k = 0; k < routing.n_expert_used; ++k) experts[k] = int32_t(order[size_t(k)]);
+}
+
+}  // namespace
+
+void moe_route(const ExpertRouting& routing, const float* logits, const float* bias, const int32_t* forced, int32_t* experts,
+               float* weights) {
+  const int64_t n_expert = routing.n_expert;
+  std::vector<float> probs(logits, logits + n_expert);
+  if (routing.gating == ExpertGating::softmax) {
+    softmax(probs.data(), n_expert);
+  } else if (routing.gating == ExpertGating::sigmoid) {
+    for (float& p : probs) p = 1.0f / (1.0f + std::exp(-p));
+  } else {
+    for (float& p : probs) p = std::sqrt(std::max(p, 0.0f) + std::log1p(std::exp(-std::fabs(p))));  // softplus, stably
+  }
+  if (forced) {
+    std::copy_n(forced, routing.n_expert_used, experts);
+  } else {
+    choose_experts(routing, probs, bias, experts);
+  }
   float sum = 0.0f;
   for (int64_t k = 0; k < routing.n_expert_used; ++k) {
-    experts[k] = int32_t(order[size_t(k)]);
-    weights[k] = probs[size_t(order[size_t(k)])];
+    weights[k] = probs[size_t(experts[k])];
     sum += weights[k];
   }
   for (int64_t k = 0; k < routing.n_expert_used; ++k) {

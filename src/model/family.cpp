@@ -6,7 +6,7 @@ namespace ds {
 namespace {
 
 const Family* const* families() {
-  static const Family* const table[] = {&llama_family(), &qwen2_family(), &deepseek2_family(), &deepseek32_family(), nullptr};
+  static const Family* const table[] = {&llama_family(), &qwen2_family(), &deepseek2_family(), &deepseek32_family(), &deepseek4_family(), nullptr};
   return table;
 }
 

@@ -71,6 +71,7 @@ const Family& llama_family();
 const Family& qwen2_family();
 const Family& deepseek2_family();
 const Family& deepseek32_family();
+const Family& deepseek4_family();
 
 // For the families without multi-head latent attention: refuses --mla-prefill.
 Status refuse_mla_prefill(const ModelOptions& options);

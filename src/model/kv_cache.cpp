@@ -3,16 +3,33 @@
 namespace ds {
 
 int64_t KvCache::bytes_per_token(const ModelConfig& config, DType dtype) {
+  if (!config.kv.layer_streams.empty()) {
+    int64_t bytes = 0;
+    for (const auto& layer : config.kv.layer_streams) {
+      for (const KvStream& s : layer) bytes += row_bytes(dtype, s.dim) / s.tokens_per_row;
+    }
+    return bytes;
+  }
   return (row_bytes(dtype, config.kv.k_dim) + row_bytes(dtype, config.kv.v_dim)) * config.n_layer;
+}
+
+int64_t KvCache::page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens) {
+  if (config.kv.layer_streams.empty()) return bytes_per_token(config, dtype) * page_tokens;
+  int64_t bytes = 0;
+  for (const auto& layer : config.kv.layer_streams) {
+    for (const KvStream& s : layer) bytes += row_bytes(dtype, s.dim) * s.rows_per_page(page_tokens);
+  }
+  return bytes;
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelConfig& config, const KvCacheOptions& options) {
   if (options.dtype != DType::f16 && options.dtype != DType::f32 && options.dtype != DType::q8_0) {
     return Status::error("kv cache: dtype must be f16, f32 or q8_0");
   }
-  if (options.dtype == DType::q8_0 && config.kv.latent) {
-    return Status::error("kv cache: q8_0 is not implemented for a keys-only cache (the latent rows of multi-head latent "
-                         "attention); use f16 or f32");
+  if (options.dtype == DType::q8_0 && (config.kv.latent || !config.kv.layer_streams.empty())) {
+    return Status::error(std::string("kv cache: q8_0 is not implemented for a keys-only cache (") +
+                         (config.kv.latent ? "the latent rows of multi-head latent attention" : "DeepSeek-V4's streams") +
+                         "); use f16 or f32");
   }
   if (options.dtype == DType::q8_0 && config.head_dim % dtype_traits(DType::q8_0).block_elements != 0) {
     return Status::error("kv cache: q8_0 needs a head size that is a multiple of 32, the model's is " +
@@ -20,6 +37,16 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   }
   if (options.page_tokens <= 0 || options.page_tokens > 4096) return Status::error("kv cache: page size must be 1..4096 tokens");
   if (options.n_pages <= 0) return Status::error("kv cache: the pool needs at least one page");
+  for (const auto& layer : config.kv.layer_streams) {
+    for (const KvStream& s : layer) {
+      // A page holds whole rows, or a row spans whole pages.
+      const int64_t r = s.tokens_per_row, p = options.page_tokens;
+      if (r > 1 && (r <= p ? p % r : r % p) != 0) {
+        return Status::error("kv cache: a page of " + std::to_string(p) + " tokens does not fit this model's rows of one per " +
+                             std::to_string(r) + " tokens (use --kv-page-tokens a power of two of at least 4)");
+      }
+    }
+  }
   std::unique_ptr<KvCache> cache(new KvCache());
   cache->options_ = options;
   cache->n_layer_ = config.n_layer;
@@ -28,7 +55,17 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   cache->n_kv_heads_ = config.kv.n_heads;
   cache->k_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->k_dim_);
   cache->v_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->v_dim_);
-  auto memory = backend.allocate(size_t((cache->k_page_bytes_ + cache->v_page_bytes_) * options.n_pages * config.n_layer));
+  cache->page_bytes_ = page_bytes(config, options.dtype, options.page_tokens);
+  cache->streams_ = config.kv.layer_streams;
+  int64_t offset = 0;
+  for (const auto& layer : cache->streams_) {
+    cache->stream_offsets_.emplace_back();
+    for (const KvStream& s : layer) {
+      cache->stream_offsets_.back().push_back(offset);
+      offset += row_bytes(options.dtype, s.dim) * s.rows_per_page(options.page_tokens) * options.n_pages;
+    }
+  }
+  auto memory = backend.allocate(size_t(cache->page_bytes_ * options.n_pages));
   if (!memory.ok()) return Status::error("kv cache: " + memory.message());
   cache->memory_ = memory.take();
   return cache;
@@ -40,6 +77,12 @@ KvLayerView KvCache::layer(int64_t index) const {
   // With MLA the latent rows are keys and values at once: v is null, or the
   // indexer's key stream (KvRowShape::latent), and kv_dim is the latent-plus-RoPE row.
   return KvLayerView{options_.dtype, k, v_dim_ > 0 ? k + k_bytes : nullptr, options_.page_tokens, k_dim_, n_kv_heads_};
+}
+
+KvLayerView KvCache::stream(int64_t index, int64_t s) const {
+  const KvStream& stream = streams_[size_t(index)][size_t(s)];
+  uint8_t* rows = memory_.data() + stream_offsets_[size_t(index)][size_t(s)];
+  return KvLayerView{options_.dtype, rows, nullptr, stream.rows_per_page(options_.page_tokens), stream.dim, 1};
 }
 
 }  // namespace ds

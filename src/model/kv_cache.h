@@ -27,12 +27,19 @@ class KvCache {
   KvCache& operator=(const KvCache&) = delete;
 
   KvLayerView layer(int64_t index) const;
+  // Stream s of layer `index` of a family with per-layer streams
+  // (KvRowShape::layer_streams): page_tokens there is its rows per page.
+  KvLayerView stream(int64_t index, int64_t s) const;
   int64_t n_pages() const { return options_.n_pages; }
   int64_t page_tokens() const { return options_.page_tokens; }
   DType dtype() const { return options_.dtype; }
   // Bytes one page takes across all layers, keys and values.
-  int64_t page_bytes() const { return (k_page_bytes_ + v_page_bytes_) * n_layer_; }
+  int64_t page_bytes() const { return page_bytes_; }
+  // One token's share of a page, averaged over the page (a stream with a row
+  // per 128 tokens costs 1/128 of a row).
   static int64_t bytes_per_token(const ModelConfig& config, DType dtype);
+  // Bytes one page of page_tokens tokens takes across all layers.
+  static int64_t page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens);
 
  private:
   KvCache() = default;
@@ -41,6 +48,9 @@ class KvCache {
   int64_t k_dim_ = 0, v_dim_ = 0;  // elements per token and layer (v_dim_ = 0: MLA, keys only)
   int64_t n_kv_heads_ = 1;         // MLA: one latent row shared by all heads
   int64_t k_page_bytes_ = 0, v_page_bytes_ = 0;  // one page of one layer
+  int64_t page_bytes_ = 0;
+  std::vector<std::vector<KvStream>> streams_;          // per layer, where the family has streams
+  std::vector<std::vector<int64_t>> stream_offsets_;  // their bytes' offsets in memory_
   DeviceBuffer memory_;  // in the backend's memory
 };
 

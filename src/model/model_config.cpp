@@ -77,7 +77,6 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   const ConfigReader r(file, arch_name.value() + ".");
   DS_RETURN_IF_ERROR(r.dim("embedding_length", &c.n_embd));
   DS_RETURN_IF_ERROR(r.dim("block_count", &c.n_layer));
-  DS_RETURN_IF_ERROR(r.dim("feed_forward_length", &c.n_ff));
   DS_RETURN_IF_ERROR(r.dim("attention.head_count", &c.n_head));
   DS_RETURN_IF_ERROR(r.dim("context_length", &c.n_ctx_train));
   c.n_head_kv = c.n_head;

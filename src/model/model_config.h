@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "gguf/gguf_file.h"
@@ -48,16 +49,43 @@ struct IndexerConfig {
   int64_t top_k = 0;
 };
 
+// DeepSeek-V4 (../shared/DEEPSEEK-V32-V4.md section 2.2): hyper-connection
+// streams, attention over a raw window plus compressed rows, a grouped
+// output LoRA. hc_streams 0 in other models.
+struct Deepseek4Config {
+  int64_t hc_streams = 0;
+  int64_t sinkhorn_iterations = 0;
+  float hc_eps = 0.0f;
+  int64_t q_lora_rank = 0;
+  int64_t window = 0;  // raw positions each query sees, its own included
+  int64_t o_groups = 0, o_lora_rank = 0;
+  std::vector<int64_t> compress_ratios;  // per layer: 0 (window only), 4 (with the indexer) or 128
+  RopeParams compressed_rope;            // the compressing layers' RoPE; c.rope is the window-only layers'
+  std::vector<float> expert_limit, shared_limit;  // per layer, the SwiGLU clamps
+  int64_t hash_layers = 0;  // the first layers route by token id (ffn_gate_tid2eid)
+};
+
 // What one token's KV page slot holds per layer, as the family's attention
 // writes it: k_dim elements of keys, then v_dim of values, shared by n_heads
 // key heads. latent: the keys are multi-head latent attention's rows, which
 // are their own values; v then holds, where v_dim > 0, a second key-only
 // stream (the indexer's keys).
+// A family whose layers cache different things (DeepSeek-V4) lists instead,
+// per layer, its streams: each a key-only array of rows of dim elements, one
+// row per tokens_per_row tokens of a page (at least one per page), read by
+// KvCache::stream.
+struct KvStream {
+  int64_t dim = 0;
+  int64_t tokens_per_row = 1;
+  int64_t rows_per_page(int64_t page_tokens) const { return tokens_per_row >= page_tokens ? 1 : page_tokens / tokens_per_row; }
+};
+
 struct KvRowShape {
   int64_t k_dim = 0;
   int64_t v_dim = 0;
   int64_t n_heads = 1;
   bool latent = false;
+  std::vector<std::vector<KvStream>> layer_streams;  // empty: every layer is k_dim keys and v_dim values
 };
 
 struct ModelConfig {
@@ -69,7 +97,7 @@ struct ModelConfig {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
-  int64_t n_ff = 0;
+  int64_t n_ff = 0;  // a dense layer's FFN width (feed_forward_length; families without dense layers: 0)
   int64_t n_ctx_train = 0;
   float norm_eps = 1e-5f;
   RopeParams rope;
@@ -77,6 +105,7 @@ struct ModelConfig {
   MlaConfig mla;
   MoeConfig moe;
   IndexerConfig indexer;
+  Deepseek4Config v4;
   int64_t n_nextn_layer = 0;  // multi-token-prediction layers the file holds after the n_layer run here
 
   int64_t q_dim() const { return n_head * head_dim; }

@@ -128,12 +128,44 @@ Status TensorLoader::matrix(const std::string& name, int64_t n_rows, int64_t n_c
   return rows(t, 0, n_rows, out, for_matmul);
 }
 
+Status TensorLoader::integers(const std::string& name, int64_t n_rows, int64_t n_cols, int64_t bound, std::vector<int32_t>* out) const {
+  const GgufTensorInfo* t = file_.find_tensor(name);
+  if (!t) return Status::error("model: tensor '" + name + "' is missing");
+  if (t->n_dims != 2 || t->ne[0] != n_cols || t->ne[1] != n_rows) {
+    return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" + std::to_string(n_cols) + ", " +
+                         std::to_string(n_rows) + "]");
+  }
+  if (t->type != DType::i32) return Status::error("model: tensor '" + name + "' has type " + dtype_name(t->type) + "; it must be I32");
+  out->resize(size_t(n_rows * n_cols));
+  std::memcpy(out->data(), file_.tensor_data(*t), out->size() * sizeof(int32_t));
+  for (size_t i = 0; i < out->size(); ++i) {
+    if ((*out)[i] < 0 || (*out)[i] >= bound) {
+      return Status::error("model: tensor '" + name + "' holds " + std::to_string((*out)[i]) + " at element " + std::to_string(i) +
+                           ", outside [0, " + std::to_string(bound) + ")");
+    }
+  }
+  return Status();
+}
+
+Status TensorLoader::table(const std::string& name, int64_t n_rows, int64_t n_cols, WeightVector* out) {
+  const GgufTensorInfo* t = file_.find_tensor(name);
+  if (t && (t->n_dims != 2 || t->ne[0] != n_cols || t->ne[1] != n_rows)) {
+    return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" + std::to_string(n_cols) + ", " +
+                         std::to_string(n_rows) + "]");
+  }
+  return values(name, t, n_rows * n_cols, out, false);
+}
+
 Status TensorLoader::vector(const std::string& name, int64_t n, WeightVector* out, bool optional) {
   const GgufTensorInfo* t = file_.find_tensor(name);
-  if (!t) return optional ? Status() : Status::error("model: tensor '" + name + "' is missing");
-  if (t->n_elements() != n || t->ne[0] != n) {
+  if (t && (t->n_elements() != n || t->ne[0] != n)) {
     return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" + std::to_string(n) + "]");
   }
+  return values(name, t, n, out, optional);
+}
+
+Status TensorLoader::values(const std::string& name, const GgufTensorInfo* t, int64_t n, WeightVector* out, bool optional) {
+  if (!t) return optional ? Status() : Status::error("model: tensor '" + name + "' is missing");
   if (t->type != DType::f32 && t->type != DType::f16 && t->type != DType::bf16) {
     return Status::error("model: tensor '" + name + "' has type " + dtype_name(t->type) + "; vectors must be F32, F16 or BF16");
   }

@@ -43,6 +43,11 @@ class TensorLoader {
   Status matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out, bool for_matmul = true);
   // n values (F32, F16 or BF16 in the file) as f32; `optional`: absent leaves *out empty.
   Status vector(const std::string& name, int64_t n, WeightVector* out, bool optional = false);
+  // A small 2-D table of n_rows rows of n_cols (F32, F16 or BF16) as one f32 vector, rows in order.
+  Status table(const std::string& name, int64_t n_rows, int64_t n_cols, WeightVector* out);
+  // An I32 table of n_rows rows of n_cols (GGUF ne = {n_cols, n_rows}) into
+  // host memory, each value checked to lie in [0, bound).
+  Status integers(const std::string& name, int64_t n_rows, int64_t n_cols, int64_t bound, std::vector<int32_t>* out) const;
   // The tensor holding n_slices matrices of n_rows x n_cols stacked (GGUF ne
   // = {n_cols, n_rows, n_slices}; n_slices = 1 allows a 2-D tensor), checked.
   Result<const GgufTensorInfo*> stacked(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols) const;
@@ -64,6 +69,8 @@ class TensorLoader {
 
  private:
   Status check_type(const std::string& name, const GgufTensorInfo& t) const;
+  // n values of tensor t (shape checked), staged for the backend's memory.
+  Status values(const std::string& name, const GgufTensorInfo* t, int64_t n, WeightVector* out, bool optional);
   // A W8A8 matrix's scales: tensor NAME_scale, F32, one per row of NAME.
   Status row_scales(const GgufTensorInfo& t, int64_t first, int64_t n, WeightMatrix* out);
   // A matrix made at load from host bytes in the row layout.

@@ -7,6 +7,7 @@
 
 #include "device/forwarding_backend.h"
 #include "engine/teacher_forcing.h"
+#include "kernels/elementwise.h"
 #include "kernels/moe_route.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,7 +50,7 @@ class InputRecorder : public ForwardingBackend {
     std::vector<int32_t> chosen(size_t(n * k));
     std::vector<float> weights(size_t(n * k));
     for (int64_t t = 0; t < n; ++t) {
-      moe_route(routing, router_logits + t * routing.n_expert, bias, chosen.data() + t * k, weights.data() + t * k);
+      moe_route(routing, router_logits + t * routing.n_expert, bias, forced_experts_of(routing, t), chosen.data() + t * k, weights.data() + t * k);
     }
     std::vector<float> rows, gate, up;
     for (int64_t e = 0; e < routing.n_expert; ++e) {
@@ -62,7 +63,7 @@ class InputRecorder : public ForwardingBackend {
       up.resize(size_t(m * ff));
       inner().matmul(experts.gate[e], rows.data(), m, gate.data());
       inner().matmul(experts.up[e], rows.data(), m, up.data());
-      inner().silu_mul(gate.data(), up.data(), m * ff);
+      swiglu(gate.data(), up.data(), m * ff, routing.swiglu_limit);
       record(s, gate.data(), m, ff);
     }
   }

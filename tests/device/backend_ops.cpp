@@ -1112,7 +1112,7 @@ class MoeCase : public OpCase {
     for (int64_t t = 0; t < n_; ++t) {
       std::vector<int32_t> experts(static_cast<size_t>(k));
       std::vector<float> weights(static_cast<size_t>(k));
-      moe_route(routing_, logits_.data() + t * routing_.n_expert, bias_dev_ ? bias_.data() : nullptr, experts.data(), weights.data());
+      moe_route(routing_, logits_.data() + t * routing_.n_expert, bias_dev_ ? bias_.data() : nullptr, nullptr, experts.data(), weights.data());
       for (int64_t slot = 0; slot < k; ++slot) {
         const int64_t e = experts[size_t(slot)];
         ++counts[size_t(e)];

@@ -257,3 +257,51 @@ def test_deepseek2_long_prompt_in_either_mla_form_matches_llama_cpp(dsinfer, mod
           f"({int(decided.sum())} positions decided by more than the bound: {agree[decided].mean():.1%})")
     assert error <= 1e-3
     assert agree[decided].all()
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "q8_0@f32", "q8_0"])
+def test_deepseek4_matches_llama_cpp(dsinfer, model_dir, dtype):
+    """DeepSeek-V4 (make_deepseek4.py): four hyper-connection streams, a raw
+    window of 16, layers compressing by 4 (the indexer picking 8 rows) and by
+    128, sinks, the grouped output LoRA, hash-routed and sqrt-softplus experts
+    with the clamp. 300 tokens: two ratio-128 rows form, the ratio-4 rows
+    outnumber top-k from position 35, and positions pass YaRN's original
+    context of 256. The prompt whole, in chunks of 7 and of 64, and token by
+    token; bounds as for the other families (module docstring), top-1 wherever
+    llama.cpp's margin decides. The indexer has 16 heads for the reason
+    deepseek32's test gives (with 2, many rows score exactly 0 and llama.cpp
+    orders such ties arbitrarily). In f32 the numpy forward written from the
+    notes (deepseek4_reference.py) is a third opinion, held to the same bound.
+
+    Q8_0 runs TOKENS' 48 positions. Over 300, an ulp-level difference upstream
+    sooner or later lands an activation on the other side of a rounding
+    boundary (module docstring), and on this random model one such crossing
+    moves the logits by up to 0.76 of the largest: llama.cpp's Q8_0 run
+    against its own run of the same rounded weights in f32 differs by that
+    much. The rounded weights in f32 (q8_0@f32) carry the format's weights
+    over all 300 positions at the f32 bound."""
+    from make_deepseek4 import write_deepseek4
+    from deepseek4_reference import Deepseek4Reference
+    path = os.path.join(model_dir, f"deepseek4_{dtype.replace('@', '_at_')}.gguf")
+    write_deepseek4(path, dtype=dtype, seed=11, indexer_heads=16)
+    tokens = TOKENS if dtype == "q8_0" else [1] + [int(t) for t in np.random.default_rng(2).integers(3, 512, 299)]
+    ref = llama_cpp_logits(str(path), tokens, kv="f32")
+    scale = np.abs(ref).max()
+    tolerance = TOLERANCE.get(dtype.replace("q8_0@", ""), QUANT_TOLERANCE)
+    if dtype == "f32":
+        error = float(np.abs(Deepseek4Reference(path).logits(tokens) - ref).max() / scale)
+        print(f"deepseek4 numpy reference against llama.cpp: relative max error {error:.2e}")
+        assert error <= tolerance
+    best_two = np.sort(ref, axis=1)[:, -2:]
+    decided = best_two[:, 1] - best_two[:, 0] > 2 * tolerance * scale
+    for batch in (0, 7, 64, 1):
+        out = path.replace(".gguf", f"_b{batch}.npy")
+        dsinfer("logits", "-m", path, "--tokens", ",".join(map(str, tokens)), "--out", out, "--kv-cache-dtype", "f32",
+                "-b", str(batch))
+        ours = np.load(out)
+        error = float(np.abs(ours - ref).max() / scale)
+        agree = ours.argmax(axis=1) == ref.argmax(axis=1)
+        print(f"deepseek4 {dtype}, batch {batch or 'whole'}: relative max error {error:.2e} (tolerance {tolerance:g}), "
+              f"top-1 agreement {agree.mean():.1%}, {agree[decided].mean():.1%} of {int(decided.sum())} decided positions")
+        assert error <= tolerance
+        assert agree[decided].all()

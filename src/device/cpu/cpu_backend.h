@@ -55,6 +55,19 @@ class CpuBackend final : public Backend {
   void mla_expanded_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, int64_t t0, int64_t n,
                               const float* q, int64_t q_stride, const WeightMatrix* k_up, const WeightMatrix* v_up, float* out,
                               int64_t out_stride) override;
+  bool has_compressed_attention() const override { return true; }
+  void rope_rows(const RopeParams& rope, const int32_t* positions, int64_t n_ctx, const HeadRows& rows, int64_t n) override;
+  void swiglu(float* gate, float* up, int64_t n, float limit) override;
+  void hyper_connection_pre(const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n, float* sublayer_in,
+                            float* post, float* mix) override;
+  void hyper_connection_post(const HyperConnectionParams& p, float* streams, const float* block_out, const float* post, const float* mix,
+                             int64_t n) override;
+  void hyper_connection_head(const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n, float* out) override;
+  void kv_compress(const KvCompressorParams& c, const StepIndex& step, int64_t page_tokens, const float* kv, const float* score,
+                   const KvLayerView& state, const KvLayerView& rows) override;
+  void compressed_attention(const CompressedAttentionParams& a, const StepIndex& step, int64_t page_tokens, const float* q,
+                            const KvLayerView& window, const KvLayerView& rows, const int32_t* selected, const int32_t* n_selected,
+                            float* out) override;
   void silu_mul(float* gate, const float* up, int64_t n) override;
   void add(float* y, const float* x, int64_t n) override;
   void gather_rows(const float* src, int64_t dim, const int32_t* rows, int64_t n, float* dst) override;
@@ -72,7 +85,7 @@ class CpuBackend final : public Backend {
     MatmulScratch scratch;
     std::vector<float> in, gate, up, out;  // the expert's tokens, gathered, its hidden rows and outputs
   };
-  void run_expert(const ExpertWeights& experts, int64_t e, const std::vector<int64_t>& pairs, int64_t k, const float* in,
+  void run_expert(const ExpertWeights& experts, int64_t e, const std::vector<int64_t>& pairs, int64_t k, float swiglu_limit, const float* in,
                   ThreadPool& pool, ExpertWorker& worker);
 
   ThreadPool pool_;

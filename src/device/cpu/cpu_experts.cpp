@@ -25,8 +25,8 @@ void grow(std::vector<T>& v, int64_t n) {
 
 // Expert e takes the (token, slot) pairs given and writes each output, scaled
 // by its routing weight, to that slot of slot_out_.
-void CpuBackend::run_expert(const ExpertWeights& experts, int64_t e, const std::vector<int64_t>& pairs, int64_t k, const float* in,
-                            ThreadPool& pool, ExpertWorker& worker) {
+void CpuBackend::run_expert(const ExpertWeights& experts, int64_t e, const std::vector<int64_t>& pairs, int64_t k, float swiglu_limit,
+                            const float* in, ThreadPool& pool, ExpertWorker& worker) {
   const WeightMatrix &gate = experts.gate[e], &up = experts.up[e], &down = experts.down[e];
   const int64_t n_embd = gate.n_cols, ff = gate.n_rows, m = int64_t(pairs.size());
   grow(worker.in, m * n_embd);
@@ -36,7 +36,7 @@ void CpuBackend::run_expert(const ExpertWeights& experts, int64_t e, const std::
   for (int64_t i = 0; i < m; ++i) std::copy_n(in + pairs[size_t(i)] / k * n_embd, n_embd, worker.in.data() + i * n_embd);
   ds::matmul(pool, gate, worker.in.data(), m, worker.gate.data(), worker.scratch);
   ds::matmul(pool, up, worker.in.data(), m, worker.up.data(), worker.scratch);
-  ds::silu_mul(worker.gate.data(), worker.up.data(), m * ff);
+  ds::swiglu(worker.gate.data(), worker.up.data(), m * ff, swiglu_limit);
   ds::matmul(pool, down, worker.gate.data(), m, worker.out.data(), worker.scratch);
   for (int64_t i = 0; i < m; ++i) {
     const float weight = routed_weight_[size_t(pairs[size_t(i)])];
@@ -55,7 +55,7 @@ void CpuBackend::moe_experts(const ExpertRouting& routing, const float* router_l
   while (int(expert_workers_.size()) < pool_.n_threads()) expert_workers_.push_back(std::make_unique<ExpertWorker>());
   pool_.parallel_for(n, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      moe_route(routing, router_logits + t * routing.n_expert, bias, routed_expert_.data() + t * k, routed_weight_.data() + t * k);
+      moe_route(routing, router_logits + t * routing.n_expert, bias, forced_experts_of(routing, t), routed_expert_.data() + t * k, routed_weight_.data() + t * k);
     }
   });
 
@@ -71,10 +71,10 @@ void CpuBackend::moe_experts(const ExpertRouting& routing, const float* router_l
   if (n_active >= 2 * pool_.n_threads()) {
     pool_.parallel_for_dynamic(n_active, 1, [&](int64_t begin, int64_t end, int thread_index) {
       ExpertWorker& worker = *expert_workers_[size_t(thread_index)];
-      for (int64_t i = begin; i < end; ++i) run_expert(experts, active[size_t(i)], assigned[size_t(active[size_t(i)])], k, in, worker.serial, worker);
+      for (int64_t i = begin; i < end; ++i) run_expert(experts, active[size_t(i)], assigned[size_t(active[size_t(i)])], k, routing.swiglu_limit, in, worker.serial, worker);
     });
   } else {
-    for (int64_t e : active) run_expert(experts, e, assigned[size_t(e)], k, in, pool_, *expert_workers_[0]);
+    for (int64_t e : active) run_expert(experts, e, assigned[size_t(e)], k, routing.swiglu_limit, in, pool_, *expert_workers_[0]);
   }
 
   // out = the sum of each token's slots, in slot order.

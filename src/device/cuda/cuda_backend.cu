@@ -232,10 +232,12 @@ void CudaBackend::moe_experts(const ExpertRouting& routing, const float* router_
     bias_host.resize(size_t(routing.n_expert));
     download(bias_host.data(), bias, bias_host.size() * sizeof(float));
   }
+  // V4's clamped SwiGLU and hash routing are not written here: check_forward_ops refuses V4 on this backend.
+  DS_CHECK(routing.swiglu_limit == 0.0f && !routing.forced_experts, "cuda: moe_experts has no clamped or hash-routed experts");
   std::vector<int32_t> chosen(size_t(n * k));
   std::vector<float> weight(size_t(n * k));
   for (int64_t t = 0; t < n; ++t) {
-    moe_route(routing, logits.data() + t * routing.n_expert, bias ? bias_host.data() : nullptr, chosen.data() + t * k, weight.data() + t * k);
+    moe_route(routing, logits.data() + t * routing.n_expert, bias ? bias_host.data() : nullptr, nullptr, chosen.data() + t * k, weight.data() + t * k);
   }
   // (token, slot) pairs by expert, in token order, with their weights.
   std::vector<std::vector<int64_t>> assigned(size_t(routing.n_expert));

@@ -20,7 +20,7 @@ Status read_gqa_config(const ConfigReader& r, ModelConfig& c) {
       return Status::error("model: key_length and value_length differ, which this architecture does not support");
     }
   }
-  c.kv = KvRowShape{c.kv_dim(), c.kv_dim(), c.n_head_kv};
+  c.kv = KvRowShape{c.kv_dim(), c.kv_dim(), c.n_head_kv, false, {}};
   return Status();
 }
 

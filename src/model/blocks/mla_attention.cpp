@@ -50,7 +50,7 @@ Status read_mla_config(const ConfigReader& r, ModelConfig& c) {
   m.qk_nope_dim = key_length - m.qk_rope_dim;
   c.head_dim = key_length;
   c.n_head_kv = c.n_head;
-  c.kv = KvRowShape{m.cache_dim(), 0, 1, /*latent=*/true};
+  c.kv = KvRowShape{m.cache_dim(), 0, 1, /*latent=*/true, {}};
   DS_RETURN_IF_ERROR(read_rope(r, m.qk_rope_dim, c));
 
   // DeepSeek's YaRN (HF modeling_deepseek): RoPE keeps unit magnitude

@@ -10,6 +10,7 @@
 namespace ds {
 
 Status read_deepseek2_config(const ConfigReader& r, ModelConfig& c) {
+  DS_RETURN_IF_ERROR(r.dim("feed_forward_length", &c.n_ff));  // the leading dense layers'
   DS_RETURN_IF_ERROR(read_mla_config(r, c));
   return read_moe_config(r, c);
 }

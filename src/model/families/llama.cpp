@@ -71,6 +71,7 @@ std::vector<BackendOp> llama_layer_ops(const ModelConfig&) {
 }
 
 Status read_llama_config(const ConfigReader& r, ModelConfig& c) {
+  DS_RETURN_IF_ERROR(r.dim("feed_forward_length", &c.n_ff));
   DS_RETURN_IF_ERROR(read_gqa_config(r, c));
   return read_rope(r, c.head_dim, c);
 }

@@ -1,0 +1,30 @@
+#pragma once
+// DeepSeek-V4's KV compressors (../shared/DEEPSEEK-V32-V4.md sections 2.2
+// and 3): every token's projections are stored in its page (the state
+// stream), and the token that completes a block forms the block's row from
+// the stored projections of the tokens it pools, before any attention of the
+// step reads it. Everything stored depends only on the sequence's prefix, so
+// a page's state and rows are shared, reused and recomputed like any KV row:
+// a prompt split into chunks anywhere forms the same rows.
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/deepseek4_params.h"
+#include "tensor/kv_layer_view.h"
+
+namespace ds {
+
+// Compressed row b of a stream with one row per `ratio` tokens in pages of
+// page_tokens tokens (KvStream): where its bytes are.
+uint8_t* compressed_row(const KvLayerView& rows, const BlockTableView& table, int64_t ratio, int64_t page_tokens, int64_t b);
+
+// Stores each token's state row [kv | score + ape[position % ratio]] (kv and
+// score: [n_tokens, c.width()]) in `state` (a stream of one row per token,
+// 2 * c.width() wide), then forms the row of every block a token of the step
+// completes ((position + 1) % ratio == 0) into `rows`.
+void kv_compress(ThreadPool& pool, const KvCompressorParams& c, const float* kv, const float* score, int64_t n_tokens,
+                 const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables, int64_t page_tokens,
+                 const KvLayerView& state, const KvLayerView& rows);
+
+}  // namespace ds
