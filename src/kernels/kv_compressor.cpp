@@ -13,7 +13,10 @@
 namespace ds {
 
 uint8_t* compressed_row(const KvLayerView& rows, const BlockTableView& table, int64_t ratio, int64_t page_tokens, int64_t b) {
-  const int64_t token = b * ratio;
+  // In the page of the block's last token: the row depends on the tokens up
+  // to it, so a page shared by sequences with a common prefix holds only rows
+  // that prefix determines.
+  const int64_t token = b * ratio + ratio - 1;
   const int64_t page = table.pages[token / page_tokens], slot = token % page_tokens / ratio;
   return rows.k + size_t((page * rows.page_tokens + slot) * row_bytes(rows.dtype, rows.kv_dim));
 }

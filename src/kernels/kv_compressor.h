@@ -16,7 +16,8 @@
 namespace ds {
 
 // Compressed row b of a stream with one row per `ratio` tokens in pages of
-// page_tokens tokens (KvStream): where its bytes are.
+// page_tokens tokens (KvStream): where its bytes are, in the page of the
+// block's last token.
 uint8_t* compressed_row(const KvLayerView& rows, const BlockTableView& table, int64_t ratio, int64_t page_tokens, int64_t b);
 
 // Stores each token's state row [kv | score + ape[position % ratio]] (kv and

@@ -41,9 +41,9 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
     for (const KvStream& s : layer) {
       // A page holds whole rows, or a row spans whole pages.
       const int64_t r = s.tokens_per_row, p = options.page_tokens;
-      if (r > 1 && (r <= p ? p % r : r % p) != 0) {
+      if (r > 1 && ((r <= p ? p % r : r % p) != 0 || (s.position_addressed && r > p))) {
         return Status::error("kv cache: a page of " + std::to_string(p) + " tokens does not fit this model's rows of one per " +
-                             std::to_string(r) + " tokens (use --kv-page-tokens a power of two of at least 4)");
+                             std::to_string(r) + " tokens (use --kv-page-tokens a multiple of " + std::to_string(r) + ")");
       }
     }
   }

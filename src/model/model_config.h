@@ -77,6 +77,9 @@ struct Deepseek4Config {
 struct KvStream {
   int64_t dim = 0;
   int64_t tokens_per_row = 1;
+  // Read by the ops that address rows as positions (a row per page slot,
+  // kernels/paged_attention.h's layout): pages must hold whole rows.
+  bool position_addressed = false;
   int64_t rows_per_page(int64_t page_tokens) const { return tokens_per_row >= page_tokens ? 1 : page_tokens / tokens_per_row; }
 };
 

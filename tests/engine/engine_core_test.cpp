@@ -218,6 +218,8 @@ TEST_P(EngineCoreTest, ConcurrentRequestsEqualSingleRuns) {
   for (const RunShape& s : {shape(16, 256, 512, true), shape(16, 256, 512, false), shape(16, 256, 7, true),
                             shape(16, 256, 33, false), shape(1, 4096, 64, true), shape(4, 1024, 64, true),
                             shape(64, 64, 512, true)}) {
+    // DeepSeek-V4's indexer reads its rows (one per 4 tokens) as positions of pages that hold whole rows.
+    if (std::string(GetParam().name).rfind("deepseek4", 0) == 0 && s.page_tokens % 4 != 0) continue;
     const auto outputs = generate(*model_, s, false);
     for (size_t i = 0; i < outputs.size(); ++i) {
       ASSERT_EQ(outputs[i], reference_[i]) << "prompt " << i << " page " << s.page_tokens << " budget "
@@ -342,7 +344,8 @@ TEST(EngineCorePrefix, LongSharedPrefixIsComputedOnce) {
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineCoreTest,
                          ::testing::Values(TestModel{"stories260K", DType::f16}, TestModel{"qwen2_q8_0", DType::q8_0},
-                                           TestModel{"deepseek2_q8_0", DType::f16}, TestModel{"deepseek32_q8_0", DType::f16}),
+                                           TestModel{"deepseek2_q8_0", DType::f16}, TestModel{"deepseek32_q8_0", DType::f16},
+                                           TestModel{"deepseek4_q8_0", DType::f16}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

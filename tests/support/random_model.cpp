@@ -33,6 +33,97 @@ std::string write_file(const GgufWriter& w, const std::string& file_name) {
   return path;
 }
 
+// DeepSeek-V4's keys and layers (../shared/DEEPSEEK-V32-V4.md sections 1.3 and 1.5).
+template <typename Matrix, typename Experts, typename Vector>
+void write_deepseek4_layers(const RandomModelShape& s, GgufWriter& w, const std::string& p, Matrix& matrix, Experts& experts,
+                            Vector& vector, std::mt19937& rng) {
+  constexpr int64_t head_dim = 64, n_rot = 16, q_lora = 32, o_groups = 2, o_rank = 16, n_expert = 4, n_used = 2, expert_ff = 32;
+  constexpr int64_t index_heads = 8, index_dim = 64, hc = 4, n_mix = hc * (2 + hc);
+  const int64_t ratio_cycle[] = {0, 4, 128, 4};
+  std::vector<int64_t> ratios;
+  for (int64_t i = 0; i < s.n_layer; ++i) ratios.push_back(ratio_cycle[i % 4]);
+  w.add_uint32(p + "attention.key_length", head_dim);
+  w.add_uint32(p + "attention.value_length", head_dim);
+  w.add_uint32(p + "rope.dimension_count", n_rot);
+  w.add_string(p + "rope.scaling.type", "yarn");
+  w.add_float32(p + "rope.scaling.factor", 16.0f);
+  w.add_uint32(p + "rope.scaling.original_context_length", 256);
+  w.add_uint32(p + "attention.q_lora_rank", q_lora);
+  w.add_uint32(p + "attention.sliding_window", 16);
+  w.add_uint32(p + "attention.output_group_count", o_groups);
+  w.add_uint32(p + "attention.output_lora_rank", o_rank);
+  w.add_float32(p + "attention.compress_rope_freq_base", 160000.0f);
+  w.add_int32_array(p + "attention.compress_ratios", std::vector<int32_t>(ratios.begin(), ratios.end()));
+  w.add_uint32(p + "attention.indexer.head_count", index_heads);
+  w.add_uint32(p + "attention.indexer.key_length", index_dim);
+  w.add_uint32(p + "attention.indexer.top_k", 8);
+  w.add_uint32(p + "hyper_connection.count", hc);
+  w.add_uint32(p + "hyper_connection.sinkhorn_iterations", 20);
+  w.add_float32(p + "hyper_connection.epsilon", 1e-6f);
+  w.add_uint32(p + "hash_layer_count", 1);
+  w.add_uint32(p + "expert_count", n_expert);
+  w.add_uint32(p + "expert_used_count", n_used);
+  w.add_uint32(p + "expert_shared_count", 1);
+  w.add_uint32(p + "expert_feed_forward_length", expert_ff);
+  w.add_uint32(p + "expert_gating_func", 4);
+  w.add_bool(p + "expert_weights_norm", true);
+  w.add_float32(p + "expert_weights_scale", 1.5f);
+  w.add_float32(p + "swiglu_clamp_exp", 10.0f);
+  // The streams' mix: wide bases, so that Sinkhorn does not make every mix uniform.
+  const auto hyper_connection = [&](const std::string& prefix, int64_t n_out, int64_t n_scale) {
+    matrix(prefix + "_fn.weight", n_out, hc * s.n_embd, DType::f32);
+    vector(prefix + "_base.weight", n_out, 0.0f, 3.0f);
+    vector(prefix + "_scale.weight", n_scale, 1.0f, 0.5f);
+  };
+  hyper_connection("output_hc", hc, 1);
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    vector(b + "attn_norm.weight", s.n_embd, 1.0f, 0.1f);
+    vector(b + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);
+    matrix(b + "attn_q_a.weight", q_lora, s.n_embd, s.weight_type);
+    vector(b + "attn_q_a_norm.weight", q_lora, 1.0f, 0.1f);
+    matrix(b + "attn_q_b.weight", s.n_head * head_dim, q_lora, s.weight_type);
+    matrix(b + "attn_kv.weight", head_dim, s.n_embd, s.weight_type);
+    vector(b + "attn_kv_a_norm.weight", head_dim, 1.0f, 0.1f);
+    matrix(b + "attn_output_a.weight", o_groups * o_rank, s.n_head * head_dim / o_groups, s.weight_type);
+    matrix(b + "attn_output_b.weight", s.n_embd, o_groups * o_rank, s.weight_type);
+    hyper_connection(b + "hc_attn", n_mix, 3);
+    hyper_connection(b + "hc_ffn", n_mix, 3);
+    const int64_t ratio = ratios[size_t(i)];
+    const auto compressor = [&](const std::string& prefix, int64_t dim) {
+      const int64_t width = ratio == 4 ? 2 * dim : dim;
+      matrix(prefix + "_kv.weight", width, s.n_embd, s.weight_type);
+      matrix(prefix + "_gate.weight", width, s.n_embd, s.weight_type);
+      matrix(prefix + "_ape.weight", ratio, width, DType::f32);
+      vector(prefix + "_norm.weight", dim, 1.0f, 0.1f);
+    };
+    if (ratio > 0) compressor(b + "attn_compressor", head_dim);
+    if (ratio == 4) {
+      compressor(b + "indexer_compressor", index_dim);
+      matrix(b + "indexer.attn_q_b.weight", index_heads * index_dim, q_lora, s.weight_type);
+      matrix(b + "indexer.proj.weight", index_heads, s.n_embd, s.weight_type);
+    }
+    vector(b + "ffn_norm.weight", s.n_embd, 1.0f, 0.1f);
+    matrix(b + "ffn_gate_inp.weight", n_expert, s.n_embd, DType::f32);
+    if (i == 0) {
+      std::vector<int32_t> ids(size_t(s.n_vocab * n_used));
+      for (int64_t t = 0; t < s.n_vocab; ++t) {
+        ids[size_t(t * n_used)] = int32_t(rng() % n_expert);
+        ids[size_t(t * n_used + 1)] = int32_t((ids[size_t(t * n_used)] + 1 + rng() % (n_expert - 1)) % n_expert);
+      }
+      w.add_tensor(b + "ffn_gate_tid2eid.weight", DType::i32, {n_used, s.n_vocab}, ids.data(), ids.size() * sizeof(int32_t));
+    } else {
+      vector(b + "exp_probs_b.bias", n_expert, 0.0f, 0.05f);
+    }
+    experts(b + "ffn_gate_exps.weight", n_expert, expert_ff, s.n_embd);
+    experts(b + "ffn_up_exps.weight", n_expert, expert_ff, s.n_embd);
+    experts(b + "ffn_down_exps.weight", n_expert, s.n_embd, expert_ff);
+    matrix(b + "ffn_gate_shexp.weight", expert_ff, s.n_embd, s.weight_type);
+    matrix(b + "ffn_up_shexp.weight", expert_ff, s.n_embd, s.weight_type);
+    matrix(b + "ffn_down_shexp.weight", s.n_embd, expert_ff, s.weight_type);
+  }
+}
+
 }  // namespace
 
 std::string write_random_model(const RandomModelShape& s, const std::string& file_name) {
@@ -42,10 +133,10 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
   w.add_string("general.architecture", s.arch);
   w.add_uint32(p + "embedding_length", uint32_t(s.n_embd));
   w.add_uint32(p + "block_count", uint32_t(s.n_layer));
-  w.add_uint32(p + "feed_forward_length", uint32_t(s.n_ff));
+  if (s.arch != "deepseek4") w.add_uint32(p + "feed_forward_length", uint32_t(s.n_ff));  // V4 has no dense layers
   w.add_uint32(p + "attention.head_count", uint32_t(s.n_head));
   const bool sparse = s.arch == "deepseek32";  // V3.2: MLA's latent rows are one key head
-  w.add_uint32(p + "attention.head_count_kv", sparse ? 1u : uint32_t(s.n_head_kv));
+  w.add_uint32(p + "attention.head_count_kv", sparse || s.arch == "deepseek4" ? 1u : uint32_t(s.n_head_kv));
   w.add_uint32(p + "context_length", uint32_t(s.n_ctx));
   w.add_float32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
 
@@ -84,6 +175,10 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
   matrix("token_embd.weight", s.n_vocab, s.n_embd, DType::f32);
   vector("output_norm.weight", s.n_embd, 1.0f, 0.1f);
   matrix("output.weight", s.n_vocab, s.n_embd, s.weight_type);
+  if (s.arch == "deepseek4") {
+    write_deepseek4_layers(s, w, p, matrix, experts, vector, rng);
+    return write_file(w, file_name);
+  }
   if (s.arch == "deepseek2" || sparse) {
     constexpr int64_t q_lora = 64, kv_lora = 64, nope = 32, rope = 32, v_head = 32, n_expert = 8, expert_ff = 64;
     constexpr int64_t index_heads = 8, index_dim = 64, top_k = 8;

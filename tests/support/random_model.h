@@ -15,7 +15,10 @@ struct RandomModelShape {
   // with the kv_b layout, a leading dense layer, then DeepSeekMoE with sigmoid
   // gating, a selection bias, 8 experts in 4 groups, 2 used, 1 shared) or
   // "deepseek32" (the same in the split attn_k_b/attn_v_b layout, and a
-  // lightning indexer of 8 heads of 64 choosing 8 positions per query).
+  // lightning indexer of 8 heads of 64 choosing 8 positions per query), or
+  // "deepseek4" (four hyper-connection streams, heads of 64 over a window of
+  // 16, layers compressing by 0, 4 (an indexer of 8 heads of 64 picking 8
+  // rows), 128, 4, ...; 4 experts, 2 used, the first layer hash-routed).
   std::string arch = "qwen2";
   DType weight_type = DType::f32;
   int64_t n_embd = 64;

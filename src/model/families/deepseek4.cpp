@@ -188,7 +188,7 @@ Status read_config(const ConfigReader& r, ModelConfig& c) {
     }
     if (ratio == k_csa_ratio) {
       streams.push_back({4 * x.key_dim, 1});
-      streams.push_back({x.key_dim, k_csa_ratio});
+      streams.push_back({x.key_dim, k_csa_ratio, /*position_addressed=*/true});  // the indexer reads them
     }
     c.kv.layer_streams.push_back(streams);
   }
