@@ -64,6 +64,35 @@ int print_forward_ops(const GgufFile& file) {
   return 0;
 }
 
+// DeepSeek-V4's layers and what its cache holds per token, beside the
+// compact layout of ../shared/DEEPSEEK-V32-V4.md section 3 (the raw window and
+// the compressors' projections kept per sequence only as long as they are
+// needed), which it does not implement yet.
+void print_deepseek4(const ModelConfig& c) {
+  const Deepseek4Config& v = c.v4;
+  const int64_t hd = c.head_dim, ik = c.indexer.key_dim;
+  int64_t n_window_only = 0, n_csa = 0, n_hca = 0;
+  for (int64_t r : v.compress_ratios) (r == 0 ? n_window_only : r == 4 ? n_csa : n_hca) += 1;
+  // Elements per token of each stream kind, over the layers.
+  const int64_t raw = c.n_layer * hd;
+  const int64_t projections = n_csa * (2 * 2 * hd + 2 * 2 * ik) + n_hca * 2 * hd;
+  const int64_t compressed_x4 = n_csa * (hd + ik), compressed_x128 = n_hca * hd;  // per 4 and per 128 tokens
+  const double compressed = double(compressed_x4) / 4.0 + double(compressed_x128) / 128.0;
+  // The compact layout's fixed state: the window's raw rows and the projections' rings (f32).
+  const int64_t window_state = c.n_layer * v.window * hd;
+  const int64_t ring_state = n_csa * (2 * 2 * hd * 8 + 2 * 2 * ik * 8) + n_hca * 2 * hd * 128;
+  std::printf("deepseek4: %lld hyper-connection streams (Sinkhorn %lld), window %lld, layers: %lld window-only, %lld compressing "
+              "by 4 (an indexer of %lld heads of %lld picks %lld rows), %lld by 128; output in %lld groups of rank %lld\n",
+              (long long)v.hc_streams, (long long)v.sinkhorn_iterations, (long long)v.window, (long long)n_window_only,
+              (long long)n_csa, (long long)c.indexer.n_head, (long long)ik, (long long)c.indexer.top_k, (long long)n_hca,
+              (long long)v.o_groups, (long long)v.o_lora_rank);
+  std::printf("deepseek4 kv per token, elements: raw rows %lld + compressor projections %lld + compressed rows %.1f, all kept "
+              "for every token; the compact layout (not implemented) keeps %.1f per token (%.0f bytes f16) plus per sequence "
+              "%lld raw window elements (f16) and %lld projection floats (f32): %.1f MiB\n",
+              (long long)raw, (long long)projections, compressed, compressed, compressed * 2.0, (long long)window_state,
+              (long long)ring_state, double(window_state * 2 + ring_state * 4) / 1048576.0);
+}
+
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
@@ -139,7 +168,11 @@ int cmd_info(int argc, char** argv) {
                 (long long)m.q_lora_rank, (long long)m.kv_lora_rank, (long long)m.qk_nope_dim, (long long)m.qk_rope_dim,
                 (long long)m.v_head_dim, (long long)mla_bytes, (long long)mha_bytes, double(mha_bytes) / double(mla_bytes));
   }
-  if (c.indexer.n_head > 0) {
+  std::printf("kv bytes per token (f16): %lld; fixed state per sequence: none (every cached row is a token's or a block's)\n",
+              (long long)KvCache::bytes_per_token(c, DType::f16));
+  if (c.v4.hc_streams > 0) {
+    print_deepseek4(c);
+  } else if (c.indexer.n_head > 0) {
     const IndexerConfig& x = c.indexer;
     std::printf("sparse attention: an indexer of %lld heads of %lld picks %lld positions per query; its keys cached beside "
                 "the latent rows\n",

@@ -33,6 +33,7 @@
 
 #include "device/backend.h"
 #include "kernels/flash_attention.h"
+#include "kernels/hyper_connection.h"
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"
 #include "kernels/moe_route.h"
@@ -1060,22 +1061,31 @@ class MlaExpandedAttentionCase : public OpCase {
 // type; down adds γ_ff; the slots' sum k·u. Expert token counts must agree.
 class MoeCase : public OpCase {
  public:
-  MoeCase(DType type, ExpertGating gating, int64_t n_group, int64_t n_tokens) : type_(type), n_(n_tokens) {
+  // sqrt_softplus: DeepSeek-V4's routing, with its SwiGLU clamp (at 2, where
+  // this case's hidden values often reach) and, when `hashed`, each token's
+  // experts given (hash routing) instead of chosen.
+  MoeCase(DType type, ExpertGating gating, int64_t n_group, int64_t n_tokens, bool hashed = false)
+      : type_(type), n_(n_tokens), hashed_(hashed) {
     routing_.n_expert = 8;
     routing_.n_expert_used = 2;
     routing_.gating = gating;
-    routing_.normalize_weights = gating == ExpertGating::sigmoid;
-    routing_.weights_scale = gating == ExpertGating::sigmoid ? 2.5f : 1.0f;
+    routing_.normalize_weights = gating != ExpertGating::softmax;
+    routing_.weights_scale = gating == ExpertGating::sigmoid ? 2.5f : gating == ExpertGating::sqrt_softplus ? 1.5f : 1.0f;
+    routing_.swiglu_limit = gating == ExpertGating::sqrt_softplus ? 2.0f : 0.0f;
     routing_.n_group = n_group;
     routing_.n_group_used = n_group > 1 ? 2 : 1;
     op = "moe_experts";
-    shape = "8 experts top-2" + std::string(n_group > 1 ? " 4 groups" : "") + (gating == ExpertGating::sigmoid ? " sigmoid" : " softmax") +
-            " " + std::to_string(k_embd) + "/" + std::to_string(k_ff) + " n=" + std::to_string(n_tokens);
+    shape = "8 experts top-2" + std::string(n_group > 1 ? " 4 groups" : "") + " " + expert_gating_name(gating) +
+            (routing_.swiglu_limit > 0.0f ? " clamp" : "") + (hashed ? " hashed" : "") + " " + std::to_string(k_embd) + "/" +
+            std::to_string(k_ff) + " n=" + std::to_string(n_tokens);
     dtype = dtype_name(type);
     flops = 6.0 * double(n_tokens * routing_.n_expert_used * k_embd * k_ff);
     bytes = 3.0 * double(routing_.n_expert * k_ff * row_bytes(type, k_embd));
   }
   static constexpr int64_t k_embd = 256, k_ff = 256;  // whole K-type blocks
+  bool supported(const Backend& b) const override {
+    return b.supports(type_) && (routing_.gating != ExpertGating::sqrt_softplus || b.has_compressed_attention());
+  }
   void setup(Backend& b, DeviceData& data) override {
     std::mt19937 rng(uint32_t(n_ * 13 + routing_.n_group));
     for (int64_t e = 0; e < routing_.n_expert; ++e) {
@@ -1093,13 +1103,19 @@ class MoeCase : public OpCase {
     bias_ = random_floats(rng, routing_.n_expert, 0.1f);
     h_ = random_floats(rng, n_ * k_embd);
     logits_dev_ = data.floats(logits_);
-    bias_dev_ = routing_.n_group > 1 ? data.floats(bias_) : nullptr;
+    bias_dev_ = routing_.n_group > 1 || routing_.gating == ExpertGating::sqrt_softplus ? data.floats(bias_) : nullptr;
     h_dev_ = data.floats(h_);
+    if (hashed_) {
+      for (int64_t t = 0; t < n_; ++t) forced_.insert(forced_.end(), {int32_t(t % 8), int32_t((t * 3 + 1) % 8 == t % 8 ? (t + 1) % 8 : (t * 3 + 1) % 8)});
+      forced_dev_ = reinterpret_cast<int32_t*>(data.bytes(forced_.data(), forced_.size() * sizeof(int32_t)));
+    }
     out_ = data.zeros(size_t(n_ * k_embd));
   }
   void run(Backend& b) override {
     counts_.assign(size_t(routing_.n_expert), 0);
-    b.moe_experts(routing_, logits_dev_, bias_dev_, ExpertWeights{gate_.data(), up_.data(), down_.data()}, h_dev_, n_, out_, counts_.data());
+    ExpertRouting routing = routing_;
+    routing.forced_experts = forced_dev_;
+    b.moe_experts(routing, logits_dev_, bias_dev_, ExpertWeights{gate_.data(), up_.data(), down_.data()}, h_dev_, n_, out_, counts_.data());
   }
   Outcome check(Backend& b, DeviceData& data) override {
     const int64_t k = routing_.n_expert_used;
@@ -1112,7 +1128,8 @@ class MoeCase : public OpCase {
     for (int64_t t = 0; t < n_; ++t) {
       std::vector<int32_t> experts(static_cast<size_t>(k));
       std::vector<float> weights(static_cast<size_t>(k));
-      moe_route(routing_, logits_.data() + t * routing_.n_expert, bias_dev_ ? bias_.data() : nullptr, nullptr, experts.data(), weights.data());
+      moe_route(routing_, logits_.data() + t * routing_.n_expert, bias_dev_ ? bias_.data() : nullptr,
+                hashed_ ? forced_.data() + t * k : nullptr, experts.data(), weights.data());
       for (int64_t slot = 0; slot < k; ++slot) {
         const int64_t e = experts[size_t(slot)];
         ++counts[size_t(e)];
@@ -1124,6 +1141,13 @@ class MoeCase : public OpCase {
         const auto sg = product_magnitudes(dequantized(type_, gate_rows, k_ff, k_embd), h_row, k_ff, k_embd, 1);
         const auto su = product_magnitudes(dequantized(type_, up_rows, k_ff, k_embd), h_row, k_ff, k_embd, 1);
         std::vector<double> da(static_cast<size_t>(k_ff));
+        const double limit = routing_.swiglu_limit;
+        if (limit > 0.0) {  // clamping moves no value further from another: the bounds below still hold
+          for (int64_t i = 0; i < k_ff; ++i) {
+            g[size_t(i)] = float(std::min(double(g[size_t(i)]), limit));
+            u[size_t(i)] = float(std::clamp(double(u[size_t(i)]), -limit, limit));
+          }
+        }
         for (int64_t i = 0; i < k_ff; ++i) {
           const double silu = double(g[size_t(i)]) / (1.0 + std::exp(-double(g[size_t(i)])));
           a[size_t(i)] = float(silu * u[size_t(i)]);
@@ -1162,13 +1186,495 @@ class MoeCase : public OpCase {
  private:
   DType type_;
   int64_t n_;
+  bool hashed_;
   ExpertRouting routing_;
+  std::vector<int32_t> forced_;
+  int32_t* forced_dev_ = nullptr;
   std::vector<std::vector<uint8_t>> host_rows_;
   std::vector<WeightMatrix> matrices_, gate_, up_, down_;
   std::vector<float> logits_, bias_, h_;
   std::vector<int64_t> counts_;
   float *logits_dev_ = nullptr, *bias_dev_ = nullptr, *h_dev_ = nullptr, *out_ = nullptr;
 };
+
+// ---- DeepSeek-V4's ops ------------------------------------------------------------------------
+
+// The hyper-connections around a sublayer and at the head, against the same
+// formulas in double. First-order rounding: each of Sinkhorn's 2·iterations
+// normalisations (a sum of four, an epsilon, a division) moves the mix by at
+// most 6u relative, the logits' affine map and exp or sigmoid by 2u·|z| with
+// |z| < 12 here, and each output is a sum of at most five products (6u of S_j,
+// the sum of their magnitudes): (12·iterations + 40)·u.
+class HyperConnectionCase : public OpCase {
+ public:
+  HyperConnectionCase(int64_t n, int64_t dim) : n_(n), dim_(dim) {
+    op = "hyper_connection";
+    shape = std::to_string(n) + "x4x" + std::to_string(dim);
+    dtype = "f32";
+  }
+  bool supported(const Backend& b) const override { return b.has_compressed_attention(); }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(n_ * 31 + dim_));
+    streams_ = random_floats(rng, n_ * 4 * dim_, 2.0f);
+    logits_ = random_floats(rng, n_ * 24, 2.0f);
+    head_logits_ = random_floats(rng, n_ * 4, 2.0f);
+    block_ = random_floats(rng, n_ * dim_);
+    base_ = random_floats(rng, 24, 3.0f);
+    scale_ = {0.7f, 1.3f, 1.1f};
+    head_base_ = random_floats(rng, 4, 3.0f);
+    head_scale_ = {0.9f};
+    streams_dev_ = data.floats(streams_);
+    logits_dev_ = data.floats(logits_);
+    head_logits_dev_ = data.floats(head_logits_);
+    block_dev_ = data.floats(block_);
+    params_ = HyperConnectionParams{4, dim_, data.floats(scale_), data.floats(base_), 20, 1e-6f};
+    head_params_ = HyperConnectionParams{4, dim_, data.floats(head_scale_), data.floats(head_base_), 20, 1e-6f};
+    in_ = data.zeros(size_t(n_ * dim_));
+    post_ = data.zeros(size_t(n_ * 4));
+    mix_ = data.zeros(size_t(n_ * 16));
+    head_out_ = data.zeros(size_t(n_ * dim_));
+  }
+  void run(Backend& b) override {
+    b.hyper_connection_pre(params_, streams_dev_, logits_dev_, n_, in_, post_, mix_);
+    b.hyper_connection_post(params_, streams_dev_, block_dev_, post_, mix_, n_);
+    b.hyper_connection_head(head_params_, streams_dev_, head_logits_dev_, n_, head_out_);
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    const auto sigmoid = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+    std::vector<float> want_in, want_streams, want_head;
+    std::vector<double> s_in, s_streams, s_head;
+    for (int64_t t = 0; t < n_; ++t) {
+      const float* mu = logits_.data() + t * 24;
+      const float* x = streams_.data() + t * 4 * dim_;
+      double pre[4], post[4], m[16];
+      for (int i = 0; i < 4; ++i) {
+        pre[i] = sigmoid(double(scale_[0]) * mu[i] + base_[size_t(i)]) + 1e-6;
+        post[i] = 2.0 * sigmoid(double(scale_[1]) * mu[4 + i] + base_[size_t(4 + i)]);
+      }
+      for (int j = 0; j < 4; ++j) {  // softmax over destinations i of each source j
+        double max = -INFINITY, sum = 0.0;
+        for (int i = 0; i < 4; ++i) max = std::max(max, m[j * 4 + i] = double(scale_[2]) * mu[8 + j * 4 + i] + base_[size_t(8 + j * 4 + i)]);
+        for (int i = 0; i < 4; ++i) sum += m[j * 4 + i] = std::exp(m[j * 4 + i] - max);
+        for (int i = 0; i < 4; ++i) m[j * 4 + i] = m[j * 4 + i] / sum + 1e-6;
+      }
+      for (int iteration = 0; iteration < 20; ++iteration) {
+        if (iteration > 0) {
+          for (int j = 0; j < 4; ++j) {
+            double sum = 0.0;
+            for (int i = 0; i < 4; ++i) sum += m[j * 4 + i];
+            for (int i = 0; i < 4; ++i) m[j * 4 + i] /= sum + 1e-6;
+          }
+        }
+        for (int i = 0; i < 4; ++i) {
+          double sum = 0.0;
+          for (int j = 0; j < 4; ++j) sum += m[j * 4 + i];
+          for (int j = 0; j < 4; ++j) m[j * 4 + i] /= sum + 1e-6;
+        }
+      }
+      std::vector<double> after(size_t(4 * dim_));
+      for (int64_t e = 0; e < dim_; ++e) {
+        double in = 0.0, s = 0.0;
+        for (int i = 0; i < 4; ++i) {
+          in += pre[i] * x[i * dim_ + e];
+          s += std::fabs(pre[i] * x[i * dim_ + e]);
+        }
+        want_in.push_back(float(in));
+        s_in.push_back(s);
+        for (int i = 0; i < 4; ++i) {
+          double y = post[i] * block_[size_t(t * dim_ + e)], sy = std::fabs(y);
+          for (int j = 0; j < 4; ++j) {
+            y += m[j * 4 + i] * x[j * dim_ + e];
+            sy += std::fabs(m[j * 4 + i] * x[j * dim_ + e]);
+          }
+          after[size_t(i * dim_ + e)] = y;
+        }
+      }
+      for (int i = 0; i < 4; ++i) {
+        for (int64_t e = 0; e < dim_; ++e) {
+          want_streams.push_back(float(after[size_t(i * dim_ + e)]));
+          double sy = std::fabs(post[i] * block_[size_t(t * dim_ + e)]);
+          for (int j = 0; j < 4; ++j) sy += std::fabs(m[j * 4 + i] * x[j * dim_ + e]);
+          s_streams.push_back(sy);
+        }
+      }
+      for (int64_t e = 0; e < dim_; ++e) {
+        double h = 0.0, s = 0.0;
+        for (int i = 0; i < 4; ++i) {
+          const double w = sigmoid(double(head_scale_[0]) * head_logits_[size_t(t * 4 + i)] + head_base_[size_t(i)]) + 1e-6;
+          h += w * after[size_t(i * dim_ + e)];
+          s += std::fabs(w * after[size_t(i * dim_ + e)]);
+        }
+        want_head.push_back(float(h));
+        s_head.push_back(s);
+      }
+    }
+    const double e = std::max({normalised_error(data.read(in_, want_in.size()), want_in, s_in),
+                               normalised_error(data.read(streams_dev_, want_streams.size()), want_streams, s_streams),
+                               normalised_error(data.read(head_out_, want_head.size()), want_head, s_head)});
+    return {e, (12.0 * 20 + 40.0) * k_u};
+  }
+
+ private:
+  int64_t n_, dim_;
+  std::vector<float> streams_, logits_, head_logits_, block_, base_, scale_, head_base_, head_scale_;
+  float *streams_dev_ = nullptr, *logits_dev_ = nullptr, *head_logits_dev_ = nullptr, *block_dev_ = nullptr;
+  float *in_ = nullptr, *post_ = nullptr, *mix_ = nullptr, *head_out_ = nullptr;
+  HyperConnectionParams params_, head_params_;
+};
+
+// rope_rows: the last n_rot elements of each head rotated at a position, and
+// turned back at its negation; against the reference rotation, 8u of a
+// pair's magnitude (RopeKvWriteCase), and the round trip within 16u.
+class RopeRowsCase : public OpCase {
+ public:
+  RopeRowsCase(int64_t n_head, int64_t head_dim, int n_rot) : n_head_(n_head), head_dim_(head_dim) {
+    rope_.n_rot = n_rot;
+    rope_.freq_base = 160000.0f;
+    rope_.scaling = RopeScaling::yarn;
+    rope_.scaling_factor = 16.0f;
+    rope_.n_ctx_orig = 64;
+    rope_.yarn_attn_factor = 1.0f / (1.0f + 0.1f * std::log(16.0f));  // V4 cancels YaRN's magnitude
+    op = "rope_rows";
+    shape = std::to_string(n_head) + "x" + std::to_string(head_dim) + " tail " + std::to_string(n_rot) + " yarn";
+    dtype = "f32";
+  }
+  bool supported(const Backend& b) const override { return b.has_compressed_attention(); }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(n_head_ * 5 + head_dim_));
+    x_ = random_floats(rng, k_n * n_head_ * head_dim_);
+    for (int64_t t = 0; t < k_n; ++t) positions_.push_back(int32_t(t * 37 % 300));
+    for (int32_t p : positions_) inverse_.push_back(-p);
+    x_dev_ = data.floats(x_);
+    rotated_dev_ = data.floats(x_);
+    positions_dev_ = reinterpret_cast<int32_t*>(data.bytes(positions_.data(), positions_.size() * sizeof(int32_t)));
+    inverse_dev_ = reinterpret_cast<int32_t*>(data.bytes(inverse_.data(), inverse_.size() * sizeof(int32_t)));
+  }
+  HeadRows tail(float* x) const { return HeadRows{x + head_dim_ - rope_.n_rot, n_head_, rope_.n_rot, n_head_ * head_dim_, head_dim_}; }
+  void run(Backend& b) override {
+    b.rope_rows(rope_, positions_dev_, 300, tail(rotated_dev_), k_n);
+    b.rope_rows(rope_, positions_dev_, 300, tail(x_dev_), k_n);
+    b.rope_rows(rope_, inverse_dev_, 300, tail(x_dev_), k_n);
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    std::vector<float> want = x_;
+    rope_strided(rope_, want.data() + head_dim_ - rope_.n_rot, k_n, n_head_, rope_.n_rot, n_head_ * head_dim_, head_dim_,
+                 positions_.data(), 300);
+    std::vector<double> s(x_.size());
+    for (size_t i = 0; i < x_.size(); ++i) {  // a pair's magnitude for its two elements
+      const size_t in_head = i % size_t(head_dim_), pair = (in_head - (in_head % 2));
+      const size_t at = i - in_head + pair;
+      s[i] = std::fabs(x_[at]) + std::fabs(x_[at + 1]);
+    }
+    const double e_rotated = normalised_error(data.read(rotated_dev_, x_.size()), want, s) / 8.0;
+    const double e_back = normalised_error(data.read(x_dev_, x_.size()), x_, s) / 16.0;
+    return {std::max(e_rotated, e_back), k_u};
+  }
+
+ private:
+  static constexpr int64_t k_n = 9;
+  int64_t n_head_, head_dim_;
+  RopeParams rope_;
+  std::vector<float> x_;
+  std::vector<int32_t> positions_, inverse_;
+  float *x_dev_ = nullptr, *rotated_dev_ = nullptr;
+  int32_t *positions_dev_ = nullptr, *inverse_dev_ = nullptr;
+};
+
+// Where row b of a stream of one row per `ratio` tokens lives (pages of
+// page_tokens tokens): in the page of the block's last token, written here
+// apart from the kernels' own function.
+size_t compressed_row_offset(const KvLayerView& rows, const BlockTableView& table, int64_t ratio, int64_t page_tokens, int64_t b) {
+  const int64_t last = b * ratio + ratio - 1;
+  const int64_t rows_per_page = std::max<int64_t>(1, page_tokens / ratio);
+  return size_t((table.pages[last / page_tokens] * rows_per_page + last % page_tokens / ratio) * row_bytes(rows.dtype, rows.kv_dim));
+}
+
+// kv_compress over two whole sequences in one step: each token's state row
+// stored, then every completed block's row. The reference pools the stored
+// (rounded) state in double, normalises and rotates it: the pooled value is a
+// convex combination (exp 2u, a sum of up to 2·ratio weights), the RMSNorm
+// sums dim squares (dim/2 u), the rotation 8u: (4·ratio + dim/2 + 16)·u of the
+// row's largest magnitude, plus one code of the KV type where stored.
+class KvCompressCase : public OpCase {
+ public:
+  KvCompressCase(DType kv_dtype, int64_t ratio, int64_t dim, std::vector<int64_t> lengths)
+      : kv_dtype_(kv_dtype), step_(lengths, *std::max_element(lengths.begin(), lengths.end())) {
+    c_.ratio = ratio;
+    c_.dim = dim;
+    c_.overlap = ratio == 4;
+    c_.eps = 1e-6f;
+    c_.rope.n_rot = 16;
+    c_.rope.freq_base = 160000.0f;
+    op = "kv_compress";
+    shape = "ratio " + std::to_string(ratio) + " dim " + std::to_string(dim) + " ctx " + std::to_string(step_.n_ctx);
+    dtype = std::string("kv ") + dtype_name(kv_dtype);
+  }
+  bool supported(const Backend& b) const override { return b.has_compressed_attention(); }
+  int64_t n() const { return int64_t(step_.tokens.size()); }
+  int64_t rows_per_page() const { return std::max<int64_t>(1, step_.page_tokens / c_.ratio); }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(c_.ratio * 11 + c_.dim));
+    const int64_t w = c_.width();
+    kv_ = random_floats(rng, n() * w);
+    score_ = random_floats(rng, n() * w, 3.0f);
+    ape_ = random_floats(rng, c_.ratio * w);
+    norm_ = random_floats(rng, c_.dim);
+    for (float& x : norm_) x += 1.0f;
+    c_.ape = data.floats(ape_);
+    c_.norm = data.floats(norm_);
+    state_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, 1, 2 * w, false);
+    rows_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, rows_per_page(), 1, c_.dim, false);
+    kv_dev_ = data.floats(kv_);
+    score_dev_ = data.floats(score_);
+    step_dev_ = b.upload_step(step_.host());
+  }
+  void run(Backend& b) override {
+    b.kv_compress(c_, step_dev_, step_.page_tokens, kv_dev_, score_dev_, state_->device, rows_->device);
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    const int64_t w = c_.width(), r = c_.ratio, dim = c_.dim;
+    // The state as stored: [kv | score + ape] rounded to the KV type.
+    std::vector<std::vector<std::vector<float>>> state(step_.pages.size());
+    for (int64_t t = 0; t < n(); ++t) {
+      std::vector<float> row(size_t(2 * w)), bytes_row;
+      for (int64_t i = 0; i < w; ++i) {
+        row[size_t(i)] = kv_[size_t(t * w + i)];
+        row[size_t(w + i)] = score_[size_t(t * w + i)] + ape_[size_t(step_.positions[size_t(t)] % r * w + i)];
+      }
+      std::vector<uint8_t> q(size_t(row_bytes(kv_dtype_, 2 * w)));
+      quantize_row(kv_dtype_, row.data(), q.data(), 2 * w);
+      dequantize_row(kv_dtype_, q.data(), row.data(), 2 * w);
+      auto& seq = state[size_t(step_.seq_of_token[size_t(t)])];
+      seq.resize(size_t(step_.positions[size_t(t)] + 1));
+      seq[size_t(step_.positions[size_t(t)])] = row;
+    }
+    const int64_t row_b = row_bytes(kv_dtype_, dim);
+    std::vector<uint8_t> got_bytes(rows_->k_bytes);
+    b.download(got_bytes.data(), rows_->device.k, got_bytes.size());
+    double e = 0.0;
+    for (size_t s = 0; s < state.size(); ++s) {
+      const auto& seq = state[s];
+      for (int64_t block = 0; block < int64_t(seq.size()) / r; ++block) {
+        std::vector<double> pooled(static_cast<size_t>(dim));
+        for (int64_t ch = 0; ch < dim; ++ch) {
+          std::vector<std::pair<double, double>> entries;  // (score, value)
+          if (c_.overlap && block > 0) {
+            for (int64_t j = (block - 1) * r; j < block * r; ++j) entries.push_back({seq[size_t(j)][size_t(w + ch)], seq[size_t(j)][size_t(ch)]});
+          }
+          const int64_t half = c_.overlap ? dim : 0;
+          for (int64_t j = block * r; j < block * r + r; ++j) {
+            entries.push_back({seq[size_t(j)][size_t(w + half + ch)], seq[size_t(j)][size_t(half + ch)]});
+          }
+          double max = -INFINITY, sum = 0.0, acc = 0.0;
+          for (auto [score, value] : entries) max = std::max(max, score);
+          for (auto [score, value] : entries) {
+            sum += std::exp(score - max);
+            acc += std::exp(score - max) * value;
+          }
+          pooled[size_t(ch)] = acc / sum;
+        }
+        double squares = 0.0;
+        for (double x : pooled) squares += x * x;
+        const double scale = 1.0 / std::sqrt(squares / double(dim) + 1e-6);
+        std::vector<float> want(static_cast<size_t>(dim));
+        for (int64_t ch = 0; ch < dim; ++ch) want[size_t(ch)] = float(pooled[size_t(ch)] * scale * norm_[size_t(ch)]);
+        const int32_t position = int32_t(block * r);
+        rope_strided(c_.rope, want.data() + dim - c_.rope.n_rot, 1, 1, c_.rope.n_rot, dim, dim, &position, position + 1);
+        std::vector<float> got(static_cast<size_t>(dim));
+        dequantize_row(kv_dtype_, got_bytes.data() + compressed_row_offset(rows_->host, step_.tables[s], r, step_.page_tokens, block), got.data(), dim);
+        double row_max = 0.0;
+        for (float x : want) row_max = std::max(row_max, std::fabs(double(x)));
+        e = std::max(e, normalised_error(got, want, std::vector<double>(want.size(), row_max)));
+        (void)row_b;
+      }
+    }
+    return {e, (4.0 * double(r) + double(dim) / 2.0 + 16.0) * k_u + (kv_dtype_ == DType::f32 ? 0.0 : kv_unit(kv_dtype_))};
+  }
+
+ private:
+  DType kv_dtype_;
+  PagedStep step_;
+  KvCompressorParams c_;
+  StepIndex step_dev_;
+  std::vector<float> kv_, score_, ape_, norm_;
+  std::unique_ptr<PagedKv> state_, rows_;
+  float *kv_dev_ = nullptr, *score_dev_ = nullptr;
+};
+
+// compressed_attention: each token's window of raw rows plus compressed rows
+// (ratio 128: every completed one; ratio 4: a random choice of up to top_k of
+// them; 0: the window alone), one key head whose keys are the values, and
+// each head's sink. The bound is PagedAttentionCase's, over the keys a token
+// sees (the sink adds one term to the softmax's sum).
+class CompressedAttentionCase : public OpCase {
+ public:
+  CompressedAttentionCase(DType kv_dtype, int64_t ratio, std::vector<int64_t> lengths, int64_t new_tokens)
+      : kv_dtype_(kv_dtype), step_(lengths, new_tokens) {
+    a_ = CompressedAttentionParams{4, 64, 16, ratio, ratio == 4 ? 8 : 0, 1.0f / 8.0f, nullptr};
+    op = "compressed_attention";
+    shape = "4x64 window 16 ratio " + std::to_string(ratio) + (ratio == 4 ? " top_k 8" : "") + " ctx " + std::to_string(step_.n_ctx) +
+            " n=" + std::to_string(step_.tokens.size());
+    dtype = std::string("kv ") + dtype_name(kv_dtype);
+  }
+  bool supported(const Backend& b) const override { return b.has_compressed_attention(); }
+  int64_t n() const { return int64_t(step_.tokens.size()); }
+  int64_t rows_per_page() const { return a_.ratio > 0 ? std::max<int64_t>(1, step_.page_tokens / a_.ratio) : 1; }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(a_.ratio * 7 + step_.n_ctx));
+    const int64_t hd = a_.head_dim, n_slots = step_.n_pages * step_.page_tokens, n_rows = step_.n_pages * rows_per_page();
+    window_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, 1, hd, false);
+    rows_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, rows_per_page(), 1, hd, false);
+    for (auto [kv, count] : {std::pair{window_.get(), n_slots}, {rows_.get(), n_rows}}) {
+      const std::vector<float> values = random_floats(rng, count * hd, 2.0f);
+      for (int64_t r = 0; r < count; ++r) {
+        quantize_row(kv_dtype_, values.data() + r * hd, kv->host_k.data() + r * row_bytes(kv_dtype_, hd), hd);
+      }
+      b.upload(kv->device.k, kv->host_k.data(), kv->k_bytes);
+    }
+    q_ = random_floats(rng, n() * a_.n_head * hd);
+    sinks_ = random_floats(rng, a_.n_head, 2.0f);
+    a_.sinks = data.floats(sinks_);
+    q_dev_ = data.floats(q_);
+    out_ = data.zeros(size_t(n() * a_.n_head * hd));
+    step_dev_ = b.upload_step(step_.host());
+    if (a_.ratio == 4) {
+      selected_.assign(size_t(n() * a_.top_k), 0);
+      for (int64_t t = 0; t < n(); ++t) {
+        std::vector<int32_t> visible(size_t((step_.positions[size_t(t)] + 1) / 4));
+        std::iota(visible.begin(), visible.end(), 0);
+        std::shuffle(visible.begin(), visible.end(), rng);
+        visible.resize(std::min(visible.size(), size_t(a_.top_k)));
+        std::sort(visible.begin(), visible.end());
+        std::copy(visible.begin(), visible.end(), selected_.begin() + t * a_.top_k);
+        n_selected_.push_back(int32_t(visible.size()));
+      }
+      selected_dev_ = reinterpret_cast<int32_t*>(data.bytes(selected_.data(), selected_.size() * sizeof(int32_t)));
+      n_selected_dev_ = reinterpret_cast<int32_t*>(data.bytes(n_selected_.data(), n_selected_.size() * sizeof(int32_t)));
+    }
+  }
+  void run(Backend& b) override {
+    b.compressed_attention(a_, step_dev_, step_.page_tokens, q_dev_, window_->device, rows_->device, selected_dev_, n_selected_dev_, out_);
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    const int64_t hd = a_.head_dim;
+    std::vector<float> want;
+    double max_k = 0.0, q_l1 = 0.0;
+    int64_t longest = 0;
+    for (int64_t t = 0; t < n(); ++t) {
+      const BlockTableView& table = step_.tables[size_t(step_.seq_of_token[size_t(t)])];
+      const int64_t p = step_.positions[size_t(t)];
+      std::vector<std::vector<float>> keys;
+      const auto read = [&](const PagedKv& kv, size_t offset) {
+        std::vector<float> row(static_cast<size_t>(hd));
+        dequantize_row(kv_dtype_, kv.host_k.data() + offset, row.data(), hd);
+        for (float x : row) max_k = std::max(max_k, std::fabs(double(x)));
+        keys.push_back(row);
+      };
+      for (int64_t j = std::max<int64_t>(0, p - a_.window + 1); j <= p; ++j) {
+        read(*window_, size_t((table.pages[j / step_.page_tokens] * step_.page_tokens + j % step_.page_tokens) * row_bytes(kv_dtype_, hd)));
+      }
+      if (a_.ratio > 0) {
+        const int64_t n_rows = a_.ratio == 4 ? n_selected_[size_t(t)] : (p + 1) / a_.ratio;
+        for (int64_t i = 0; i < n_rows; ++i) {
+          const int64_t block = a_.ratio == 4 ? selected_[size_t(t * a_.top_k + i)] : i;
+          read(*rows_, compressed_row_offset(rows_->host, table, a_.ratio, step_.page_tokens, block));
+        }
+      }
+      longest = std::max(longest, int64_t(keys.size()));
+      for (int64_t h = 0; h < a_.n_head; ++h) {
+        std::vector<float> qh(static_cast<size_t>(hd));
+        std::vector<uint8_t> q_bytes(size_t(row_bytes(kv_dtype_, hd)));  // the query rounded to the cache's type, as the op does
+        quantize_row(kv_dtype_, q_.data() + (t * a_.n_head + h) * hd, q_bytes.data(), hd);
+        dequantize_row(kv_dtype_, q_bytes.data(), qh.data(), hd);
+        double l1 = 0.0;
+        for (float x : qh) l1 += std::fabs(x);
+        q_l1 = std::max(q_l1, l1);
+        std::vector<double> scores;
+        double max = sinks_[size_t(h)];
+        for (const auto& k : keys) {
+          double dot = 0.0;
+          for (int64_t e = 0; e < hd; ++e) dot += double(qh[size_t(e)]) * k[size_t(e)];
+          scores.push_back(dot * a_.scale);
+          max = std::max(max, scores.back());
+        }
+        double sum = std::exp(sinks_[size_t(h)] - max);
+        std::vector<double> o(static_cast<size_t>(hd), 0.0);
+        for (size_t k = 0; k < keys.size(); ++k) {
+          const double w = std::exp(scores[k] - max);
+          sum += w;
+          for (int64_t e = 0; e < hd; ++e) o[size_t(e)] += w * keys[k][size_t(e)];
+        }
+        for (double x : o) want.push_back(float(x / sum));
+      }
+    }
+    const double ds = double(hd) * k_u * a_.scale * q_l1 * max_k;
+    const double bound = 2.0 * ds + 3.0 * double(longest + 1 + hd) * k_u;
+    return {normalised_error(data.read(out_, want.size()), want, std::vector<double>(want.size(), max_k)), bound};
+  }
+
+ private:
+  DType kv_dtype_;
+  PagedStep step_;
+  CompressedAttentionParams a_;
+  StepIndex step_dev_;
+  std::unique_ptr<PagedKv> window_, rows_;
+  std::vector<float> q_, sinks_;
+  float *q_dev_ = nullptr, *out_ = nullptr;
+  std::vector<int32_t> selected_, n_selected_;
+  int32_t *selected_dev_ = nullptr, *n_selected_dev_ = nullptr;
+};
+
+// swiglu: silu_mul's element-wise bound (ElementwiseCase) after the clamp,
+// which moves no value further from another.
+class SwigluCase : public RowsCase {
+ public:
+  SwigluCase(int64_t rows, int64_t dim, float limit) : RowsCase("swiglu", rows, dim), limit_(limit) {}
+  bool supported(const Backend& b) const override { return b.has_compressed_attention(); }
+  void setup(Backend& b, DeviceData& data) override {
+    std::mt19937 rng(uint32_t(rows_ * dim_ + 1));
+    gate_ = random_floats(rng, rows_ * dim_, 4.0f);
+    up_ = random_floats(rng, rows_ * dim_, 4.0f);
+    gate_dev_ = data.floats(gate_);
+    up_dev_ = data.floats(up_);
+  }
+  void run(Backend& b) override { b.swiglu(gate_dev_, up_dev_, rows_ * dim_, limit_); }
+  Outcome check(Backend& b, DeviceData& data) override {
+    std::vector<float> want(gate_.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double g = limit_ > 0 ? std::min(double(gate_[i]), double(limit_)) : gate_[i];
+      const double u = limit_ > 0 ? std::clamp(double(up_[i]), -double(limit_), double(limit_)) : up_[i];
+      want[i] = float(g / (1.0 + std::exp(-g)) * u);
+    }
+    return {normalised_error(data.read(gate_dev_, want.size()), want, magnitudes(want)), 6.0 * k_u};
+  }
+
+ private:
+  float limit_;
+  std::vector<float> gate_, up_;
+  float *gate_dev_ = nullptr, *up_dev_ = nullptr;
+};
+
+// DeepSeek-V4's cases: streams of a few tokens and of a prefill, the
+// rotation of the heads' tails, both compressors (past several ratio-128
+// blocks), the attention of each kind of layer, the clamped SwiGLU.
+void add_deepseek4_cases(std::vector<std::unique_ptr<OpCase>>& cases) {
+  const auto add = [&](OpCase* c) { cases.emplace_back(c); };
+  for (int64_t n : {1, 7, 40}) add(new HyperConnectionCase(n, 64));
+  add(new HyperConnectionCase(3, 4096));
+  add(new RopeRowsCase(4, 64, 16));
+  add(new RopeRowsCase(2, 512, 64));
+  for (DType kv : {DType::f32, DType::f16}) {
+    add(new KvCompressCase(kv, 4, 64, {37, 9}));
+    add(new KvCompressCase(kv, 128, 64, {300, 130}));
+    add(new CompressedAttentionCase(kv, 0, {40, 9}, 5));
+    add(new CompressedAttentionCase(kv, 4, {300, 45}, 7));
+    add(new CompressedAttentionCase(kv, 128, {300, 140}, 3));
+  }
+  for (float limit : {0.0f, 1.5f}) {
+    add(new SwigluCase(3, 100, limit));
+    add(new SwigluCase(40, 2048, limit));
+  }
+}
 
 const DType k_weight_types[] = {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
                                 DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
@@ -1227,8 +1733,11 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
     for (int64_t n : {1, 3, 17}) {
       add(new MoeCase(type, ExpertGating::softmax, 1, n));
       add(new MoeCase(type, ExpertGating::sigmoid, 4, n));
+      add(new MoeCase(type, ExpertGating::sqrt_softplus, 1, n));
+      add(new MoeCase(type, ExpertGating::sqrt_softplus, 1, n, true));
     }
   }
+  add_deepseek4_cases(cases);
   return cases;
 }
 

@@ -9,8 +9,16 @@ import numpy as np
 import gguf
 
 
+# The mistakes the notes list (section 2.2), each a silent error of 1e-2 or
+# more that a test must catch: `mistake` makes the reference commit one.
+MISTAKES = ("indexer_rope_neox", "compressor_halves_swapped", "no_inverse_rope", "sinkhorn_once", "mix_transposed",
+            "row_rope_at_block_end", "no_sinks", "hash_routing_ignored", "gate_clamped_below")
+
+
 class Deepseek4Reference:
-    def __init__(self, path):
+    def __init__(self, path, mistake=None):
+        assert mistake is None or mistake in MISTAKES, mistake
+        self.mistake = mistake
         reader = gguf.GGUFReader(path)
         self.w = {}
         for t in reader.tensors:
@@ -56,15 +64,16 @@ class Deepseek4Reference:
         ramp = 1 - np.clip((i - low) / max(0.001, high - low), 0, 1)
         return extrap / factor * (1 - ramp) + extrap * ramp
 
-    def rope_tail(self, x, positions, compressed, inverse=False):
-        """Rotates the last n_rot dims of x [T, ..., D] in neighbouring pairs at positions [T]."""
+    def rope_tail(self, x, positions, compressed, inverse=False, neox=False):
+        """Rotates the last n_rot dims of x [T, ..., D] at positions [T]: neighbouring pairs, or halves (neox)."""
         x = x.copy()
         th = self.thetas(positions, compressed)
         th = th.reshape(th.shape[:1] + (1,) * (x.ndim - 2) + th.shape[1:])
         cos, sin = np.cos(th), np.sin(th) * (-1 if inverse else 1)
         tail = x[..., x.shape[-1] - self.n_rot:]
-        a, b = tail[..., 0::2].copy(), tail[..., 1::2].copy()
-        tail[..., 0::2], tail[..., 1::2] = a * cos - b * sin, a * sin + b * cos
+        first, second = (slice(0, self.n_rot // 2), slice(self.n_rot // 2, None)) if neox else (slice(0, None, 2), slice(1, None, 2))
+        a, b = tail[..., first].copy(), tail[..., second].copy()
+        tail[..., first], tail[..., second] = a * cos - b * sin, a * sin + b * cos
         return x
 
     def hc_pre(self, X, prefix):
@@ -79,10 +88,10 @@ class Deepseek4Reference:
         m = np.exp(z - z.max(-1, keepdims=True))
         m = m / m.sum(-1, keepdims=True) + self.hc_eps   # softmax over i
         m = m / (m.sum(1, keepdims=True) + self.hc_eps)  # over j, for each i
-        for _ in range(self.iters - 1):
+        for _ in range((1 if self.mistake == "sinkhorn_once" else self.iters) - 1):
             m = m / (m.sum(-1, keepdims=True) + self.hc_eps)
             m = m / (m.sum(1, keepdims=True) + self.hc_eps)
-        mix = m.transpose(0, 2, 1)  # [T, i dst, j src]
+        mix = m if self.mistake == "mix_transposed" else m.transpose(0, 2, 1)  # [T, i dst, j src]
         return np.einsum("ti,tid->td", pre, X), post, mix
 
     def compress(self, u, b_prefix, ratio, dim, norm, positions_all):
@@ -94,19 +103,22 @@ class Deepseek4Reference:
         for b in range(T // ratio):
             cur = slice(ratio * b, ratio * b + ratio)
             if ratio == 4:
-                vals = [v[cur, dim:]]
-                scores = [s[cur, dim:]]
+                first, second = (slice(dim, None), slice(0, dim)) if self.mistake == "compressor_halves_swapped" else \
+                    (slice(0, dim), slice(dim, None))
+                vals = [v[cur, second]]
+                scores = [s[cur, second]]
                 if b > 0:
                     prev = slice(ratio * b - ratio, ratio * b)
-                    vals.insert(0, v[prev, :dim])
-                    scores.insert(0, s[prev, :dim])
+                    vals.insert(0, v[prev, first])
+                    scores.insert(0, s[prev, first])
                 vals, scores = np.concatenate(vals), np.concatenate(scores)
             else:
                 vals, scores = v[cur], s[cur]
             p = np.exp(scores - scores.max(0))
             rows.append((p / p.sum(0) * vals).sum(0))
         rows = self.rms(np.array(rows).reshape(-1, dim), norm)
-        return self.rope_tail(rows, [ratio * b for b in range(len(rows))], True)
+        start = ratio - 1 if self.mistake == "row_rope_at_block_end" else 0
+        return self.rope_tail(rows, [ratio * b + start for b in range(len(rows))], True)
 
     def attention(self, l, u, tokens):
         T, H, hd, ratio = u.shape[0], self.n_head, self.hd, self.ratios[l]
@@ -122,10 +134,11 @@ class Deepseek4Reference:
             comp = self.compress(u, b + "attn_compressor", ratio, hd, w[b + "attn_compressor_norm.weight"], pos)
         if ratio == 4:
             keys = self.compress(u, b + "indexer_compressor", 4, self.ik, w[b + "indexer_compressor_norm.weight"], pos)
-            qi = self.rope_tail((cq @ w[b + "indexer.attn_q_b.weight"].T).reshape(T, self.ih, self.ik), pos, True)
+            qi = self.rope_tail((cq @ w[b + "indexer.attn_q_b.weight"].T).reshape(T, self.ih, self.ik), pos, True,
+                                neox=self.mistake == "indexer_rope_neox")
             hw = (u @ w[b + "indexer.proj.weight"].T) / math.sqrt(self.ik * self.ih)
         out = np.zeros((T, H, hd))
-        sinks = w[b + "attn_sinks.weight"]
+        sinks = w[b + "attn_sinks.weight"] if self.mistake != "no_sinks" else np.full(H, -np.inf)
         for t in range(T):
             rows = [kv[max(0, t - self.window + 1): t + 1]]
             if ratio:
@@ -140,7 +153,8 @@ class Deepseek4Reference:
             m = np.maximum(s.max(-1), sinks)
             e = np.exp(s - m[:, None])
             out[t] = (e / (e.sum(-1) + np.exp(sinks - m))[:, None]) @ k
-        out = self.rope_tail(out, pos, ratio != 0, inverse=True)
+        if self.mistake != "no_inverse_rope":
+            out = self.rope_tail(out, pos, ratio != 0, inverse=True)
         a = w[b + "attn_output_a.weight"].reshape(self.groups, self.o_rank, -1)
         z = np.einsum("tgi,gri->tgr", out.reshape(T, self.groups, -1), a).reshape(T, -1)
         return z @ w[b + "attn_output_b.weight"].T
@@ -150,16 +164,17 @@ class Deepseek4Reference:
         w = self.w
         logits = u @ w[b + "ffn_gate_inp.weight"].T
         p = np.sqrt(np.maximum(logits, 0) + np.log1p(np.exp(-np.abs(logits))))
-        if l < self.hash_layers:
+        if l < self.hash_layers and self.mistake != "hash_routing_ignored":
             chosen = w[b + "ffn_gate_tid2eid.weight"][tokens]
         else:
-            chosen = np.argsort(-(p + w[b + "exp_probs_b.bias"]), axis=-1, kind="stable")[:, : self.n_used]
+            bias = w.get(b + "exp_probs_b.bias", 0.0)
+            chosen = np.argsort(-(p + bias), axis=-1, kind="stable")[:, : self.n_used]
         weights = np.take_along_axis(p, chosen, -1)
         weights = weights / np.maximum(weights.sum(-1, keepdims=True), 6.103515625e-5) * self.w_scale
         limit = self.clamp[l]
 
         def swiglu(gate, up, down, x):
-            g = np.minimum(x @ gate.T, limit)
+            g = np.clip(x @ gate.T, -limit, limit) if self.mistake == "gate_clamped_below" else np.minimum(x @ gate.T, limit)
             return (g / (1 + np.exp(-g)) * np.clip(x @ up.T, -limit, limit)) @ down.T
 
         out = swiglu(w[b + "ffn_gate_shexp.weight"], w[b + "ffn_up_shexp.weight"], w[b + "ffn_down_shexp.weight"], u)

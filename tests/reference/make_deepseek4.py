@@ -17,11 +17,12 @@ import gguf
 from make_model import DEFAULT_VOCAB, add_weight, copy_tokenizer
 
 # llama.cpp's tested toy config (section 6), with the stories260K vocabulary
-# so that both engines tokenize the same text.
+# so that both engines tokenize the same text, and a SwiGLU clamp of 1 (V4's
+# is 10) so that both of its sides act on these small activations.
 SHAPE = dict(n_embd=64, n_head=4, head_dim=64, n_rot=16, q_lora_rank=32, o_groups=2, o_lora_rank=16,
              n_expert=4, n_expert_used=2, expert_ff=32, n_shared=1, hash_layers=1,
              indexer_heads=2, indexer_dim=64, indexer_top_k=8, window=16, ratios=[0, 4, 128, 4],
-             clamp=10.0, weights_scale=1.5)
+             clamp=1.0, weights_scale=1.5)
 HC = 4            # hyper-connection streams (llama.cpp asserts 4)
 SINKHORN_ITERS = 20
 
@@ -129,7 +130,6 @@ def write_deepseek4(path, dtype="f32", seed=0, n_ctx=1024, vocab_path=DEFAULT_VO
         vector(b + "ffn_norm.weight", d)
         experts = expert_dtype or dtype
         for name, shape in (("gate", (E, ff, d)), ("up", (E, ff, d)), ("down", (E, d, ff))):
-            # Large enough that the clamp at 10 takes part.
             add_weight(writer, f"{b}ffn_{name}_exps.weight", (rng.standard_normal(shape) * scale * 4).astype(np.float32), experts)
         sf = ff * s["n_shared"]
         matrix(b + "ffn_gate_shexp.weight", sf, d)

@@ -80,6 +80,47 @@ def test_info_reports_deepseek_v32s_kv_memory_from_its_real_config(dsinfer, tmp_
     assert "multi-token prediction: 1 layer(s) after the 61 run, not run" in out
 
 
+def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer, tmp_path):
+    """DeepSeek-V4-Flash's published shapes (../shared/DEEPSEEK-V32-V4.md
+    sections 3 and 5) in a file of metadata alone: 43 layers, two window-only,
+    then 21 compressing by 4 and 20 by 128. The notes' arithmetic: compressed
+    rows of 21 x (128 + 32) + 20 x 4 = 3,440 elements per token, and per
+    sequence a raw window of 43 x 128 x 512 elements and the projections'
+    rings, 21 x (1024 + 256) x 2 x 8 + 20 x 512 x 2 x 128 = 3,051,520 floats.
+    dsinfer keeps every token's raw row and projections instead (what it
+    prints first), and says so."""
+    import gguf
+    path = str(tmp_path / "v4_flash_config.gguf")
+    writer = gguf.GGUFWriter(path, "deepseek4")
+    p = "deepseek4."
+    for key, value in {"context_length": 1048576, "embedding_length": 4096, "block_count": 43, "attention.head_count": 64,
+                       "attention.head_count_kv": 1, "attention.key_length": 512, "attention.value_length": 512,
+                       "rope.dimension_count": 64, "attention.q_lora_rank": 1024, "attention.sliding_window": 128,
+                       "expert_count": 256, "expert_used_count": 6, "expert_shared_count": 1,
+                       "expert_feed_forward_length": 2048, "expert_gating_func": 4, "attention.indexer.head_count": 64,
+                       "attention.indexer.key_length": 128, "attention.indexer.top_k": 512,
+                       "attention.output_group_count": 8, "attention.output_lora_rank": 1024, "hyper_connection.count": 4,
+                       "hyper_connection.sinkhorn_iterations": 20, "hash_layer_count": 3,
+                       "rope.scaling.original_context_length": 65536}.items():
+        writer.add_uint32(p + key, value)
+    for key, value in {"attention.layer_norm_rms_epsilon": 1e-6, "expert_weights_scale": 1.5, "swiglu_clamp_exp": 10.0,
+                       "attention.compress_rope_freq_base": 160000.0, "hyper_connection.epsilon": 1e-6,
+                       "rope.freq_base": 10000.0, "rope.scaling.factor": 16.0}.items():
+        writer.add_float32(p + key, value)
+    writer.add_string(p + "rope.scaling.type", "yarn")
+    writer.add_bool(p + "expert_weights_norm", True)
+    writer.add_array(p + "attention.compress_ratios", [0, 0] + [4, 128] * 20 + [4])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    out = dsinfer("info", "-m", path).stdout.decode()
+    assert "layers: 2 window-only, 21 compressing by 4 (an indexer of 64 heads of 128 picks 512 rows), 20 by 128" in out, out
+    assert "raw rows 22016 + compressor projections 74240 + compressed rows 3440.0, all kept for every token" in out, out
+    assert "keeps 3440.0 per token (6880 bytes f16) plus per sequence 2818048 raw window elements (f16) and 3051520 " \
+           "projection floats (f32)" in out, out
+    assert "kv bytes per token (f16): 199392;" in out, out
+
+
 def test_info_lists_the_ops_the_forward_calls_per_backend(dsinfer):
     out = dsinfer("info", "-m", STORIES, "--ops").stdout.decode()
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[3:] if line.strip()}
