@@ -113,17 +113,21 @@ def keys_read(path):
 def bases(tmp_path_factory):
     """stories260K (llama, SPM vocabulary), a small qwen2 with a BPE vocabulary,
     a DeepSeek-V3-shaped deepseek2 with YaRN (reaches the MLA, MoE and
-    rope-scaling keys), and a DeepSeek-V3.2-shaped deepseek32 (the indexer's)."""
+    rope-scaling keys), a DeepSeek-V3.2-shaped deepseek32 (the indexer's), and
+    a DeepSeek-V4-shaped deepseek4 (hyper-connections, compression ratios,
+    output groups, hash routing and the clamps)."""
     from make_deepseek2 import write_deepseek2
+    from make_deepseek4 import write_deepseek4
     from make_model import write_model
     d = tmp_path_factory.mktemp("bases")
     qwen = write_model(str(d / "qwen2.gguf"), arch="qwen2", dtype="f32", n_embd=64, n_ff=128, n_head=4, n_head_kv=2, n_layer=1)
     v3 = write_deepseek2(str(d / "v3.gguf"), shape="v3", n_layer=2, yarn=(4.0, 512, 0.707))
     v32 = write_deepseek2(str(d / "v32.gguf"), shape="v3", layout="split", n_layer=2, yarn=(4.0, 512, 0.707), indexer=(16, 64, 8))
-    return {"stories": STORIES, "qwen2": qwen or str(d / "qwen2.gguf"), "v3": v3 or str(d / "v3.gguf"), "v32": v32}
+    v4 = write_deepseek4(str(d / "v4.gguf"), ratios=[0, 4, 128])
+    return {"stories": STORIES, "qwen2": qwen or str(d / "qwen2.gguf"), "v3": v3 or str(d / "v3.gguf"), "v32": v32, "v4": v4}
 
 
-@pytest.mark.parametrize("base_name", ["stories", "qwen2", "v3", "v32"])
+@pytest.mark.parametrize("base_name", ["stories", "qwen2", "v3", "v32", "v4"])
 def test_every_key_the_loaders_read(bases, base_name, tmp_path):
     base_path = bases[base_name]
     untouched = []

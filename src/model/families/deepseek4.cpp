@@ -30,8 +30,17 @@ namespace ds {
 namespace {
 
 constexpr int64_t k_csa_ratio = 4, k_hca_ratio = 128;
+// Per-layer arrays longer than this are refused, as llama.cpp refuses them (LLAMA_MAX_LAYERS).
+constexpr size_t k_max_layers = 512;
 // The streams of a layer's KV pages, in this order.
 enum Stream { k_window = 0, k_state = 1, k_rows = 2, k_index_state = 3, k_index_rows = 4 };
+
+// A per-layer array holds a value for each layer, and no more than a model may have layers.
+Status check_per_layer_length(const ConfigReader& r, const std::string& key, const GgufArray& array, int64_t n_layer) {
+  if (array.size() >= size_t(n_layer) && array.size() <= k_max_layers) return Status();
+  return Status::error("model: " + r.prefix() + key + " has " + std::to_string(array.size()) + " values: fewer than " + r.prefix() +
+                       "block_count " + std::to_string(n_layer) + ", or more than " + std::to_string(k_max_layers));
+}
 
 // A per-layer f32 array key (or a scalar for every layer) into out.
 Status read_per_layer(const ConfigReader& r, const std::string& key, int64_t n_layer, double low, double high,
@@ -41,10 +50,7 @@ Status read_per_layer(const ConfigReader& r, const std::string& key, int64_t n_l
   if (!v) return Status::error("model: " + name + " is missing");
   out->assign(size_t(n_layer), 0.0f);
   if (const auto* array = std::get_if<GgufArray>(&v->data)) {
-    if (array->size() < size_t(n_layer)) {
-      return Status::error("model: " + name + " has " + std::to_string(array->size()) + " values, fewer than " + r.prefix() +
-                           "block_count " + std::to_string(n_layer));
-    }
+    DS_RETURN_IF_ERROR(check_per_layer_length(r, key, *array, n_layer));
     for (int64_t i = 0; i < n_layer; ++i) {
       const auto x = array->real(size_t(i));
       if (!x || !std::isfinite(*x) || *x < low || *x > high) return Status::error("model: " + name + "[" + std::to_string(i) + "] is not a number in range");
@@ -101,10 +107,7 @@ Status read_compression(const ConfigReader& r, ModelConfig& c) {
   Deepseek4Config& v = c.v4;
   auto ratios = r.file().get_array(p + "attention.compress_ratios");
   if (!ratios.ok()) return ratios.status();
-  if (ratios.value()->size() < size_t(c.n_layer)) {
-    return Status::error("model: " + p + "attention.compress_ratios has " + std::to_string(ratios.value()->size()) +
-                         " values, fewer than " + p + "block_count " + std::to_string(c.n_layer));
-  }
+  DS_RETURN_IF_ERROR(check_per_layer_length(r, "attention.compress_ratios", *ratios.value(), c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const auto ratio = ratios.value()->integer(size_t(i));
     if (!ratio || (*ratio != 0 && *ratio != k_csa_ratio && *ratio != k_hca_ratio)) {
