@@ -65,6 +65,23 @@ int32_t dot_i8_32(const int8_t* x, const int8_t* y) {
   return sum;
 }
 
+// MXFP4 against Q8_0: the codes' doubled values (exact integers) times the
+// activations, scaled by the halved E8M0 scale as llama.cpp scales them.
+float dot_mxfp4(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockMxfp4*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  float sum = 0.0f;
+  int8_t q[32];
+  for (int64_t i = 0; i < n / k_qk; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      q[j] = k_mxfp4_values[x[i].qs[j] & 0xF];
+      q[j + 16] = k_mxfp4_values[x[i].qs[j] >> 4];
+    }
+    sum += float(dot_i8_32(q, y[i].qs)) * mxfp4_half_scale(x[i].e) * fp16_to_fp32(y[i].d);
+  }
+  return sum;
+}
+
 template <typename WBlock, void (*k_unpack)(const WBlock&, int8_t*)>
 float dot_q_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const WBlock*>(w);
@@ -169,6 +186,7 @@ VecDotFn vec_dot_portable(DType weight_type) {
     case DType::q4_k: return dot_q45_k<BlockQ4_K, false>;
     case DType::q5_k: return dot_q45_k<BlockQ5_K, true>;
     case DType::q6_k: return dot_q6_k;
+    case DType::mxfp4: return dot_mxfp4;
     default: return nullptr;
   }
 }

@@ -153,6 +153,15 @@ Status TensorLoader::table(const std::string& name, int64_t n_rows, int64_t n_co
     return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" + std::to_string(n_cols) + ", " +
                          std::to_string(n_rows) + "]");
   }
+  // A quantizer may have given the table a block type (llama.cpp's MXFP4_MOE gives Q8_0 to every 2-D tensor): its values are exact.
+  if (t && t->type != DType::i8 && is_compute_supported(t->type) && n_cols % dtype_traits(t->type).block_elements == 0) {
+    std::vector<float> values(size_t(n_rows * n_cols));
+    dequantize_row(t->type, file_.tensor_data(*t), values.data(), n_rows * n_cols);
+    out->n = n_rows * n_cols;
+    staged_.push_back({&out->data, nullptr, reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(float)});
+    staged_vectors_.push_back(std::move(values));
+    return Status();
+  }
   return values(name, t, n_rows * n_cols, out, false);
 }
 

@@ -43,7 +43,7 @@ class TensorLoader {
   Status matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out, bool for_matmul = true);
   // n values (F32, F16 or BF16 in the file) as f32; `optional`: absent leaves *out empty.
   Status vector(const std::string& name, int64_t n, WeightVector* out, bool optional = false);
-  // A small 2-D table of n_rows rows of n_cols (F32, F16 or BF16) as one f32 vector, rows in order.
+  // A small 2-D table of n_rows rows of n_cols (a float or block type) as one f32 vector, rows in order.
   Status table(const std::string& name, int64_t n_rows, int64_t n_cols, WeightVector* out);
   // An I32 table of n_rows rows of n_cols (GGUF ne = {n_cols, n_rows}) into
   // host memory, each value checked to lie in [0, bound).

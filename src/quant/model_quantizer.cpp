@@ -101,7 +101,9 @@ Result<QuantizeReport> quantize_model(const GgufFile& in, const QuantPolicy& pol
   for (const GgufTensorInfo& t : in.tensors()) {
     report.bytes_in += t.n_bytes;
     QuantChoice choice = t.n_dims >= 2 ? policy.choice_for(t.name) : QuantChoice{QuantChoice::type, DType::f32};
-    if (t.n_dims < 2 && !is_float(t.type)) choice = {QuantChoice::keep};  // an integer vector is data, not a weight
+    // An integer vector, or a table of 16 to 64-bit integers (V4's hash routing), is data, not a weight.
+    const bool integer_table = t.type == DType::i16 || t.type == DType::i32 || t.type == DType::i64;
+    if ((t.n_dims < 2 && !is_float(t.type)) || integer_table) choice = {QuantChoice::keep};
     QuantizedTensor entry{t.name, t.type, t.type};
     auto transform = transforms.find(t.name);
     const TensorTransform* factors = transform == transforms.end() ? nullptr : &transform->second;

@@ -28,7 +28,7 @@ std::optional<QuantChoice> parse_quant_choice(const std::string& name) {
   if (n == "W8A8") return QuantChoice{QuantChoice::w8a8};
   if (n == "W8A8_ASYM") return QuantChoice{QuantChoice::w8a8_asym};
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
-                  DType::q4_k, DType::q5_k, DType::q6_k}) {
+                  DType::q4_k, DType::q5_k, DType::q6_k, DType::mxfp4}) {
     if (n == dtype_name(t)) return of(t);
   }
   return std::nullopt;
@@ -79,11 +79,16 @@ Result<QuantPolicy> QuantPolicy::for_target(const std::string& target, int64_t n
     add("blk.*.ffn_*", {t == "W8A8" ? QuantChoice::w8a8 : QuantChoice::w8a8_asym});
     return policy;
   }
+  if (t == "MXFP4_MOE") {  // llama.cpp's MOSTLY_MXFP4_MOE: the routed experts in MXFP4 (V4-Flash's), every other matrix Q8_0
+    add("blk.*_exps.weight", of(DType::mxfp4));
+    add("*.weight", of(DType::q8_0));
+    return policy;
+  }
   const bool k_mix = t == "Q4_K_M" || t == "Q4_K_S" || t == "Q5_K_M" || t == "Q5_K_S";
   std::optional<QuantChoice> base = k_mix ? parse_quant_choice(t.substr(0, 4)) : parse_quant_choice(t);
   if (!base || base->kind != QuantChoice::type)
     return Status::error("unknown quantization type '" + target + "' (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, "
-                         "Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, W8A8, W8A8_ASYM)");
+                         "Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, MXFP4, MXFP4_MOE, W8A8, W8A8_ASYM)");
   const bool float_target = base->dtype == DType::f32 || base->dtype == DType::f16 || base->dtype == DType::bf16;
   // The output matrix decides every token: llama.cpp gives it Q6_K under any lower type.
   if (!float_target && base->dtype != DType::q8_0 && base->dtype != DType::q6_k) add("output.weight", of(DType::q6_k));

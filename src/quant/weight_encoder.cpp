@@ -175,6 +175,7 @@ bool quantize_weight_row(DType type, const float* x, void* y, int64_t n) {
     case DType::q5_k: quantize_q5_k(x, static_cast<BlockQ5_K*>(y), nb); return true;
     case DType::q6_k: quantize_q6_k(x, static_cast<BlockQ6_K*>(y), nb); return true;
     case DType::f32: case DType::f16: case DType::bf16: case DType::q4_0: case DType::q4_1: case DType::q5_0: case DType::q5_1:
+    case DType::mxfp4:
       return quantize_row(type, x, y, n);  // ggml's reference rounding already
     default: return false;
   }

@@ -70,6 +70,7 @@ bool is_compute_supported(DType type) {
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k:
+    case DType::mxfp4:
       return true;
     default:
       return false;
@@ -83,7 +84,8 @@ DType activation_type_for(DType weight_type) {
     case DType::bf16: return DType::bf16;
     case DType::q4_0:
     case DType::q5_0:
-    case DType::q8_0: return DType::q8_0;
+    case DType::q8_0:
+    case DType::mxfp4: return DType::q8_0;
     case DType::q4_1:
     case DType::q5_1: return DType::q8_1;
     case DType::q4_k:

@@ -21,11 +21,25 @@ struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[k_scale_bytes_k]; uint8_t qs
 struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[k_scale_bytes_k]; uint8_t qh[k_qk_k / 8]; uint8_t qs[k_qk_k / 2]; };
 struct BlockQ6_K { uint8_t ql[k_qk_k / 2]; uint8_t qh[k_qk_k / 4]; int8_t scales[k_qk_k / 16]; uint16_t d; };
 struct BlockQ8_K { float d; int8_t qs[k_qk_k]; int16_t bsums[k_qk_k / 16]; };
+// MXFP4 (OCP microscaling): 32 E2M1 codes under one E8M0 scale, nibbles laid
+// out as Q4_0's (the low ones elements 0-15, the high ones 16-31).
+struct BlockMxfp4 { uint8_t e; uint8_t qs[k_qk / 2]; };
+
+// E2M1's values doubled, so that they are integers (0, 0.5, 1, 1.5, 2, 3, 4, 6
+// and their negatives), as ggml keeps them; the block scale is halved to match.
+constexpr int8_t k_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// 2^(e - 127) / 2, exactly (subnormal for e < 2).
+inline float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36 &&
               sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 &&
-              sizeof(BlockQ8_K) == 292, "block layouts must match GGUF");
+              sizeof(BlockQ8_K) == 292 && sizeof(BlockMxfp4) == 17, "block layouts must match GGUF");
 
 // The 6-bit scale and min of sub-block j of a Q4_K / Q5_K super-block.
 inline void k_scale_min(int j, const uint8_t* q, uint8_t* scale, uint8_t* min) {

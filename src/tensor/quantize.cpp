@@ -21,6 +21,43 @@ void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
   }
 }
 
+void dequantize_mxfp4(const BlockMxfp4* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += k_qk) {
+    const float d = mxfp4_half_scale(x[i].e);
+    for (int j = 0; j < k_qk / 2; ++j) {
+      y[j] = float(k_mxfp4_values[x[i].qs[j] & 0x0F]) * d;
+      y[j + k_qk / 2] = float(k_mxfp4_values[x[i].qs[j] >> 4]) * d;
+    }
+  }
+}
+
+// llama.cpp's quantize_row_mxfp4_ref, byte for byte: the scale 2^(floor(log2
+// amax) - 2) (so that amax lands in [4, 8) of the doubled codes), each value
+// to the nearest code, the first of equals.
+void quantize_mxfp4(const float* x, BlockMxfp4* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += k_qk) {
+    float amax = 0.0f;
+    for (int j = 0; j < k_qk; ++j) amax = std::max(amax, std::fabs(x[j]));
+    // The same conversion as llama.cpp's (float to uint8 through a 32-bit integer on x86).
+    const uint8_t e = amax > 0.0f ? uint8_t(int32_t(std::floor(std::log2(amax)) - 2 + 127)) : 0;
+    const float d = mxfp4_half_scale(e);
+    const auto nearest = [d](float v) {
+      int best = 0;
+      float best_error = std::fabs(float(k_mxfp4_values[0]) * d - v);
+      for (int c = 1; c < 16; ++c) {
+        const float error = std::fabs(float(k_mxfp4_values[c]) * d - v);
+        if (error < best_error) {
+          best = c;
+          best_error = error;
+        }
+      }
+      return uint8_t(best);
+    };
+    y[i].e = e;
+    for (int j = 0; j < k_qk / 2; ++j) y[i].qs[j] = uint8_t(nearest(x[j]) | nearest(x[j + k_qk / 2]) << 4);
+  }
+}
+
 void dequantize_q4_1(const BlockQ4_1* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += k_qk) {
     const float d = fp16_to_fp32(x[i].d), m = fp16_to_fp32(x[i].m);
@@ -276,6 +313,7 @@ void dequantize_row(DType type, const void* x, float* y, int64_t n) {
     case DType::q4_k: dequantize_q4_k(static_cast<const BlockQ4_K*>(x), y, nb); return;
     case DType::q5_k: dequantize_q5_k(static_cast<const BlockQ5_K*>(x), y, nb); return;
     case DType::q6_k: dequantize_q6_k(static_cast<const BlockQ6_K*>(x), y, nb); return;
+    case DType::mxfp4: dequantize_mxfp4(static_cast<const BlockMxfp4*>(x), y, nb); return;
     default: DS_CHECK(false, std::string("dequantize_row: unsupported type ") + dtype_name(type));
   }
 }
@@ -293,6 +331,7 @@ bool quantize_row(DType type, const float* x, void* y, int64_t n) {
     case DType::q4_1: quantize_q4_1(x, static_cast<BlockQ4_1*>(y), nb); return true;
     case DType::q5_0: quantize_q5_0(x, static_cast<BlockQ5_0*>(y), nb); return true;
     case DType::q5_1: quantize_q5_1(x, static_cast<BlockQ5_1*>(y), nb); return true;
+    case DType::mxfp4: quantize_mxfp4(x, static_cast<BlockMxfp4*>(y), nb); return true;
     default: return false;
   }
 }

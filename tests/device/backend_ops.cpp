@@ -1677,7 +1677,7 @@ void add_deepseek4_cases(std::vector<std::unique_ptr<OpCase>>& cases) {
 }
 
 const DType k_weight_types[] = {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
-                                DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+                                DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::mxfp4};
 
 std::vector<std::unique_ptr<OpCase>> test_cases() {
   std::vector<std::unique_ptr<OpCase>> cases;
@@ -1729,7 +1729,7 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
   for (auto [weights, kv] : {std::pair{DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::bf16, DType::f16}}) {
     add(new MlaExpandedAttentionCase(weights, kv, 4, 64, 32, 16, 48, {300, 70}, 40));
   }
-  for (DType type : {DType::f32, DType::f16, DType::q8_0, DType::q4_k}) {
+  for (DType type : {DType::f32, DType::f16, DType::q8_0, DType::q4_k, DType::mxfp4}) {
     for (int64_t n : {1, 3, 17}) {
       add(new MoeCase(type, ExpertGating::softmax, 1, n));
       add(new MoeCase(type, ExpertGating::sigmoid, 4, n));

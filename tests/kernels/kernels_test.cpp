@@ -31,10 +31,10 @@ namespace {
 constexpr float k_guard = -12345.678f;
 
 const DType k_weight_types[] = {DType::f32, DType::f16, DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0,
-                                DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k};
+                                DType::q5_1, DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::mxfp4};
 // With W8A8's I8 rows, whose dot is an exact integer sum (tested apart from the others).
 const DType k_matmul_types[] = {DType::f32, DType::f16,  DType::bf16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
-                                DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::i8};
+                                DType::q8_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::mxfp4, DType::i8};
 
 std::vector<int64_t> column_sizes(DType type) {
   const int64_t block = dtype_traits(type).block_elements;

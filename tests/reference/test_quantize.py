@@ -110,3 +110,26 @@ def test_refusals(dsinfer, f16_model, tmp_path):
     unknown = dsinfer("quantize", "-m", f16_model, "-o", tmp_path / "x.gguf", "--type", "Q3_K_L", check=False)
     assert unknown.returncode == 1 and b"unknown quantization type 'Q3_K_L'" in unknown.stderr
     assert not os.path.exists(tmp_path / "x.gguf") and not os.path.exists(tmp_path / "q4.gguf.partial")
+
+
+def test_mxfp4_experts_are_llama_cpps_bytes(dsinfer, tmp_path):
+    """MXFP4_MOE (how V4-Flash's GGUF is quantized): the routed experts to MXFP4
+    with llama.cpp's rounding, every other matrix to Q8_0, the router and the
+    1-D tensors kept; the types and the bytes of every tensor are llama.cpp's
+    quantizer's own, and llama.cpp and dsinfer agree on the result (within the
+    Q8_0 bound of test_logits_vs_llama_cpp, over the 48 positions it argues)."""
+    from make_deepseek4 import write_deepseek4
+    src = write_deepseek4(str(tmp_path / "f32.gguf"), dtype="f32", seed=5, indexer_heads=16, clamp=10.0)
+    ours = tensors(quantize(dsinfer, src, str(tmp_path / "ours.gguf"), "MXFP4_MOE"))
+    theirs_path = str(tmp_path / "theirs.gguf")
+    quantize_with_llama_cpp(src, theirs_path, "LLAMA_FTYPE_MOSTLY_MXFP4_MOE")
+    theirs = tensors(theirs_path)
+    assert set(ours) == set(theirs)
+    assert any(t.tensor_type == gguf.GGMLQuantizationType.MXFP4 for t in ours.values())
+    for name, t in ours.items():
+        assert t.tensor_type == theirs[name].tensor_type, f"{name}: {t.tensor_type.name} vs llama.cpp's {theirs[name].tensor_type.name}"
+        assert np.array_equal(np.asarray(t.data), np.asarray(theirs[name].data)), name
+    out = str(tmp_path / "ours.gguf")
+    dsinfer("logits", "-m", out, "--tokens", ",".join(map(str, TOKENS)), "--out", tmp_path / "ours.npy", "--kv-cache-dtype", "f32")
+    ref = llama_cpp_logits(out, TOKENS, kv="f32")
+    assert float(np.abs(np.load(tmp_path / "ours.npy") - ref).max() / np.abs(ref).max()) < QUANT_TOLERANCE
