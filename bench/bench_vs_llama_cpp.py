@@ -6,7 +6,8 @@ picks others, BF16 among them; or, with --moe,
 a DeepSeek-V2-Lite-shaped MoE model with 4 of its 27 layers in Q8_0 and Q4_0;
 it carries V2's q LoRA of 1536 because llama.cpp takes a deepseek2 file without
 one for V2-Lite only when it has 27 layers; or, with --v32, a DeepSeek-V3.2
-model at its attention widths, indexer included, with 2 layers in Q8_0), then measures
+model at its attention widths, indexer included, with 2 layers in Q8_0; or, with --v4,
+a DeepSeek-V4 model at V4-Flash's attention widths, 3 layers in Q8_0), then measures
 pp512 (512 prompt tokens in one batch) and tg128 (128 single-token decode
 steps) for both engines with the same thread count, alternating engines per
 repetition so that machine noise hits both alike. Prints a markdown table.
@@ -26,7 +27,7 @@ and off through whichever flag its version has). --baseline BINARY adds
 another dsinfer build (the previous commit, built beside this one) to the same
 alternation, for a refactor's before and after.
 
-Usage: python3 bench/bench_vs_llama_cpp.py [--moe | --v32] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-d 0]
+Usage: python3 bench/bench_vs_llama_cpp.py [--moe | --v32 | --v4] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-d 0]
        [-r 3] [-t 2] [--bandwidth GB/s] [--types F16,Q8_0,Q4_0,Q4_K_M (BF16 too)] [--llama-bench BINARY]
 """
 
@@ -42,6 +43,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 
 from make_deepseek2 import write_deepseek2  # noqa: E402
+from make_deepseek4 import write_deepseek4  # noqa: E402
 from make_model import FIXTURES, quantize_with_llama_cpp, write_model  # noqa: E402
 
 SHAPE = dict(n_embd=2048, n_ff=5632, n_head=32, n_head_kv=4, n_layer=22, n_ctx=2048)
@@ -67,6 +69,26 @@ def ensure_v32_models(directory):
         write_deepseek2(path, shape="v3", dtype="q8_0", layout="split", seed=0, n_ctx=65536, indexer=(64, 128, 2048),
                         yarn=(40.0, 4096, 1.0), vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf"),
                         **V32_SHAPE)
+    return {"Q8_0": path}
+
+
+# DeepSeek-V4-Flash's attention widths (d 4096, 64 heads of 512 with 64 roped, q LoRA 1024, 8 output
+# groups of rank 1024, a window of 128, the indexer's 64 heads of 128 choosing 512 rows, YaRN x16 over
+# 65,536 on the compressing layers) with 3 layers, one of each kind (window only, ratio 4, ratio 128),
+# and 8 experts (6 used, the first layer hash-routed): the attention is the model's, the FFN a stand-in.
+V4_SHAPE = dict(n_embd=4096, n_head=64, head_dim=512, n_rot=64, q_lora_rank=1024, o_groups=8, o_lora_rank=1024,
+                n_expert=8, n_expert_used=6, expert_ff=2048, n_shared=1, hash_layers=1, indexer_heads=64,
+                indexer_dim=128, indexer_top_k=512, window=128, ratios=[0, 4, 128], clamp=10.0)
+
+
+def ensure_v4_models(directory):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "deepseek4_widths3_q8_0.gguf")
+    if not os.path.exists(path):
+        print(f"writing {path} (random weights, DeepSeek-V4-Flash attention widths, 3 layers)", file=sys.stderr)
+        write_deepseek4(path + ".partial", dtype="q8_0", seed=0, n_ctx=65536, yarn=(16.0, 65536),
+                        vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf"), **V4_SHAPE)
+        os.replace(path + ".partial", path)
     return {"Q8_0": path}
 
 
@@ -204,6 +226,7 @@ def main():
     parser.add_argument("--models", default=os.path.join(ROOT, "models", "bench"))
     parser.add_argument("--moe", action="store_true", help="the DeepSeek-V2-Lite-shaped MoE model instead of the Llama")
     parser.add_argument("--v32", action="store_true", help="a DeepSeek-V3.2 model at its attention widths (2 layers, Q8_0)")
+    parser.add_argument("--v4", action="store_true", help="a DeepSeek-V4 model at V4-Flash's attention widths (3 layers, Q8_0)")
     parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
     parser.add_argument("--baseline", help="another dsinfer binary measured in the same alternation")
     parser.add_argument("--llama-bench", help="a llama-bench binary for the llama.cpp figures (default: llama-cpp-python)")
@@ -218,16 +241,17 @@ def main():
     args = parser.parse_args()
     types = args.types.split(",")
     unknown = [t for t in types if t not in LLAMA_TYPES]
-    if unknown or ((args.moe or args.v32) and args.types != DEFAULT_TYPES):
+    if unknown or ((args.moe or args.v32 or args.v4) and args.types != DEFAULT_TYPES):
         parser.error(f"--types: {', '.join(unknown)} not among {', '.join(LLAMA_TYPES)}" if unknown
-                     else "--types is for the Llama model; --moe writes Q8_0 and Q4_0, --v32 Q8_0")
-    if args.moe and args.v32:
-        parser.error("--moe and --v32: one model at a time")
+                     else "--types is for the Llama model; --moe writes Q8_0 and Q4_0, --v32 and --v4 Q8_0")
+    if args.moe + args.v32 + args.v4 > 1:
+        parser.error("--moe, --v32, --v4: one model at a time")
 
     llama_bench = LlamaBench(args.llama_bench) if args.llama_bench else None
     if llama_bench and args.d and not llama_bench.has_depth:
         parser.error(f"-d: {args.llama_bench} has no --n-depth (a llama-bench from before depths were added)")
-    models = ensure_moe_models(args.models) if args.moe else ensure_v32_models(args.models) if args.v32 else ensure_models(args.models, types)
+    models = (ensure_moe_models(args.models) if args.moe else ensure_v32_models(args.models) if args.v32
+              else ensure_v4_models(args.models) if args.v4 else ensure_models(args.models, types))
     bandwidth_of_now = (lambda: args.bandwidth * 1e9) if args.bandwidth else (lambda: read_bandwidth(args.dsinfer, args.t))
     kinds = ["pp", "tg"] + (["tg_d"] if args.d else [])
     label = {"pp": f"pp{args.p}", "tg": f"tg{args.n}", "tg_d": f"tg{args.n} @ d{args.d}"}
