@@ -62,6 +62,10 @@ int cmd_logits(int argc, char** argv) {
   if (!run.ok()) return fail(run.message());
 
   const std::string dump_dir = a.get("--dump-layers");
+  if (!dump_dir.empty() && config.v4.hc_streams > 0) {
+    return fail("--dump-layers: a deepseek4 layer's output is its " + std::to_string(config.v4.hc_streams) +
+                " hyper-connection streams, not one residual row; dumping them is not implemented");
+  }
   if (!dump_dir.empty()) mkdir(dump_dir.c_str(), 0755);
   std::vector<float> logits(size_t(n * config.n_vocab));
   std::vector<std::vector<float>> layer_outputs(dump_dir.empty() ? 0 : size_t(config.n_layer));

@@ -66,6 +66,31 @@ class ForwardingBackend : public Backend {
                         const int32_t* selected, const int32_t* n_selected, int64_t top_k, float* out) override {
     inner_->sparse_attention(kv, shape, step, q, selected, n_selected, top_k, out);
   }
+  bool has_compressed_attention() const override { return inner_->has_compressed_attention(); }
+  void rope_rows(const RopeParams& rope, const int32_t* positions, int64_t n_ctx, const HeadRows& rows, int64_t n) override {
+    inner_->rope_rows(rope, positions, n_ctx, rows, n);
+  }
+  void swiglu(float* gate, float* up, int64_t n, float limit) override { inner_->swiglu(gate, up, n, limit); }
+  void hyper_connection_pre(const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n, float* sublayer_in,
+                            float* post, float* mix) override {
+    inner_->hyper_connection_pre(p, streams, mix_logits, n, sublayer_in, post, mix);
+  }
+  void hyper_connection_post(const HyperConnectionParams& p, float* streams, const float* block_out, const float* post, const float* mix,
+                             int64_t n) override {
+    inner_->hyper_connection_post(p, streams, block_out, post, mix, n);
+  }
+  void hyper_connection_head(const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n, float* out) override {
+    inner_->hyper_connection_head(p, streams, mix_logits, n, out);
+  }
+  void kv_compress(const KvCompressorParams& c, const StepIndex& step, int64_t page_tokens, const float* kv, const float* score,
+                   const KvLayerView& state, const KvLayerView& rows) override {
+    inner_->kv_compress(c, step, page_tokens, kv, score, state, rows);
+  }
+  void compressed_attention(const CompressedAttentionParams& a, const StepIndex& step, int64_t page_tokens, const float* q,
+                            const KvLayerView& window, const KvLayerView& rows, const int32_t* selected, const int32_t* n_selected,
+                            float* out) override {
+    inner_->compressed_attention(a, step, page_tokens, q, window, rows, selected, n_selected, out);
+  }
   void silu_mul(float* gate, const float* up, int64_t n) override { inner_->silu_mul(gate, up, n); }
   void add(float* y, const float* x, int64_t n) override { inner_->add(y, x, n); }
   void gather_rows(const float* src, int64_t dim, const int32_t* rows, int64_t n, float* dst) override {

@@ -63,7 +63,7 @@ class InputRecorder : public ForwardingBackend {
       up.resize(size_t(m * ff));
       inner().matmul(experts.gate[e], rows.data(), m, gate.data());
       inner().matmul(experts.up[e], rows.data(), m, up.data());
-      swiglu(gate.data(), up.data(), m * ff, routing.swiglu_limit);
+      ds::swiglu(gate.data(), up.data(), m * ff, routing.swiglu_limit);
       record(s, gate.data(), m, ff);
     }
   }
