@@ -1448,7 +1448,6 @@ class KvCompressCase : public OpCase {
       seq.resize(size_t(step_.positions[size_t(t)] + 1));
       seq[size_t(step_.positions[size_t(t)])] = row;
     }
-    const int64_t row_b = row_bytes(kv_dtype_, dim);
     std::vector<uint8_t> got_bytes(rows_->k_bytes);
     b.download(got_bytes.data(), rows_->device.k, got_bytes.size());
     double e = 0.0;
@@ -1485,7 +1484,6 @@ class KvCompressCase : public OpCase {
         double row_max = 0.0;
         for (float x : want) row_max = std::max(row_max, std::fabs(double(x)));
         e = std::max(e, normalised_error(got, want, std::vector<double>(want.size(), row_max)));
-        (void)row_b;
       }
     }
     return {e, (4.0 * double(r) + double(dim) / 2.0 + 16.0) * k_u + (kv_dtype_ == DType::f32 ? 0.0 : kv_unit(kv_dtype_))};
