@@ -20,7 +20,7 @@ void compressed_attention(ThreadPool& pool, const CompressedAttentionParams& a, 
   const int64_t shares = std::clamp<int64_t>((2 * pool.n_threads() + n_tokens - 1) / n_tokens, 1, a.n_head);
   const int64_t heads_per_share = (a.n_head + shares - 1) / shares;
   pool.parallel_for_dynamic(n_tokens * shares, 1, [&](int64_t begin, int64_t end, int) {
-    thread_local std::vector<float> keys, queries, scores;
+    thread_local std::vector<float> keys, queries, scores, sums;
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t t = unit / shares, h0 = unit % shares * heads_per_share, n_q = std::min(heads_per_share, a.n_head - h0);
       if (n_q <= 0) continue;
@@ -39,7 +39,7 @@ void compressed_attention(ThreadPool& pool, const CompressedAttentionParams& a, 
       tiles.round_to_cache(window.dtype, q + (t * a.n_head + h0) * hd, queries.data(), n_q * hd);
       scores.resize(size_t(n_q * n_keys));
       tiles.scores(hd, queries.data(), n_q, keys.data(), n_keys, a.scale, scores.data(), n_keys);
-      std::vector<float> sums(static_cast<size_t>(n_q));
+      sums.resize(size_t(n_q));
       for (int64_t i = 0; i < n_q; ++i) {  // softmax with the head's sink in the denominator
         float* row = scores.data() + i * n_keys;
         const float sink = a.sinks[h0 + i];

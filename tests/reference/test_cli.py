@@ -50,17 +50,29 @@ def test_unknown_chat_template_says_how_to_choose(dsinfer):
     assert "--chat-template" in result.stderr.decode()
 
 
+def write_metadata_only(path, arch, uints, floats=None, strings=None, bools=None, arrays=None):
+    """A GGUF of ARCH's keys (named without the "ARCH." prefix) and no tensors: a real config's shapes for
+    `dsinfer info`, without its weights."""
+    import gguf
+    writer = gguf.GGUFWriter(path, arch)
+    p = arch + "."
+    for add, values in ((writer.add_uint32, uints), (writer.add_float32, floats), (writer.add_string, strings),
+                        (writer.add_bool, bools), (writer.add_array, arrays)):
+        for key, value in (values or {}).items():
+            add(p + key, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+
+
 def test_info_reports_deepseek_v32s_kv_memory_from_its_real_config(dsinfer, tmp_path):
     """DeepSeek-V3.2's published shapes (../shared/DEEPSEEK-V32-V4.md section 5)
     in a file of metadata alone: 61 layers run (block_count 62 counts the
     multi-token-prediction layer), each caching a latent row of 512 + 64 and an
     indexer key of 128 per token: 61 x (576 + 128) x 2 bytes = 85,888 bytes per
     token in f16, the notes' 85.9 KB."""
-    import gguf
     path = str(tmp_path / "v32_config.gguf")
-    writer = gguf.GGUFWriter(path, "deepseek32")
-    p = "deepseek32."
-    for key, value in {"context_length": 163840, "embedding_length": 7168, "block_count": 62, "feed_forward_length": 18432,
+    write_metadata_only(path, "deepseek32", uints={"context_length": 163840, "embedding_length": 7168, "block_count": 62, "feed_forward_length": 18432,
                        "attention.head_count": 128, "attention.head_count_kv": 1, "attention.q_lora_rank": 1536,
                        "attention.kv_lora_rank": 512, "attention.key_length": 576, "attention.value_length": 512,
                        "attention.key_length_mla": 192, "attention.value_length_mla": 128, "rope.dimension_count": 64,
@@ -68,12 +80,7 @@ def test_info_reports_deepseek_v32s_kv_memory_from_its_real_config(dsinfer, tmp_
                        "expert_feed_forward_length": 2048, "leading_dense_block_count": 3, "expert_gating_func": 2,
                        "expert_group_count": 8, "expert_group_used_count": 4, "nextn_predict_layers": 1,
                        "attention.indexer.head_count": 64, "attention.indexer.key_length": 128,
-                       "attention.indexer.top_k": 2048}.items():
-        writer.add_uint32(p + key, value)
-    writer.add_float32(p + "attention.layer_norm_rms_epsilon", 1e-6)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.close()
+                       "attention.indexer.top_k": 2048}, floats={"attention.layer_norm_rms_epsilon": 1e-6})
     out = dsinfer("info", "-m", path).stdout.decode()
     assert "kv bytes per token (f16) 85888," in out, out
     assert "an indexer of 64 heads of 128 picks 2048 positions per query" in out
@@ -89,11 +96,8 @@ def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer,
     rings, 21 x (1024 + 256) x 2 x 8 + 20 x 512 x 2 x 128 = 3,051,520 floats.
     dsinfer keeps every token's raw row and projections instead (what it
     prints first), and says so."""
-    import gguf
     path = str(tmp_path / "v4_flash_config.gguf")
-    writer = gguf.GGUFWriter(path, "deepseek4")
-    p = "deepseek4."
-    for key, value in {"context_length": 1048576, "embedding_length": 4096, "block_count": 43, "attention.head_count": 64,
+    write_metadata_only(path, "deepseek4", uints={"context_length": 1048576, "embedding_length": 4096, "block_count": 43, "attention.head_count": 64,
                        "attention.head_count_kv": 1, "attention.key_length": 512, "attention.value_length": 512,
                        "rope.dimension_count": 64, "attention.q_lora_rank": 1024, "attention.sliding_window": 128,
                        "expert_count": 256, "expert_used_count": 6, "expert_shared_count": 1,
@@ -101,18 +105,12 @@ def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer,
                        "attention.indexer.key_length": 128, "attention.indexer.top_k": 512,
                        "attention.output_group_count": 8, "attention.output_lora_rank": 1024, "hyper_connection.count": 4,
                        "hyper_connection.sinkhorn_iterations": 20, "hash_layer_count": 3,
-                       "rope.scaling.original_context_length": 65536}.items():
-        writer.add_uint32(p + key, value)
-    for key, value in {"attention.layer_norm_rms_epsilon": 1e-6, "expert_weights_scale": 1.5, "swiglu_clamp_exp": 10.0,
-                       "attention.compress_rope_freq_base": 160000.0, "hyper_connection.epsilon": 1e-6,
-                       "rope.freq_base": 10000.0, "rope.scaling.factor": 16.0}.items():
-        writer.add_float32(p + key, value)
-    writer.add_string(p + "rope.scaling.type", "yarn")
-    writer.add_bool(p + "expert_weights_norm", True)
-    writer.add_array(p + "attention.compress_ratios", [0, 0] + [4, 128] * 20 + [4])
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.close()
+                       "rope.scaling.original_context_length": 65536},
+                        floats={"attention.layer_norm_rms_epsilon": 1e-6, "expert_weights_scale": 1.5, "swiglu_clamp_exp": 10.0,
+                                "attention.compress_rope_freq_base": 160000.0, "hyper_connection.epsilon": 1e-6,
+                                "rope.freq_base": 10000.0, "rope.scaling.factor": 16.0},
+                        strings={"rope.scaling.type": "yarn"}, bools={"expert_weights_norm": True},
+                        arrays={"attention.compress_ratios": [0, 0] + [4, 128] * 20 + [4]})
     out = dsinfer("info", "-m", path).stdout.decode()
     assert "layers: 2 window-only, 21 compressing by 4 (an indexer of 64 heads of 128 picks 512 rows), 20 by 128" in out, out
     assert "raw rows 22016 + compressor projections 74240 + compressed rows 3440.0, all kept for every token" in out, out

@@ -44,6 +44,26 @@ def compare(dsinfer, model_path, out_path, kv="f32", extra=()):
     return float(np.abs(ours - ref).max() / np.abs(ref).max())
 
 
+def check_every_chunking(dsinfer, name, path, tokens, ref, tolerance):
+    """The prompt whole, in chunks of 7 and of 64, and token by token, each against llama.cpp's logits `ref`:
+    within `tolerance` of the largest, top-1 equal wherever llama.cpp's two best differ by more than the bound
+    lets a logit move."""
+    scale = np.abs(ref).max()
+    best_two = np.sort(ref, axis=1)[:, -2:]
+    decided = best_two[:, 1] - best_two[:, 0] > 2 * tolerance * scale
+    for batch in (0, 7, 64, 1):
+        out = path.replace(".gguf", f"_b{batch}.npy")
+        dsinfer("logits", "-m", path, "--tokens", ",".join(map(str, tokens)), "--out", out, "--kv-cache-dtype", "f32",
+                "-b", str(batch))
+        ours = np.load(out)
+        error = float(np.abs(ours - ref).max() / scale)
+        agree = ours.argmax(axis=1) == ref.argmax(axis=1)
+        print(f"{name}, batch {batch or 'whole'}: relative max error {error:.2e} (tolerance {tolerance:g}), "
+              f"top-1 agreement {agree.mean():.1%}, {agree[decided].mean():.1%} of {int(decided.sum())} decided positions")
+        assert error <= tolerance
+        assert agree[decided].all()
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"])
 def test_logits_match_llama_cpp(dsinfer, model_dir, arch, dtype):
@@ -209,21 +229,7 @@ def test_deepseek32_sparse_attention_matches_llama_cpp(dsinfer, model_dir, dtype
     # differs by a third of the largest logit there).
     tokens = TOKENS if dtype == "q8_0" else [1] + [int(t) for t in np.random.default_rng(2).integers(3, 512, 299)]
     ref = llama_cpp_logits(str(path), tokens, kv="f32")
-    scale = np.abs(ref).max()
-    tolerance = TOLERANCE.get(dtype, QUANT_TOLERANCE)
-    best_two = np.sort(ref, axis=1)[:, -2:]
-    decided = best_two[:, 1] - best_two[:, 0] > 2 * tolerance * scale
-    for batch in (0, 7, 64, 1):
-        out = os.path.join(model_dir, f"deepseek32_{dtype}_b{batch}.npy")
-        dsinfer("logits", "-m", path, "--tokens", ",".join(map(str, tokens)), "--out", out, "--kv-cache-dtype", "f32",
-                "-b", str(batch))
-        ours = np.load(out)
-        error = float(np.abs(ours - ref).max() / scale)
-        agree = ours.argmax(axis=1) == ref.argmax(axis=1)
-        print(f"deepseek32 {dtype}, batch {batch or 'whole'}: relative max error {error:.2e} (tolerance {tolerance:g}), "
-              f"top-1 agreement {agree.mean():.1%}, {agree[decided].mean():.1%} of {int(decided.sum())} decided positions")
-        assert error <= tolerance
-        assert agree[decided].all()
+    check_every_chunking(dsinfer, f"deepseek32 {dtype}", path, tokens, ref, TOLERANCE.get(dtype, QUANT_TOLERANCE))
 
 
 @pytest.mark.parametrize("shape", ["v2lite", "v3"])
@@ -298,19 +304,7 @@ def test_deepseek4_matches_llama_cpp(dsinfer, model_dir, dtype):
         error = float(np.abs(Deepseek4Reference(path).logits(tokens) - ref).max() / scale)
         print(f"deepseek4 numpy reference against llama.cpp: relative max error {error:.2e}")
         assert error <= tolerance
-    best_two = np.sort(ref, axis=1)[:, -2:]
-    decided = best_two[:, 1] - best_two[:, 0] > 2 * tolerance * scale
-    for batch in (0, 7, 64, 1):
-        out = path.replace(".gguf", f"_b{batch}.npy")
-        dsinfer("logits", "-m", path, "--tokens", ",".join(map(str, tokens)), "--out", out, "--kv-cache-dtype", "f32",
-                "-b", str(batch))
-        ours = np.load(out)
-        error = float(np.abs(ours - ref).max() / scale)
-        agree = ours.argmax(axis=1) == ref.argmax(axis=1)
-        print(f"deepseek4 {dtype}, batch {batch or 'whole'}: relative max error {error:.2e} (tolerance {tolerance:g}), "
-              f"top-1 agreement {agree.mean():.1%}, {agree[decided].mean():.1%} of {int(decided.sum())} decided positions")
-        assert error <= tolerance
-        assert agree[decided].all()
+    check_every_chunking(dsinfer, f"deepseek4 {dtype}", path, tokens, ref, tolerance)
 
 
 def test_each_deepseek4_mistake_the_notes_list_fails_the_bound(model_dir):

@@ -14,10 +14,13 @@ Status GatedFfn::reserve(Backend& backend, int64_t n, int64_t ff) {
   return up_.reserve(backend, n * ff);
 }
 
-void GatedFfn::run(const ForwardContext& ctx, const FfnWeights& w, const float* in, int64_t n, float* out) {
+void GatedFfn::run(const ForwardContext& ctx, const FfnWeights& w, const float* in, int64_t n, float* out, float limit) {
   ctx.matmul(w.gate, in, n, gate_.data());
   ctx.matmul(w.up, in, n, up_.data());
-  {
+  if (limit > 0.0f) {
+    TraceScope scope(ctx.trace, "swiglu");
+    ctx.backend.swiglu(gate_.data(), up_.data(), n * w.gate.n_rows, limit);
+  } else {
     TraceScope scope(ctx.trace, "silu_mul");
     ctx.backend.silu_mul(gate_.data(), up_.data(), n * w.gate.n_rows);
   }

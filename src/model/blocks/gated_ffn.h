@@ -23,8 +23,8 @@ class GatedFfn {
  public:
   // For n rows of hidden width up to ff.
   Status reserve(Backend& backend, int64_t n, int64_t ff);
-  // out [n, n_embd] from in [n, n_embd].
-  void run(const ForwardContext& ctx, const FfnWeights& w, const float* in, int64_t n, float* out);
+  // out [n, n_embd] from in [n, n_embd]; limit > 0: DeepSeek-V4's clamped SwiGLU (Backend::swiglu).
+  void run(const ForwardContext& ctx, const FfnWeights& w, const float* in, int64_t n, float* out, float limit = 0.0f);
 
  private:
   DeviceArray gate_, up_;  // [n, ff]

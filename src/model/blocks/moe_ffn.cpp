@@ -61,16 +61,17 @@ Status MoeFfn::reserve(Backend& backend, const ModelConfig& c, int64_t n) {
   return shared_out_.reserve(backend, n * c.n_embd);
 }
 
-void MoeFfn::run(const ForwardContext& ctx, const MoeWeights& w, int64_t n, GatedFfn& shared_ffn) {
+void MoeFfn::run(const ForwardContext& ctx, const MoeWeights& w, int64_t n, GatedFfn& shared_ffn, const ExpertRouting& routing,
+                 float shared_limit) {
   const ModelConfig& c = ctx.config;
   ctx.matmul(w.router, ctx.h, n, router_logits_.data());
   {
     TraceScope scope(ctx.trace, "moe_experts", dtype_name(w.expert_gate[0].type));
     const ExpertWeights experts{w.expert_gate.data(), w.expert_up.data(), w.expert_down.data()};
-    ctx.backend.moe_experts(c.moe, router_logits_.data(), w.router_bias.data, experts, ctx.h, n, ctx.out, expert_tokens_.data());
+    ctx.backend.moe_experts(routing, router_logits_.data(), w.router_bias.data, experts, ctx.h, n, ctx.out, expert_tokens_.data());
   }
   if (c.moe.n_expert_shared > 0) {
-    shared_ffn.run(ctx, w.shared, ctx.h, n, shared_out_.data());
+    shared_ffn.run(ctx, w.shared, ctx.h, n, shared_out_.data(), shared_limit);
     TraceScope scope(ctx.trace, "add");
     ctx.backend.add(ctx.out, shared_out_.data(), n * c.n_embd);
   }

@@ -32,7 +32,13 @@ class MoeFfn {
   // Zeroes the per-expert token counts (once per step).
   void begin_step(const ModelConfig& c) { expert_tokens_.assign(size_t(c.moe.n_expert), 0); }
   // ctx.out [n, n_embd] from ctx.h; `shared_ffn` runs the shared experts.
-  void run(const ForwardContext& ctx, const MoeWeights& w, int64_t n, GatedFfn& shared_ffn);
+  void run(const ForwardContext& ctx, const MoeWeights& w, int64_t n, GatedFfn& shared_ffn) {
+    run(ctx, w, n, shared_ffn, ctx.config.moe, 0.0f);
+  }
+  // The same with the layer's own routing (DeepSeek-V4: its clamp, its hash
+  // routing) and the shared experts' clamp.
+  void run(const ForwardContext& ctx, const MoeWeights& w, int64_t n, GatedFfn& shared_ffn, const ExpertRouting& routing,
+           float shared_limit);
   // Tokens each routed expert took this step, summed over the layers run.
   const std::vector<int64_t>& expert_tokens() const { return expert_tokens_; }
 

@@ -23,6 +23,7 @@
 #include <cmath>
 
 #include "model/blocks/gated_ffn.h"
+#include "model/blocks/moe_ffn.h"
 #include "model/device_array.h"
 #include "model/family.h"
 
@@ -216,11 +217,8 @@ struct Layer {
   HyperConnection hc_attn, hc_ffn;
   Compressor compressor, index_compressor;
   WeightMatrix index_q_b, index_proj;
-  WeightMatrix router;
-  WeightVector router_bias;
+  MoeWeights moe;
   std::vector<int32_t> token_experts;  // hash layers: [n_vocab, n_expert_used], host
-  std::vector<WeightMatrix> expert_gate, expert_up, expert_down;
-  FfnWeights shared;
 };
 
 Status load_hyper_connection(TensorLoader& loader, const std::string& prefix, int64_t n_mix, int64_t n_scale, int64_t width,
@@ -300,10 +298,8 @@ class Deepseek4Layers : public LayerStack {
     DS_RETURN_IF_ERROR(z_.reserve(b, n * v.o_groups * v.o_lora_rank));
     for (DeviceArrayOf<int32_t>* a : {&inverse_positions_, &index_positions_}) DS_RETURN_IF_ERROR(a->reserve(b, n));
     DS_RETURN_IF_ERROR(forced_experts_.reserve(b, n * c.moe.n_expert_used));
-    DS_RETURN_IF_ERROR(router_logits_.reserve(b, n * c.moe.n_expert));
-    DS_RETURN_IF_ERROR(shared_gate_.reserve(b, n * c.moe.expert_ff * c.moe.n_expert_shared));
-    DS_RETURN_IF_ERROR(shared_up_.reserve(b, n * c.moe.expert_ff * c.moe.n_expert_shared));
-    return shared_out_.reserve(b, n * d);
+    DS_RETURN_IF_ERROR(moe_.reserve(b, c, n));
+    return shared_ffn_.reserve(b, n, c.moe.expert_ff * c.moe.n_expert_shared);
   }
 
   void begin_step(const Batch& batch) override {
@@ -316,7 +312,7 @@ class Deepseek4Layers : public LayerStack {
     }
     backend_.upload(inverse_positions_.data(), inverse.data(), inverse.size() * sizeof(int32_t));
     backend_.upload(index_positions_.data(), visible_rows.data(), visible_rows.size() * sizeof(int32_t));
-    expert_tokens_.assign(size_t(config_.moe.n_expert), 0);
+    moe_.begin_step(config_);
   }
 
   void run_layer(int64_t layer, const ForwardContext& ctx, const StepIndex& step, KvCache& cache) override {
@@ -341,27 +337,24 @@ class Deepseek4Layers : public LayerStack {
     const int64_t ratio = config_.v4.compress_ratios[size_t(layer)];
     return ratio == 0 ? "window" : ratio == k_csa_ratio ? "csa" : "hca";
   }
-  const std::vector<int64_t>& expert_tokens() const override { return expert_tokens_; }
+  const std::vector<int64_t>& expert_tokens() const override { return moe_.expert_tokens(); }
 
  private:
   Status load_experts(TensorLoader& loader, const std::string& b, int64_t layer, Layer& w) {
     const ModelConfig& c = config_;
     const MoeConfig& moe = c.moe;
-    DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_gate_inp.weight", moe.n_expert, c.n_embd, &w.router));
+    // A hash-routed layer chooses by token id and has no selection bias; the others have one.
     const bool hashed = layer < c.v4.hash_layers;
     if (hashed) {
       DS_RETURN_IF_ERROR(loader.integers(b + "ffn_gate_tid2eid.weight", c.n_vocab, moe.n_expert_used, moe.n_expert, &w.token_experts));
       if (loader.find(b + "exp_probs_b.bias")) return Status::error("model: tensor '" + b + "exp_probs_b.bias' in a hash-routed layer");
     } else {
-      DS_RETURN_IF_ERROR(loader.vector(b + "exp_probs_b.bias", moe.n_expert, &w.router_bias));
+      if (!loader.find(b + "exp_probs_b.bias")) return Status::error("model: tensor '" + b + "exp_probs_b.bias' is missing");
       if (loader.find(b + "ffn_gate_tid2eid.weight")) {
         return Status::error("model: tensor '" + b + "ffn_gate_tid2eid.weight' in a layer past hash_layer_count");
       }
     }
-    DS_RETURN_IF_ERROR(loader.slices(b + "ffn_gate_exps.weight", moe.n_expert, moe.expert_ff, c.n_embd, &w.expert_gate));
-    DS_RETURN_IF_ERROR(loader.slices(b + "ffn_up_exps.weight", moe.n_expert, moe.expert_ff, c.n_embd, &w.expert_up));
-    DS_RETURN_IF_ERROR(loader.slices(b + "ffn_down_exps.weight", moe.n_expert, c.n_embd, moe.expert_ff, &w.expert_down));
-    return load_ffn(loader, b, "_shexp", moe.expert_ff * moe.n_expert_shared, c.n_embd, &w.shared);
+    return load_moe(loader, c, b, &w.moe);
   }
 
   HyperConnectionParams hc_params(const HyperConnection& w) const {
@@ -472,32 +465,16 @@ class Deepseek4Layers : public LayerStack {
   void ffn(int64_t layer, const ForwardContext& ctx, int64_t n) {
     const ModelConfig& c = config_;
     const Layer& w = layers_[size_t(layer)];
-    Backend& b = ctx.backend;
     ExpertRouting routing = c.moe;
     routing.swiglu_limit = c.v4.expert_limit[size_t(layer)];
     if (!w.token_experts.empty()) {
       const int64_t k = routing.n_expert_used;
       std::vector<int32_t> chosen(size_t(n * k));
       for (int64_t t = 0; t < n; ++t) std::copy_n(w.token_experts.data() + tokens_[size_t(t)] * k, k, chosen.data() + t * k);
-      b.upload(forced_experts_.data(), chosen.data(), chosen.size() * sizeof(int32_t));
+      ctx.backend.upload(forced_experts_.data(), chosen.data(), chosen.size() * sizeof(int32_t));
       routing.forced_experts = forced_experts_.data();
     }
-    ctx.matmul(w.router, ctx.h, n, router_logits_.data());
-    {
-      TraceScope scope(ctx.trace, "moe_experts", dtype_name(w.expert_gate[0].type));
-      const ExpertWeights experts{w.expert_gate.data(), w.expert_up.data(), w.expert_down.data()};
-      b.moe_experts(routing, router_logits_.data(), w.router_bias.data, experts, ctx.h, n, ctx.out, expert_tokens_.data());
-    }
-    const int64_t ff = w.shared.gate.n_rows;
-    ctx.matmul(w.shared.gate, ctx.h, n, shared_gate_.data());
-    ctx.matmul(w.shared.up, ctx.h, n, shared_up_.data());
-    {
-      TraceScope scope(ctx.trace, "swiglu");
-      b.swiglu(shared_gate_.data(), shared_up_.data(), n * ff, c.v4.shared_limit[size_t(layer)]);
-    }
-    ctx.matmul(w.shared.down, shared_gate_.data(), n, shared_out_.data());
-    TraceScope scope(ctx.trace, "add");
-    b.add(ctx.out, shared_out_.data(), n * c.n_embd);
+    moe_.run(ctx, w.moe, n, shared_ffn_, routing, c.v4.shared_limit[size_t(layer)]);
   }
 
   const ModelConfig& config_;
@@ -505,7 +482,6 @@ class Deepseek4Layers : public LayerStack {
   std::vector<Layer> layers_;
   HyperConnection head_;
   std::vector<int32_t> tokens_;  // the step's, for hash routing
-  std::vector<int64_t> expert_tokens_;
   DeviceArray streams_, streams_normed_;  // [n, hc, n_embd]
   DeviceArray mix_logits_, post_, mix_;   // [n, hc (2 + hc)], [n, hc], [n, hc, hc]
   DeviceArray query_latent_, q_, kv_, o_, z_;
@@ -514,7 +490,8 @@ class Deepseek4Layers : public LayerStack {
   DeviceArrayOf<int32_t> selected_, n_selected_;
   DeviceArrayOf<int32_t> inverse_positions_, index_positions_;
   DeviceArrayOf<int32_t> forced_experts_;
-  DeviceArray router_logits_, shared_gate_, shared_up_, shared_out_;
+  MoeFfn moe_;
+  GatedFfn shared_ffn_;
 };
 
 Result<std::unique_ptr<LayerStack>> make_layers(const ModelConfig& c, const ModelOptions& options, Backend& backend) {
@@ -524,7 +501,7 @@ Result<std::unique_ptr<LayerStack>> make_layers(const ModelConfig& c, const Mode
 
 std::vector<BackendOp> layer_ops(const ModelConfig& c) {
   std::vector<BackendOp> ops = {BackendOp::hyper_connection, BackendOp::rope_kv_write, BackendOp::rope_rows, BackendOp::compressed_attention,
-                                BackendOp::matmul_batched, BackendOp::moe_experts, BackendOp::swiglu, BackendOp::add, BackendOp::copy_heads};
+                                BackendOp::matmul_batched, BackendOp::moe_experts, BackendOp::swiglu, BackendOp::silu_mul, BackendOp::add, BackendOp::copy_heads};
   const auto& ratios = c.v4.compress_ratios;
   if (std::any_of(ratios.begin(), ratios.end(), [](int64_t r) { return r > 0; })) ops.push_back(BackendOp::kv_compress);
   if (std::find(ratios.begin(), ratios.end(), k_csa_ratio) != ratios.end()) ops.push_back(BackendOp::indexer_select);
