@@ -82,10 +82,12 @@ void print_deepseek4(const ModelConfig& c) {
   const int64_t window_state = c.n_layer * v.window * hd;
   const int64_t ring_state = n_csa * (2 * 2 * hd * 8 + 2 * 2 * ik * 8) + n_hca * 2 * hd * 128;
   std::printf("deepseek4: %lld hyper-connection streams (Sinkhorn %lld), window %lld, layers: %lld window-only, %lld compressing "
-              "by 4 (an indexer of %lld heads of %lld picks %lld rows), %lld by 128; output in %lld groups of rank %lld\n",
+              "by 4 (an indexer of %lld heads of %lld picks %lld rows), %lld by 128; output in %lld groups of rank %lld; the compressing "
+              "layers' rope base %.1f, yarn x%.2f over %d (the context line's rope is the window-only layers')\n",
               (long long)v.hc_streams, (long long)v.sinkhorn_iterations, (long long)v.window, (long long)n_window_only,
               (long long)n_csa, (long long)c.indexer.n_head, (long long)ik, (long long)c.indexer.top_k, (long long)n_hca,
-              (long long)v.o_groups, (long long)v.o_lora_rank);
+              (long long)v.o_groups, (long long)v.o_lora_rank, v.compressed_rope.freq_base,
+              v.compressed_rope.scaling == RopeScaling::yarn ? v.compressed_rope.scaling_factor : 1.0f, v.compressed_rope.n_ctx_orig);
   std::printf("deepseek4 kv per token, elements: raw rows %lld + compressor projections %lld + compressed rows %.1f, all kept "
               "for every token; the compact layout (not implemented) keeps %.1f per token (%.0f bytes f16) plus per sequence "
               "%lld raw window elements (f16) and %lld projection floats (f32): %.1f MiB\n",
