@@ -148,16 +148,21 @@ void Engine::loop() {
       trace.end_step(0, 0);
       continue;
     }
+    // The stats admit() reads are published before the outputs: a client that
+    // sends its next request on reading a finished one must find the pages
+    // that request held already free.
+    std::optional<TraceScope> stats_scope(std::in_place, &trace, "stats");
+    const EngineStats stats = core_.stats();
+    {
+      std::lock_guard lock(mutex_);
+      stats_ = stats;
+    }
+    stats_scope.reset();
     {
       TraceScope scope(&trace, "deliver");  // into the streams
       for (const StepOutput& output : outputs.value()) deliver(output);
     }
-    std::optional<TraceScope> stats_scope(std::in_place, &trace, "stats");
-    const EngineStats stats = core_.stats();
-    stats_scope.reset();
     trace.end_step(stats.last_step_tokens, stats.n_running);
-    std::lock_guard lock(mutex_);
-    stats_ = stats;
   }
 }
 

@@ -395,6 +395,10 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     if (ended) return;
     ended = true;
     const auto release = std::move(self_hold);  // this object may go when finish returns
+    // The slot is free before the answer's last bytes leave: a client that
+    // sends its next request on reading them must find it free.
+    server.admission_.leave(context.tenant);
+    --version->in_flight;
     const RequestMetrics m = totals();
     int status = 200;
     std::string reason = finish_name(choices[0].last.finish);
@@ -455,8 +459,6 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   }
 
   void record(const RequestMetrics& m, int status, const std::string& reason) {
-    server.admission_.leave(context.tenant);
-    --version->in_flight;
     Metrics& metrics = server.metrics_;
     const double total = std::chrono::duration<double>(Clock::now() - context.arrived).count();
     metrics.add("dsinfer:request_success_total", "finished_reason=\"" + reason + "\"");

@@ -292,6 +292,23 @@ def test_one_tenant_flooding_leaves_the_other_its_share(keys_file):
     assert flood["tenant_429"] > 0 and share >= 0.9
 
 
+def test_a_client_sending_on_reading_its_answer_finds_the_slot_free():
+    """One slot in flight; each request goes the moment the last answer's final
+    byte is read, streamed or whole. The slot (and the pages) must be free by
+    then: CI once saw a 503 here when the server released them after writing."""
+    s = ServerProcess("--max-in-flight", "1", "--rate", "100000", "--burst", "100000", "--tenant-rate", "100000",
+                      "--tenant-burst", "100000", "--ctx-size", "512")
+    refused = []
+    try:
+        for i in range(300):
+            status, text = completion(s, max_tokens=1, stream=i % 2 == 1)
+            if status != 200:
+                refused.append((i, status, text[:120]))
+    finally:
+        s.stop()
+    assert refused == []
+
+
 @pytest.fixture
 def slow_server(keys_file, tmp_path):
     """A server of its own whose every engine step first waits 50 ms (the admin
