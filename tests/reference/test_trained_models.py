@@ -13,7 +13,7 @@ from conftest import ROOT
 from llama_reference import llama_cpp_logits
 import train_models
 
-NAMES = sorted(train_models.CONFIGS)
+NAMES = train_models.TESTED
 RARE_UNICODE = os.path.join(ROOT, "tests", "data", "eval", "rare_unicode.txt")
 CALIBRATION = os.path.join(ROOT, "tests", "data", "calibration", "mixed.jsonl")
 F32_TOLERANCE = 1e-3    # test_logits_vs_llama_cpp: both engines in f32, summing in another order

@@ -22,7 +22,7 @@ check it against llama.cpp's logits on the written file.
 Seeded and cached: a model is trained again only when this script, the data
 or the configuration changes. Minutes on two cores.
 
-Usage: python3 tests/reference/train_models.py [--out DIR] [--only NAME]
+Usage: python3 tests/reference/train_models.py [--out DIR] [--only NAME | --tested]
 """
 
 import argparse
@@ -64,6 +64,11 @@ CONFIGS = {
     "deepseek2_v3_routing": dict(arch="deepseek2", **MLA, n_shared=1, gating=2, weights_norm=True, weights_scale=2.5,
                                  n_group=4, n_group_used=2, probs_bias=True),
 }
+# What tests/reference/test_trained_models.py checks: one dense model (Qwen2's
+# biases and NeoX RoPE are the longer path) and one MoE (V3's routing, what
+# V3 to V3.2 deploy). The other two train when bench/quant_accuracy.py asks:
+# each of the four is minutes of the test run's CPU on two cores.
+TESTED = ["deepseek2_v3_routing", "qwen2"]
 TRAINING = dict(steps=400, batch=8, seq=256, lr=3e-3, warmup=30, seed=0)
 N_CTX = TRAINING["seq"]  # the positions trained (BOS and seq - 1 tokens): evaluation chunks stay within them
 ROPE_BASE = 10000.0
@@ -351,9 +356,11 @@ def jax_logits(name, tokens, out_dir=DEFAULT_OUT):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=DEFAULT_OUT)
-    parser.add_argument("--only", choices=sorted(CONFIGS))
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--only", choices=sorted(CONFIGS))
+    which.add_argument("--tested", action="store_true", help="only the models the tests use (TESTED)")
     args = parser.parse_args()
-    for name in [args.only] if args.only else sorted(CONFIGS):
+    for name in [args.only] if args.only else TESTED if args.tested else sorted(CONFIGS):
         print(trained_model(name, args.out))
 
 
