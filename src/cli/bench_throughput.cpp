@@ -186,12 +186,10 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   int64_t longest = 0;
   for (const BenchRequest& r : requests) longest = std::max<int64_t>(longest, int64_t(r.prompt.size()) + r.max_tokens);
 
-  KvCacheOptions kv = options.kv;
-  const int64_t pages_per_request = (longest + kv.page_tokens - 1) / kv.page_tokens;
-  auto n_pages = kv_pool_pages(options, m.config(), pages_per_request * concurrency.value() + 1);
-  if (!n_pages.ok()) return fail(n_pages.message());
-  kv.n_pages = n_pages.value();
-  auto memory = KvCache::create(m.backend(), m.config(), kv);
+  const int64_t pages_per_request = (longest + options.kv.page_tokens - 1) / options.kv.page_tokens;
+  auto kv = size_kv_pool(options, m.config(), pages_per_request * concurrency.value() + 1, concurrency.value(), budget.value());
+  if (!kv.ok()) return fail(kv.message());
+  auto memory = KvCache::create(m.backend(), m.config(), kv.value());
   if (!memory.ok()) return fail(memory.message());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{int32_t(budget.value()), int32_t(concurrency.value()), int32_t(longest)};
@@ -202,7 +200,7 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   if (!config.speculation.draft_model.empty()) {
     auto tokenizer = Tokenizer::from_gguf(m.file());
     if (!tokenizer.ok()) return fail(tokenizer.message());
-    auto loaded = load_draft_model(config.speculation, options, m, tokenizer.value()->vocab(), kv.n_pages * kv.page_tokens);
+    auto loaded = load_draft_model(config.speculation, options, m, tokenizer.value()->vocab(), kv.value().n_pages * kv.value().page_tokens);
     if (!loaded.ok()) return fail(loaded.message());
     draft_model = loaded.take();
   }
@@ -231,7 +229,7 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   const EngineStats& stats = f.end;
 
   std::printf("concurrency %lld, %zu requests, backend %s, %s KV\n", (long long)concurrency.value(), requests.size(),
-              m.backend().name().c_str(), dtype_name(kv.dtype));
+              m.backend().name().c_str(), dtype_name(kv.value().dtype));
   std::printf("request throughput: %.3f req/s\n", double(requests.size()) / f.seconds);
   std::printf("output tokens/s: %.2f\n", double(f.output_tokens) / f.seconds);
   std::printf("TTFT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(f.ttft, 50), percentile(f.ttft, 90), percentile(f.ttft, 99));
@@ -241,7 +239,7 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
               double(f.step_tokens) / double(f.steps), (long long)f.decode_steps, decode_rate(f));
   std::printf("KV pool: %d pages of %lld tokens, %.1f KiB each; peak %lld held (%.1f MiB); mean fragmentation %.3f; "
               "%d held at the end; %lld preemptions\n",
-              stats.pages_total, (long long)kv.page_tokens, double(stats.page_bytes) / 1024.0, (long long)f.peak_pages,
+              stats.pages_total, (long long)kv.value().page_tokens, double(stats.page_bytes) / 1024.0, (long long)f.peak_pages,
               double(f.peak_pages * stats.page_bytes) / 1048576.0, f.busy_steps ? f.fragmentation_sum / double(f.busy_steps) : 0.0,
               stats.pages_held, (long long)stats.n_preemptions);
   std::printf("prefix cache: %lld of %lld prompt tokens hit\n", (long long)stats.prefix_hit_tokens,

@@ -64,10 +64,13 @@ int print_forward_ops(const GgufFile& file) {
   return 0;
 }
 
-// DeepSeek-V4's layers and what its cache holds per token, beside the
-// compact layout of ../shared/DEEPSEEK-V32-V4.md section 3 (the raw window and
-// the compressors' projections kept per sequence only as long as they are
-// needed), which it does not implement yet.
+// DeepSeek-V4's layers and what its cache holds per token and per sequence,
+// beside the compact layout of ../shared/DEEPSEEK-V32-V4.md section 3, which
+// keeps the raw window and the compressors' projections in per-sequence
+// rings (f32) where dsinfer keeps them in window pages (the KV type).
+// The page size the figures below assume: --kv-page-tokens' default.
+constexpr int64_t k_info_page_tokens = 16;
+
 void print_deepseek4(const ModelConfig& c) {
   const Deepseek4Config& v = c.v4;
   const int64_t hd = c.head_dim, ik = c.indexer.key_dim;
@@ -88,10 +91,11 @@ void print_deepseek4(const ModelConfig& c) {
               (long long)n_csa, (long long)c.indexer.n_head, (long long)ik, (long long)c.indexer.top_k, (long long)n_hca,
               (long long)v.o_groups, (long long)v.o_lora_rank, v.compressed_rope.freq_base,
               v.compressed_rope.scaling == RopeScaling::yarn ? v.compressed_rope.scaling_factor : 1.0f, v.compressed_rope.n_ctx_orig);
-  std::printf("deepseek4 kv per token, elements: raw rows %lld + compressor projections %lld + compressed rows %.1f, all kept "
-              "for every token; the compact layout (not implemented) keeps %.1f per token (%.0f bytes f16) plus per sequence "
-              "%lld raw window elements (f16) and %lld projection floats (f32): %.1f MiB\n",
-              (long long)raw, (long long)projections, compressed, compressed, compressed * 2.0, (long long)window_state,
+  std::printf("deepseek4 kv, elements: compressed rows %.1f per token (%.0f bytes f16), kept; raw rows %lld + compressor projections "
+              "%lld per position, in window pages for the last %lld positions of a sequence only; the notes' compact layout: the same "
+              "%.1f per token, plus per sequence %lld raw window elements (f16) and %lld projection floats (f32) in rings: %.1f MiB\n",
+              compressed, compressed * 2.0, (long long)raw, (long long)projections, (long long)c.kv.horizon + 1, compressed,
+              (long long)window_state,
               (long long)ring_state, double(window_state * 2 + ring_state * 4) / 1048576.0);
 }
 
@@ -170,8 +174,16 @@ int cmd_info(int argc, char** argv) {
                 (long long)m.q_lora_rank, (long long)m.kv_lora_rank, (long long)m.qk_nope_dim, (long long)m.qk_rope_dim,
                 (long long)m.v_head_dim, (long long)mla_bytes, (long long)mha_bytes, double(mha_bytes) / double(mla_bytes));
   }
-  std::printf("kv bytes per token (f16): %lld; fixed state per sequence: none (every cached row is a token's or a block's)\n",
-              (long long)KvCache::bytes_per_token(c, DType::f16));
+  if (const int64_t window_pages = KvCache::window_pages_per_sequence(c, k_info_page_tokens); window_pages > 0) {
+    const int64_t bytes = window_pages * KvCache::window_page_bytes(c, DType::f16, k_info_page_tokens);
+    std::printf("kv bytes per token (f16): %lld; fixed state per sequence: %lld window pages of %lld tokens (the last %lld positions' "
+                "windowed rows), %lld bytes (%.1f MiB, f16)\n",
+                (long long)KvCache::bytes_per_token(c, DType::f16), (long long)window_pages, (long long)k_info_page_tokens,
+                (long long)c.kv.horizon + 1, (long long)bytes, double(bytes) / 1048576.0);
+  } else {
+    std::printf("kv bytes per token (f16): %lld; fixed state per sequence: none (every cached row is a token's or a block's)\n",
+                (long long)KvCache::bytes_per_token(c, DType::f16));
+  }
   if (c.v4.hc_streams > 0) {
     print_deepseek4(c);
   } else if (c.indexer.n_head > 0) {

@@ -107,11 +107,10 @@ int cmd_run(int argc, char** argv) {
   if (int64_t(tokens.size()) < n_ctx && int64_t(tokens.size()) + params.max_tokens > n_ctx) {
     params.max_tokens = int32_t(n_ctx - int64_t(tokens.size()));
   }
-  KvCacheOptions kv = options.value().kv;
-  auto n_pages = kv_pool_pages(options.value(), model.value()->config(), (n_ctx + kv.page_tokens - 1) / kv.page_tokens);
-  if (!n_pages.ok()) return fail(n_pages.message());
-  kv.n_pages = n_pages.value();
-  auto memory = KvCache::create(model.value()->backend(), model.value()->config(), kv);
+  const int64_t page_tokens = options.value().kv.page_tokens;
+  auto kv = size_kv_pool(options.value(), model.value()->config(), (n_ctx + page_tokens - 1) / page_tokens, 1, batch.value());
+  if (!kv.ok()) return fail(kv.message());
+  auto memory = KvCache::create(model.value()->backend(), model.value()->config(), kv.value());
   if (!memory.ok()) return fail(memory.message());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{int32_t(batch.value()), 1, int32_t(n_ctx)};

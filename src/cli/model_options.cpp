@@ -161,8 +161,10 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   return o;
 }
 
-Result<int64_t> kv_pool_pages(const CommonModelOptions& options, const ModelConfig& config, int64_t needed_pages) {
-  const int64_t page_bytes = KvCache::page_bytes(config, options.kv.dtype, options.kv.page_tokens);
+Result<KvCacheOptions> size_kv_pool(const CommonModelOptions& options, const ModelConfig& config, int64_t needed_pages, int64_t max_seqs,
+                                    int64_t max_step_tokens) {
+  KvCacheOptions kv = options.kv;
+  const int64_t page_bytes = KvCache::page_bytes(config, kv.dtype, kv.page_tokens);
   int64_t pages = needed_pages;
   if (options.kv_memory_bytes > 0) {
     pages = options.kv_memory_bytes / page_bytes;
@@ -172,10 +174,17 @@ Result<int64_t> kv_pool_pages(const CommonModelOptions& options, const ModelConf
                            " tokens takes " + std::to_string(page_bytes) + " bytes");
     }
   }
+  kv.n_pages = pages;
+  kv.n_window_pages = KvCache::default_window_pages(config, kv.page_tokens, max_seqs, max_step_tokens);
   std::fprintf(stderr, "KV pool: %lld pages of %lld tokens, %s, %.1f KiB per page, %.1f MiB in all\n", (long long)pages,
-               (long long)options.kv.page_tokens, dtype_name(options.kv.dtype), double(page_bytes) / 1024.0,
-               double(pages * page_bytes) / 1048576.0);
-  return pages;
+               (long long)kv.page_tokens, dtype_name(kv.dtype), double(page_bytes) / 1024.0, double(pages * page_bytes) / 1048576.0);
+  if (kv.n_window_pages > 0) {
+    const int64_t window_bytes = KvCache::window_page_bytes(config, kv.dtype, kv.page_tokens);
+    std::fprintf(stderr, "KV window pages (the last %lld positions of each sequence): %lld, %.1f KiB each, %.1f MiB in all\n",
+                 (long long)config.kv.horizon + 1, (long long)kv.n_window_pages, double(window_bytes) / 1024.0,
+                 double(kv.n_window_pages * window_bytes) / 1048576.0);
+  }
+  return kv;
 }
 
 }  // namespace ds

@@ -35,10 +35,13 @@ struct CommonModelOptions {
   int64_t kv_memory_bytes = 0;  // --kv-cache-memory; 0: the command sizes the pool for its own needs
 };
 
-// Pages for the KV pool: as many as kv_memory_bytes holds when it was given
-// (an error if that is not even one page), else `needed_pages`. Reports the
-// choice on stderr, with the page's size in bytes.
-Result<int64_t> kv_pool_pages(const CommonModelOptions& options, const ModelConfig& config, int64_t needed_pages);
+// The KV pool: as many pages as kv_memory_bytes holds when it was given (an
+// error if that is not even one page), else `needed_pages`; and, for a family
+// with windowed streams, the window pages of max_seqs sequences in steps of
+// max_step_tokens (KvCache::default_window_pages), beside them. Reports the
+// choice on stderr, with the pages' sizes in bytes.
+Result<KvCacheOptions> size_kv_pool(const CommonModelOptions& options, const ModelConfig& config, int64_t needed_pages, int64_t max_seqs,
+                                    int64_t max_step_tokens);
 
 Result<CommonModelOptions> parse_model_options(const Args& args);
 

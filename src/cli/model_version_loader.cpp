@@ -87,15 +87,15 @@ Result<Settings> settle(const Args& args) {
     const int64_t quarter_free = available_memory_bytes() / 4 / page_bytes;
     if (quarter_free > 0) wanted_pages = std::min(wanted_pages, std::max(quarter_free, context_pages));
   }
-  auto n_pages = kv_pool_pages(s.options, config.value(), wanted_pages);
-  if (!n_pages.ok()) return n_pages.status();
-  if (n_pages.value() < context_pages) {
+  auto sized = size_kv_pool(s.options, config.value(), wanted_pages, max_seqs.value(), batched.value());
+  if (!sized.ok()) return sized.status();
+  kv = sized.value();
+  if (kv.n_pages < context_pages) {
     DS_LOG_WARN("the KV pool holds %lld tokens, less than the context of %lld: the context is cut to fit",
-                (long long)(n_pages.value() * kv.page_tokens), (long long)s.n_ctx);
-    s.n_ctx = n_pages.value() * kv.page_tokens;
+                (long long)(kv.n_pages * kv.page_tokens), (long long)s.n_ctx);
+    s.n_ctx = kv.n_pages * kv.page_tokens;
   }
-  kv.n_pages = n_pages.value();
-  s.kv_pool_bytes = n_pages.value() * page_bytes;
+  s.kv_pool_bytes = kv.n_pages * page_bytes + kv.n_window_pages * KvCache::window_page_bytes(config.value(), kv.dtype, kv.page_tokens);
   // A new prompt leaves 5% of the pool free for the running requests to grow into.
   s.engine.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(s.n_ctx), 0.05};
   s.engine.prefix_cache = !args.has("--no-prefix-cache");

@@ -65,7 +65,9 @@ struct MemoryInfo {
 };
 
 // The step's tokens and where they go: token t is tokens[t] at positions[t]
-// of sequence seq_of_token[t], whose pages are tables[seq_of_token[t]].
+// of sequence seq_of_token[t], whose pages are tables[seq_of_token[t]] and
+// whose window pages (KvStream::windowed) are window_tables[seq_of_token[t]]
+// (null where no op of the backend reads windowed streams).
 struct StepIndex {
   int64_t n_tokens = 0;
   int64_t n_ctx = 0;  // the longest context of the step (the largest position + 1)
@@ -74,6 +76,15 @@ struct StepIndex {
   const int32_t* seq_of_token = nullptr;
   const BlockTableView* tables = nullptr;
   int64_t n_tables = 0;
+  const BlockTableView* window_tables = nullptr;
+
+  // This step with the window tables as its tables, for an op that reads
+  // only windowed streams through them.
+  StepIndex windowed() const {
+    StepIndex step = *this;
+    step.tables = window_tables;
+    return step;
+  }
 };
 
 // Heads of f32 rows: element i of head h of token t at data[t * token_stride + h * head_stride + i].

@@ -151,13 +151,13 @@ void Engine::loop() {
     // The stats admit() reads are published before the outputs: a client that
     // sends its next request on reading a finished one must find the pages
     // that request held already free.
-    std::optional<TraceScope> stats_scope(std::in_place, &trace, "stats");
-    const EngineStats stats = core_.stats();
+    EngineStats stats;
     {
+      TraceScope scope(&trace, "stats");
+      stats = core_.stats();
       std::lock_guard lock(mutex_);
       stats_ = stats;
     }
-    stats_scope.reset();
     {
       TraceScope scope(&trace, "deliver");  // into the streams
       for (const StepOutput& output : outputs.value()) deliver(output);

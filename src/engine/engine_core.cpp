@@ -14,7 +14,9 @@ EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& co
       memory_(memory),
       runner_(model, memory),
       pool_(int32_t(memory.n_pages())),
-      kv_(pool_, int32_t(memory.page_tokens()), config.model_salt, config.prefix_cache),
+      window_pool_(int32_t(memory.n_window_pages())),
+      kv_(pool_, int32_t(memory.page_tokens()), config.model_salt, config.prefix_cache, memory.n_window_pages() > 0 ? &window_pool_ : nullptr,
+          int32_t(model.config().kv.horizon)),
       scheduler_(config.scheduler, kv_),
       tokenizer_(tokenizer),
       end_of_generation_(tokenizer ? tokenizer->vocab().end_of_generation : std::vector<int32_t>{}),
@@ -125,7 +127,12 @@ EngineCore::StepRows EngineCore::build_batch(const StepPlan& plan) {
     const std::vector<int32_t>& table = kv_.block_table(seq.id);
     input.assign(seq.tokens.begin() + seq.n_computed, seq.tokens.begin() + seq.n_computed + chunk.n_tokens);
     input.insert(input.end(), seq.draft.begin(), seq.draft.begin() + chunk.n_draft);
-    const int32_t first = runner_.add(input.data(), seq.n_computed, int32_t(input.size()), {table.data(), int32_t(table.size())});
+    BlockTableView window_table{};
+    if (kv_.window_pool()) {
+      const std::vector<int32_t>& pages = kv_.window_table(seq.id);
+      window_table = {pages.data(), int32_t(pages.size())};
+    }
+    const int32_t first = runner_.add(input.data(), seq.n_computed, int32_t(input.size()), {table.data(), int32_t(table.size())}, window_table);
     const GenerationParams::Pooling pooling = request.params.embedding;
     for (int32_t i = 0; i < chunk.n_tokens; ++i) {
       const int32_t position = seq.n_computed + i;
@@ -278,6 +285,9 @@ EngineStats EngineCore::stats() const {
   s.pages_held = pool_.n_pages() - pool_.n_unheld();
   s.pages_cached = pool_.n_cached();
   s.page_bytes = memory_.page_bytes();
+  s.window_pages_total = window_pool_.n_pages();
+  s.window_pages_held = window_pool_.n_pages() - window_pool_.n_unheld();
+  s.window_page_bytes = memory_.window_page_bytes();
   s.fragmentation = scheduler_.fragmentation();
   s.prefix_query_tokens = scheduler_.prefix_query_tokens();
   s.prefix_hit_tokens = scheduler_.prefix_hit_tokens();

@@ -54,6 +54,9 @@ struct EngineStats {
   int32_t pages_held = 0;    // held by at least one sequence
   int32_t pages_cached = 0;  // registered in the prefix cache (held or not)
   int64_t page_bytes = 0;    // one page across all layers, keys and values
+  int32_t window_pages_total = 0;  // the window pool (KvStream::windowed), 0: none
+  int32_t window_pages_held = 0;
+  int64_t window_page_bytes = 0;
   double fragmentation = 0.0;
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;
@@ -93,6 +96,7 @@ class EngineCore {
   // ops); the caller brackets each step with begin_step/end_step.
   StepTrace& trace() { return trace_; }
   const BlockPool& pool() const { return pool_; }
+  const BlockPool& window_pool() const { return window_pool_; }
   const Scheduler& scheduler() const { return scheduler_; }
 
  private:
@@ -147,6 +151,7 @@ class EngineCore {
   KvCache& memory_;
   ModelRunner runner_;
   BlockPool pool_;
+  BlockPool window_pool_;  // empty where the model has no windowed streams
   KvCacheManager kv_;
   Scheduler scheduler_;
   const Tokenizer* tokenizer_;

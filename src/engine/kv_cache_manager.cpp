@@ -1,29 +1,56 @@
 #include "engine/kv_cache_manager.h"
 
+#include <algorithm>
+
 #include "base/status.h"
+#include "model/kv_cache.h"
 
 namespace ds {
 
-KvCacheManager::KvCacheManager(BlockPool& pool, int32_t page_tokens, uint64_t model_salt, bool prefix_cache)
-    : pool_(pool), page_tokens_(page_tokens), model_salt_(model_salt), prefix_cache_(prefix_cache) {}
+KvCacheManager::KvCacheManager(BlockPool& pool, int32_t page_tokens, uint64_t model_salt, bool prefix_cache, BlockPool* window_pool,
+                               int32_t horizon)
+    : pool_(pool),
+      page_tokens_(page_tokens),
+      model_salt_(model_salt),
+      prefix_cache_(prefix_cache),
+      window_pool_(window_pool),
+      horizon_(horizon) {}
 
 uint64_t KvCacheManager::salt_for(uint64_t tenant_salt) const {
   return model_salt_ * 0x9e3779b97f4a7c15ull + tenant_salt;
 }
 
-std::vector<std::pair<int32_t, uint64_t>> KvCacheManager::cached_pages(std::span<const int32_t> tokens,
-                                                                       uint64_t salt) const {
-  std::vector<std::pair<int32_t, uint64_t>> pages;
+int32_t KvCacheManager::first_window_block(int32_t n_computed) const {
+  return std::max(0, n_computed - horizon_) / page_tokens_;
+}
+
+std::vector<KvCacheManager::CachedPage> KvCacheManager::cached_pages(std::span<const int32_t> tokens, uint64_t salt) const {
+  std::vector<CachedPage> pages;
   if (!prefix_cache_) return pages;
   uint64_t parent = 0;
   // Stop one token short of the end: the last token must be computed.
   for (size_t begin = 0; begin + size_t(page_tokens_) < tokens.size(); begin += size_t(page_tokens_)) {
-    const PageKey key = make_page_key(parent, tokens.subspan(begin, size_t(page_tokens_)), salt);
+    PageKey key = make_page_key(parent, tokens.subspan(begin, size_t(page_tokens_)), salt);
     const int32_t page = pool_.lookup(key);
     if (page < 0) break;
-    pages.emplace_back(page, key.hash);
     parent = key.hash;
+    pages.push_back({page, -1, std::move(key)});
   }
+  if (!window_pool_) return pages;
+  // The longest hit whose horizon's window pages are all cached.
+  size_t n = pages.size();
+  for (; n > 0; --n) {
+    const int32_t first = first_window_block(int32_t(n) * page_tokens_);
+    bool complete = true;
+    for (size_t b = size_t(first); b < n && complete; ++b) {
+      pages[b].window_page = window_pool_->lookup(pages[b].key);
+      complete = pages[b].window_page >= 0;
+    }
+    if (complete) break;
+  }
+  pages.resize(n);
+  const int32_t first = first_window_block(int32_t(n) * page_tokens_);
+  for (size_t b = 0; b < size_t(first) && b < n; ++b) pages[b].window_page = -1;
   return pages;
 }
 
@@ -36,12 +63,17 @@ int32_t KvCacheManager::start(int64_t seq, std::span<const int32_t> tokens, uint
   Table& table = tables_[seq];
   table.salt = salt_for(tenant_salt);
   if (!reuse_prefix) return 0;
-  for (const auto& [page, hash] : cached_pages(tokens, table.salt)) {
-    pool_.acquire(page);
-    table.pages.push_back(page);
-    table.page_hashes.push_back(hash);
+  for (const CachedPage& hit : cached_pages(tokens, table.salt)) {
+    pool_.acquire(hit.page);
+    table.pages.push_back(hit.page);
+    table.page_hashes.push_back(hit.key.hash);
+    if (window_pool_) {
+      if (hit.window_page >= 0) window_pool_->acquire(hit.window_page);
+      table.window_pages.push_back(hit.window_page);
+    }
   }
-  return int32_t(table.pages.size()) * page_tokens_;
+  table.n_computed = int32_t(table.pages.size()) * page_tokens_;
+  return table.n_computed;
 }
 
 int32_t KvCacheManager::pages_needed(int64_t seq, int32_t n_slots) const {
@@ -51,42 +83,82 @@ int32_t KvCacheManager::pages_needed(int64_t seq, int32_t n_slots) const {
   return std::max(0, want - have);
 }
 
+int32_t KvCacheManager::window_pages_needed(int64_t seq, int32_t n_slots) const {
+  if (!window_pool_) return 0;
+  auto it = tables_.find(seq);
+  const Table empty;
+  const Table& table = it == tables_.end() ? empty : it->second;
+  const int32_t want = (n_slots + page_tokens_ - 1) / page_tokens_;
+  int32_t needed = 0;
+  for (int32_t b = first_window_block(table.n_computed); b < want; ++b) {
+    needed += size_t(b) >= table.window_pages.size() || table.window_pages[size_t(b)] < 0;
+  }
+  return needed;
+}
+
+int32_t KvCacheManager::window_pages_for_step(int32_t n_tokens) const {
+  return int32_t(KvCache::window_pages_for_step(horizon_, page_tokens_, n_tokens));
+}
+
+bool KvCacheManager::can_grow(int64_t seq, int32_t n_slots) const {
+  return pool_.can_allocate(pages_needed(seq, n_slots)) && (!window_pool_ || window_pool_->can_allocate(window_pages_needed(seq, n_slots)));
+}
+
 void KvCacheManager::grow(int64_t seq, int32_t n_slots) {
-  const int32_t n = pages_needed(seq, n_slots);
+  const int32_t n = pages_needed(seq, n_slots), n_window = window_pages_needed(seq, n_slots);
   Table& table = tables_[seq];
   for (int32_t page : pool_.allocate(n)) table.pages.push_back(page);
+  if (!window_pool_) return;
+  table.window_pages.resize(table.pages.size(), -1);
+  const std::vector<int32_t> fresh = window_pool_->allocate(n_window);
+  auto next = fresh.begin();
+  for (size_t b = size_t(first_window_block(table.n_computed)); b < table.window_pages.size(); ++b) {
+    if (table.window_pages[b] < 0) table.window_pages[b] = *next++;
+  }
 }
 
 void KvCacheManager::commit(int64_t seq, std::span<const int32_t> tokens, int32_t n_computed) {
-  if (!prefix_cache_) return;
   Table& table = tables_.at(seq);
+  table.n_computed = n_computed;
   const size_t n_full = size_t(n_computed / page_tokens_);
   DS_CHECK(n_full <= table.pages.size(), "computed tokens beyond the sequence's pages");
-  while (table.page_hashes.size() < n_full) {
+  while (prefix_cache_ && table.page_hashes.size() < n_full) {
     const size_t index = table.page_hashes.size();
     const uint64_t parent = index == 0 ? 0 : table.page_hashes.back();
     PageKey key = make_page_key(parent, tokens.subspan(index * size_t(page_tokens_), size_t(page_tokens_)), table.salt);
-    const uint64_t hash = key.hash;
-    int32_t& page = table.pages[index];
-    if (!pool_.has_key(page)) {
-      const int32_t owner = pool_.cache(page, std::move(key));
-      // Another sequence computed the same page first: share its page and
-      // give ours back (the contents are identical).
+    // Another sequence computed the same page first: share its page and give
+    // ours back (the contents are identical). The same for its window page.
+    const auto share = [&key](BlockPool& pool, int32_t& page) {
+      if (page < 0 || pool.has_key(page)) return;
+      const int32_t owner = pool.cache(page, key);
       if (owner != page) {
-        pool_.acquire(owner);
-        pool_.release(page);
+        pool.acquire(owner);
+        pool.release(page);
         page = owner;
       }
-    }
-    table.page_hashes.push_back(hash);
+    };
+    share(pool_, table.pages[index]);
+    if (window_pool_) share(*window_pool_, table.window_pages[index]);
+    table.page_hashes.push_back(key.hash);
+  }
+  if (!window_pool_) return;
+  // Behind the horizon: into the window pool's cache (or free, unkeyed).
+  const size_t first = std::min(size_t(first_window_block(n_computed)), table.window_pages.size());
+  for (size_t b = 0; b < first; ++b) {
+    if (table.window_pages[b] < 0) continue;
+    window_pool_->release(table.window_pages[b]);
+    table.window_pages[b] = -1;
   }
 }
 
 void KvCacheManager::free(int64_t seq) {
   auto it = tables_.find(seq);
   if (it == tables_.end()) return;
-  const std::vector<int32_t>& pages = it->second.pages;
-  for (auto page = pages.rbegin(); page != pages.rend(); ++page) pool_.release(*page);
+  const Table& table = it->second;
+  for (auto page = table.pages.rbegin(); page != table.pages.rend(); ++page) pool_.release(*page);
+  for (auto page = table.window_pages.rbegin(); page != table.window_pages.rend(); ++page) {
+    if (*page >= 0) window_pool_->release(*page);
+  }
   tables_.erase(it);
 }
 

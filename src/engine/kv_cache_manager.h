@@ -6,6 +6,15 @@
 // before (so a page is reused only after the same whole prefix), salted by
 // the model and the tenant (so tenants never share pages). The pool itself
 // knows nothing of sequences; the scheduler talks only to this class.
+//
+// A family with windowed streams (KvStream::windowed: a sliding window's raw
+// rows, a compressor's state) keeps them in window pages, from a pool of
+// their own, beside its block table's pages: a sequence holds the window
+// page of a block only while the block reaches into the horizon before its
+// next token, then lets it go (into the window pool's cache, under the
+// page's key, until evicted). A cached prefix is reused up to a page only if
+// the window pages of its horizon are still cached: the prefix hit is cut
+// back to the longest prefix whose are (as vLLM's sliding-window layers).
 
 #include <cstdint>
 #include <span>
@@ -19,10 +28,14 @@ namespace ds {
 class KvCacheManager {
  public:
   // With prefix_cache off no page is ever registered or looked up.
-  KvCacheManager(BlockPool& pool, int32_t page_tokens, uint64_t model_salt, bool prefix_cache = true);
+  // window_pool: the window pages, for a horizon of `horizon` tokens
+  // (KvRowShape::horizon); null for a family without windowed streams.
+  KvCacheManager(BlockPool& pool, int32_t page_tokens, uint64_t model_salt, bool prefix_cache = true, BlockPool* window_pool = nullptr,
+                 int32_t horizon = 0);
 
   int32_t page_tokens() const { return page_tokens_; }
   const BlockPool& pool() const { return pool_; }
+  const BlockPool* window_pool() const { return window_pool_; }
 
   // How many leading tokens of a new sequence's prompt are in cached full
   // pages. At least one token is always left to compute, since the model
@@ -33,14 +46,20 @@ class KvCacheManager {
   // !reuse_prefix) and returns how many tokens they hold (the sequence's first computed count).
   int32_t start(int64_t seq, std::span<const int32_t> tokens, uint64_t tenant_salt, bool reuse_prefix = true);
 
-  // Pages to allocate for the sequence to hold n_slots token slots.
+  // Pages to allocate for the sequence to hold n_slots token slots, and
+  // window pages for those of them from the horizon of its next token on.
   int32_t pages_needed(int64_t seq, int32_t n_slots) const;
-  bool can_grow(int64_t seq, int32_t n_slots) const { return pool_.can_allocate(pages_needed(seq, n_slots)); }
+  int32_t window_pages_needed(int64_t seq, int32_t n_slots) const;
+  bool can_grow(int64_t seq, int32_t n_slots) const;
+  // The most window pages a sequence holds in a step of n_tokens of its
+  // tokens (KvCache::window_pages_for_step).
+  int32_t window_pages_for_step(int32_t n_tokens) const;
   // Allocates those pages. Requires can_grow.
   void grow(int64_t seq, int32_t n_slots);
 
   // Registers the sequence's pages that became full now that n_computed of
-  // its tokens are in the cache.
+  // its tokens are in the cache; lets go of the window pages behind the
+  // horizon of its next token.
   void commit(int64_t seq, std::span<const int32_t> tokens, int32_t n_computed);
 
   // Releases every page of the sequence, last page first, so that the end of
@@ -49,23 +68,36 @@ class KvCacheManager {
 
   bool has(int64_t seq) const { return tables_.count(seq) > 0; }
   const std::vector<int32_t>& block_table(int64_t seq) const { return tables_.at(seq).pages; }
+  // Parallel to the block table: each block's window page, -1 where let go.
+  const std::vector<int32_t>& window_table(int64_t seq) const { return tables_.at(seq).window_pages; }
   int32_t n_sequences() const { return int32_t(tables_.size()); }
 
  private:
   struct Table {
     std::vector<int32_t> pages;
+    std::vector<int32_t> window_pages;  // with a window pool
     std::vector<uint64_t> page_hashes;  // keys of the leading full pages registered so far
+    int32_t n_computed = 0;
     uint64_t salt = 0;
   };
+  struct CachedPage {
+    int32_t page = -1, window_page = -1;  // window_page: -1 where the hit does not need it
+    PageKey key;
+  };
   uint64_t salt_for(uint64_t tenant_salt) const;
-  // The cached full pages a prompt begins with, with their key hashes; leaves
-  // at least the last token out.
-  std::vector<std::pair<int32_t, uint64_t>> cached_pages(std::span<const int32_t> tokens, uint64_t salt) const;
+  // The first block whose window page a sequence with n_computed tokens
+  // still reads (blocks before it are behind the horizon of its next token).
+  int32_t first_window_block(int32_t n_computed) const;
+  // The cached full pages a prompt begins with, with their keys and the window
+  // pages of the hit's horizon; leaves at least the last token out.
+  std::vector<CachedPage> cached_pages(std::span<const int32_t> tokens, uint64_t salt) const;
 
   BlockPool& pool_;
   int32_t page_tokens_;
   uint64_t model_salt_;
   bool prefix_cache_;
+  BlockPool* window_pool_;
+  int32_t horizon_;
   std::unordered_map<int64_t, Table> tables_;
 };
 

@@ -8,14 +8,16 @@ void ModelRunner::begin(StepTrace* trace) {
   batch_.positions.clear();
   batch_.seq_of_token.clear();
   batch_.block_tables.clear();
+  batch_.window_tables.clear();
   batch_.logit_tokens.clear();
   batch_.hidden_tokens.clear();
 }
 
-int32_t ModelRunner::add(const int32_t* tokens, int32_t first_position, int32_t n, BlockTableView table) {
+int32_t ModelRunner::add(const int32_t* tokens, int32_t first_position, int32_t n, BlockTableView table, BlockTableView window_table) {
   const int32_t first = int32_t(batch_.tokens.size());
   const int32_t sequence = int32_t(batch_.block_tables.size());
   batch_.block_tables.push_back(table);
+  if (window_table.pages) batch_.window_tables.push_back(window_table);
   batch_.tokens.insert(batch_.tokens.end(), tokens, tokens + n);
   for (int32_t i = 0; i < n; ++i) {
     batch_.positions.push_back(first_position + i);

@@ -23,9 +23,10 @@ class ModelRunner {
   // Starts a step: the previous one's inputs and outputs are dropped.
   void begin(StepTrace* trace = nullptr);
   // `n` tokens of one sequence at positions [first_position, first_position + n),
-  // its keys and values in the KV pages `table` (which must live until run()
-  // returns); returns the step index of its first token.
-  int32_t add(const int32_t* tokens, int32_t first_position, int32_t n, BlockTableView table);
+  // its keys and values in the KV pages `table` and, where the cache has a
+  // window pool, its windowed streams in window_table's (both must live until
+  // run() returns); returns the step index of its first token.
+  int32_t add(const int32_t* tokens, int32_t first_position, int32_t n, BlockTableView table, BlockTableView window_table = {});
   // A token of the step whose logits (its next-token distribution) are
   // wanted; rows are numbered in the order they are asked for.
   void want_logits(int32_t step_token);

@@ -13,6 +13,11 @@ Status Scheduler::add(Sequence* seq) {
   }
   const Admit admit = rule_.check(seq->n_prompt, seq->max_new_tokens, -1);
   if (!admit.fits()) return Status::error(admit.reason);
+  if (const BlockPool* windows = kv_.window_pool(); windows && windows->n_pages() < kv_.window_pages_for_step(config_.max_batched_tokens)) {
+    return Status::error("the KV window pool's " + std::to_string(windows->n_pages()) + " pages cannot hold one sequence's window and a step of " +
+                         std::to_string(config_.max_batched_tokens) + " tokens (" +
+                         std::to_string(kv_.window_pages_for_step(config_.max_batched_tokens)) + " pages)");
+  }
   insert_waiting(seq, false);
   return Status();
 }

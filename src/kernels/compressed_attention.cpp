@@ -11,8 +11,9 @@
 namespace ds {
 
 void compressed_attention(ThreadPool& pool, const CompressedAttentionParams& a, const float* q, int64_t n_tokens, const int32_t* positions,
-                          const int32_t* seq_of_token, const BlockTableView* tables, int64_t page_tokens, const KvLayerView& window,
-                          const KvLayerView& rows, const int32_t* selected, const int32_t* n_selected, float* out) {
+                          const int32_t* seq_of_token, const BlockTableView* tables, const BlockTableView* window_tables,
+                          int64_t page_tokens, const KvLayerView& window, const KvLayerView& rows, const int32_t* selected,
+                          const int32_t* n_selected, float* out) {
   const AttentionTileKernels& tiles = attention_tile_kernels();
   const int64_t hd = a.head_dim;
   // Units of (token, share of its heads), enough for every thread in a decode
@@ -29,7 +30,7 @@ void compressed_attention(ThreadPool& pool, const CompressedAttentionParams& a, 
       const int64_t p = positions[t], first = std::max<int64_t>(0, p - a.window + 1), n_window = p + 1 - first;
       const int64_t n_rows = a.ratio == 0 ? 0 : selected ? n_selected[t] : (p + 1) / a.ratio, n_keys = n_window + n_rows;
       keys.resize(size_t(n_keys * hd));
-      kv_read(window, window.k, table, 0, first, n_window, keys.data());
+      kv_read(window, window.k, window_tables[seq_of_token[t]], 0, first, n_window, keys.data());
       for (int64_t i = 0; i < n_rows; ++i) {
         const int64_t b = selected ? selected[t * a.top_k + i] : i;
         tiles.to_f32(rows.dtype, compressed_row(rows, table, a.ratio, page_tokens, b), keys.data() + (n_window + i) * hd, hd);

@@ -22,8 +22,8 @@ uint8_t* compressed_row(const KvLayerView& rows, const BlockTableView& table, in
 }
 
 void kv_compress(ThreadPool& pool, const KvCompressorParams& c, const float* kv, const float* score, int64_t n_tokens,
-                 const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables, int64_t page_tokens,
-                 const KvLayerView& state, const KvLayerView& rows) {
+                 const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables,
+                 const BlockTableView* window_tables, int64_t page_tokens, const KvLayerView& state, const KvLayerView& rows) {
   const int64_t w = c.width(), r = c.ratio, dim = c.dim;
   pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
     std::vector<float> row(static_cast<size_t>(2 * w));
@@ -31,7 +31,7 @@ void kv_compress(ThreadPool& pool, const KvCompressorParams& c, const float* kv,
       const float* ape = c.ape + positions[t] % r * w;
       std::copy_n(kv + t * w, w, row.data());
       for (int64_t i = 0; i < w; ++i) row[size_t(w + i)] = score[t * w + i] + ape[i];
-      kv_write(state, row.data(), nullptr, 1, positions + t, seq_of_token + t, tables);
+      kv_write(state, row.data(), nullptr, 1, positions + t, seq_of_token + t, window_tables);
     }
   });
   std::vector<int64_t> completing;
@@ -42,10 +42,9 @@ void kv_compress(ThreadPool& pool, const KvCompressorParams& c, const float* kv,
     std::vector<float> pooled(static_cast<size_t>(2 * r * 2 * w)), out(static_cast<size_t>(dim));
     for (int64_t i = begin; i < end; ++i) {
       const int64_t t = completing[size_t(i)], b = positions[t] / r;
-      const BlockTableView& table = tables[seq_of_token[t]];
       // The pooled tokens' state rows: with overlap, block b - 1's (first halves) then block b's (second halves).
       const int64_t first = c.overlap && b > 0 ? (b - 1) * r : b * r, n_rows = b * r + r - first;
-      kv_read(state, state.k, table, 0, first, n_rows, pooled.data());
+      kv_read(state, state.k, window_tables[seq_of_token[t]], 0, first, n_rows, pooled.data());
       for (int64_t e = 0; e < dim; ++e) {
         // Entry j's value and score for channel e.
         const auto entry = [&](int64_t j, bool score_part) {
@@ -66,7 +65,7 @@ void kv_compress(ThreadPool& pool, const KvCompressorParams& c, const float* kv,
       rms_norm(out.data(), c.norm, c.eps, 1, dim, out.data());
       const int32_t position = int32_t(b * r);
       rope_strided(c.rope, out.data() + dim - c.rope.n_rot, 1, 1, c.rope.n_rot, dim, dim, &position, position + 1);
-      quantize_row(rows.dtype, out.data(), compressed_row(rows, table, r, page_tokens, b), dim);
+      quantize_row(rows.dtype, out.data(), compressed_row(rows, tables[seq_of_token[t]], r, page_tokens, b), dim);
     }
   });
 }

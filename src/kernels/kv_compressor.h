@@ -1,11 +1,12 @@
 #pragma once
 // DeepSeek-V4's KV compressors (../shared/DEEPSEEK-V32-V4.md sections 2.2
-// and 3): every token's projections are stored in its page (the state
-// stream), and the token that completes a block forms the block's row from
-// the stored projections of the tokens it pools, before any attention of the
-// step reads it. Everything stored depends only on the sequence's prefix, so
-// a page's state and rows are shared, reused and recomputed like any KV row:
-// a prompt split into chunks anywhere forms the same rows.
+// and 3): every token's projections are stored in its window page (the state
+// stream, windowed), and the token that completes a block forms the block's
+// row from the stored projections of the tokens it pools, before any
+// attention of the step reads it, into the page of the block's last token.
+// Everything stored depends only on the sequence's prefix, so pages are
+// shared, reused and recomputed like any KV row: a prompt split into chunks
+// anywhere forms the same rows.
 
 #include <cstdint>
 
@@ -22,10 +23,11 @@ uint8_t* compressed_row(const KvLayerView& rows, const BlockTableView& table, in
 
 // Stores each token's state row [kv | score + ape[position % ratio]] (kv and
 // score: [n_tokens, c.width()]) in `state` (a stream of one row per token,
-// 2 * c.width() wide), then forms the row of every block a token of the step
-// completes ((position + 1) % ratio == 0) into `rows`.
+// 2 * c.width() wide, in the window pages of window_tables), then forms the
+// row of every block a token of the step completes ((position + 1) % ratio
+// == 0) into `rows` (in the pages of tables).
 void kv_compress(ThreadPool& pool, const KvCompressorParams& c, const float* kv, const float* score, int64_t n_tokens,
-                 const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables, int64_t page_tokens,
-                 const KvLayerView& state, const KvLayerView& rows);
+                 const int32_t* positions, const int32_t* seq_of_token, const BlockTableView* tables,
+                 const BlockTableView* window_tables, int64_t page_tokens, const KvLayerView& state, const KvLayerView& rows);
 
 }  // namespace ds

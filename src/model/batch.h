@@ -17,6 +17,9 @@ struct Batch {
   std::vector<int32_t> positions;
   std::vector<int32_t> seq_of_token;
   std::vector<BlockTableView> block_tables;
+  // Each sequence's window pages (KvStream::windowed), where the cache has a
+  // window pool of its own; empty: its window pages are its block table's.
+  std::vector<BlockTableView> window_tables;
   // Tokens whose logits are wanted, in the order the logits are returned.
   std::vector<int32_t> logit_tokens;
   // Tokens whose final hidden states (after the output norm) are wanted, for embeddings.

@@ -6,20 +6,51 @@ int64_t KvCache::bytes_per_token(const ModelConfig& config, DType dtype) {
   if (!config.kv.layer_streams.empty()) {
     int64_t bytes = 0;
     for (const auto& layer : config.kv.layer_streams) {
-      for (const KvStream& s : layer) bytes += row_bytes(dtype, s.dim) / s.tokens_per_row;
+      for (const KvStream& s : layer) {
+        if (!s.windowed) bytes += row_bytes(dtype, s.dim) / s.tokens_per_row;
+      }
     }
     return bytes;
   }
   return (row_bytes(dtype, config.kv.k_dim) + row_bytes(dtype, config.kv.v_dim)) * config.n_layer;
 }
 
-int64_t KvCache::page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens) {
-  if (config.kv.layer_streams.empty()) return bytes_per_token(config, dtype) * page_tokens;
+namespace {
+// Bytes of one page of the streams that are (or are not) windowed.
+int64_t streams_page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens, bool windowed) {
   int64_t bytes = 0;
   for (const auto& layer : config.kv.layer_streams) {
-    for (const KvStream& s : layer) bytes += row_bytes(dtype, s.dim) * s.rows_per_page(page_tokens);
+    for (const KvStream& s : layer) {
+      if (s.windowed == windowed) bytes += row_bytes(dtype, s.dim) * s.rows_per_page(page_tokens);
+    }
   }
   return bytes;
+}
+}  // namespace
+
+int64_t KvCache::page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens) {
+  if (config.kv.layer_streams.empty()) return bytes_per_token(config, dtype) * page_tokens;
+  return streams_page_bytes(config, dtype, page_tokens, false);
+}
+
+int64_t KvCache::window_page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens) {
+  return streams_page_bytes(config, dtype, page_tokens, true);
+}
+
+int64_t KvCache::window_pages_for_step(int64_t horizon, int64_t page_tokens, int64_t n_tokens) {
+  return (horizon + page_tokens - 1) / page_tokens + 1 + (n_tokens + page_tokens - 1) / page_tokens + 1;
+}
+
+int64_t KvCache::window_pages_per_sequence(const ModelConfig& config, int64_t page_tokens) {
+  if (window_page_bytes(config, DType::f32, page_tokens) == 0) return 0;
+  return window_pages_for_step(config.kv.horizon, page_tokens, 1);
+}
+
+int64_t KvCache::default_window_pages(const ModelConfig& config, int64_t page_tokens, int64_t max_seqs, int64_t max_step_tokens) {
+  const int64_t per_sequence = window_pages_per_sequence(config, page_tokens);
+  if (per_sequence == 0) return 0;
+  // The step's tokens beyond one per sequence take pages of their own.
+  return 2 * (max_seqs * per_sequence + (max_step_tokens + page_tokens - 1) / page_tokens);
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelConfig& config, const KvCacheOptions& options) {
@@ -37,6 +68,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   }
   if (options.page_tokens <= 0 || options.page_tokens > 4096) return Status::error("kv cache: page size must be 1..4096 tokens");
   if (options.n_pages <= 0) return Status::error("kv cache: the pool needs at least one page");
+  const int64_t window_bytes = window_page_bytes(config, options.dtype, options.page_tokens);
+  const int64_t n_window_pages = window_bytes == 0 ? 0 : options.n_window_pages > 0 ? options.n_window_pages : options.n_pages;
   for (const auto& layer : config.kv.layer_streams) {
     for (const KvStream& s : layer) {
       // A page holds whole rows, or a row spans whole pages.
@@ -49,6 +82,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   }
   std::unique_ptr<KvCache> cache(new KvCache());
   cache->options_ = options;
+  cache->options_.n_window_pages = n_window_pages;
+  cache->window_page_bytes_ = window_bytes;
   cache->n_layer_ = config.n_layer;
   cache->k_dim_ = config.kv.k_dim;
   cache->v_dim_ = config.kv.v_dim;
@@ -57,17 +92,23 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   cache->v_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->v_dim_);
   cache->page_bytes_ = page_bytes(config, options.dtype, options.page_tokens);
   cache->streams_ = config.kv.layer_streams;
-  int64_t offset = 0;
+  int64_t offset = 0, window_offset = 0;  // in memory_, in window_memory_
   for (const auto& layer : cache->streams_) {
     cache->stream_offsets_.emplace_back();
     for (const KvStream& s : layer) {
-      cache->stream_offsets_.back().push_back(offset);
-      offset += row_bytes(options.dtype, s.dim) * s.rows_per_page(options.page_tokens) * options.n_pages;
+      int64_t& at = s.windowed ? window_offset : offset;
+      cache->stream_offsets_.back().push_back(at);
+      at += row_bytes(options.dtype, s.dim) * s.rows_per_page(options.page_tokens) * (s.windowed ? n_window_pages : options.n_pages);
     }
   }
   auto memory = backend.allocate(size_t(cache->page_bytes_ * options.n_pages));
   if (!memory.ok()) return Status::error("kv cache: " + memory.message());
   cache->memory_ = memory.take();
+  if (n_window_pages > 0) {
+    auto window_memory = backend.allocate(size_t(window_bytes * n_window_pages));
+    if (!window_memory.ok()) return Status::error("kv cache: window pages: " + window_memory.message());
+    cache->window_memory_ = window_memory.take();
+  }
   return cache;
 }
 
@@ -81,7 +122,7 @@ KvLayerView KvCache::layer(int64_t index) const {
 
 KvLayerView KvCache::stream(int64_t index, int64_t s) const {
   const KvStream& stream = streams_[size_t(index)][size_t(s)];
-  uint8_t* rows = memory_.data() + stream_offsets_[size_t(index)][size_t(s)];
+  uint8_t* rows = (stream.windowed ? window_memory_ : memory_).data() + stream_offsets_[size_t(index)][size_t(s)];
   return KvLayerView{options_.dtype, rows, nullptr, stream.rows_per_page(options_.page_tokens), stream.dim, 1};
 }
 

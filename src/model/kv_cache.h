@@ -18,6 +18,9 @@ struct KvCacheOptions {
   DType dtype = DType::f16;  // f16, f32, or q8_0 (blocks of 32 with an f16 scale: about half of f16)
   int64_t page_tokens = 16;
   int64_t n_pages = 0;
+  // Window pages, for a family with windowed streams (KvStream::windowed):
+  // 0, one per page (a caller that passes the same block table for both).
+  int64_t n_window_pages = 0;
 };
 
 class KvCache {
@@ -28,18 +31,33 @@ class KvCache {
 
   KvLayerView layer(int64_t index) const;
   // Stream s of layer `index` of a family with per-layer streams
-  // (KvRowShape::layer_streams): page_tokens there is its rows per page.
+  // (KvRowShape::layer_streams): page_tokens there is its rows per page; a
+  // windowed stream's pages are window pages.
   KvLayerView stream(int64_t index, int64_t s) const;
   int64_t n_pages() const { return options_.n_pages; }
+  // 0: the family has no windowed streams.
+  int64_t n_window_pages() const { return options_.n_window_pages; }
   int64_t page_tokens() const { return options_.page_tokens; }
   DType dtype() const { return options_.dtype; }
-  // Bytes one page takes across all layers, keys and values.
+  // Bytes one page takes across all layers, keys and values; and one window page.
   int64_t page_bytes() const { return page_bytes_; }
+  int64_t window_page_bytes() const { return window_page_bytes_; }
   // One token's share of a page, averaged over the page (a stream with a row
-  // per 128 tokens costs 1/128 of a row).
+  // per 128 tokens costs 1/128 of a row); windowed streams are not counted.
   static int64_t bytes_per_token(const ModelConfig& config, DType dtype);
-  // Bytes one page of page_tokens tokens takes across all layers.
+  // Bytes one page (or one window page) of page_tokens tokens takes across all layers.
   static int64_t page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens);
+  static int64_t window_page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens);
+  // The most window pages a sequence holds in a step of n_tokens of its
+  // tokens: the pages of the horizon before them (one more where it starts
+  // mid-page) and theirs (one more where they start mid-page).
+  static int64_t window_pages_for_step(int64_t horizon, int64_t page_tokens, int64_t n_tokens);
+  // A decoding sequence's, where the family has windowed streams; else 0.
+  static int64_t window_pages_per_sequence(const ModelConfig& config, int64_t page_tokens);
+  // The window pool for max_seqs sequences and steps of max_step_tokens:
+  // what the sequences hold at once (KvCacheManager), twice over, so that
+  // the ends of as many finished prompts stay cached for prefix reuse.
+  static int64_t default_window_pages(const ModelConfig& config, int64_t page_tokens, int64_t max_seqs, int64_t max_step_tokens);
 
  private:
   KvCache() = default;
@@ -48,10 +66,11 @@ class KvCache {
   int64_t k_dim_ = 0, v_dim_ = 0;  // elements per token and layer (v_dim_ = 0: MLA, keys only)
   int64_t n_kv_heads_ = 1;         // MLA: one latent row shared by all heads
   int64_t k_page_bytes_ = 0, v_page_bytes_ = 0;  // one page of one layer
-  int64_t page_bytes_ = 0;
+  int64_t page_bytes_ = 0, window_page_bytes_ = 0;
   std::vector<std::vector<KvStream>> streams_;          // per layer, where the family has streams
   std::vector<std::vector<int64_t>> stream_offsets_;  // their bytes' offsets in memory_
-  DeviceBuffer memory_;  // in the backend's memory
+  DeviceBuffer memory_;         // in the backend's memory
+  DeviceBuffer window_memory_;  // the window pages
 };
 
 }  // namespace ds

@@ -46,6 +46,26 @@ Status Model::ensure_workspace(int64_t n, int64_t n_logits, int64_t n_hidden) {
   return logits_.reserve(b, n_logits * c.n_vocab);
 }
 
+// Every window page a token reads, back to the horizon, is in the window pool.
+Status Model::validate_window_tables(const Batch& batch, const KvCache& cache) const {
+  if (batch.window_tables.empty()) {
+    if (cache.n_window_pages() == 0 || cache.n_window_pages() == cache.n_pages()) return Status();
+    return Status::error("forward: the cache has a window pool of its own, and the batch no window tables");
+  }
+  if (batch.window_tables.size() != batch.block_tables.size()) return Status::error("forward: window tables and block tables differ in number");
+  const int64_t page_tokens = cache.page_tokens();
+  for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+    const BlockTableView& table = batch.window_tables[size_t(batch.seq_of_token[t])];
+    const int64_t p = batch.positions[t];
+    for (int64_t block = std::max<int64_t>(0, p - config_.kv.horizon) / page_tokens; block <= p / page_tokens; ++block) {
+      if (block >= table.n_pages || table.pages[block] < 0 || table.pages[block] >= cache.n_window_pages()) {
+        return Status::error("forward: position " + std::to_string(p) + " reads a window page its table lacks");
+      }
+    }
+  }
+  return Status();
+}
+
 Status Model::validate(const Batch& batch, const KvCache& cache) const {
   const int64_t n = batch.n_tokens();
   if (n == 0) return Status::error("forward: empty batch");
@@ -69,6 +89,7 @@ Status Model::validate(const Batch& batch, const KvCache& cache) const {
       if (table.pages[i] < 0 || table.pages[i] >= cache.n_pages()) return Status::error("forward: block table names a page outside the pool");
     }
   }
+  DS_RETURN_IF_ERROR(validate_window_tables(batch, cache));
   for (int32_t t : batch.logit_tokens) {
     if (t < 0 || t >= n) return Status::error("forward: logit row outside the batch");
   }
@@ -91,8 +112,9 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
     DS_RETURN_IF_ERROR(ensure_workspace(n, n_logits, hidden ? int64_t(batch.hidden_tokens.size()) : 0));
     int64_t n_ctx = 0;
     for (int32_t p : batch.positions) n_ctx = std::max<int64_t>(n_ctx, p + 1);
+    const BlockTableView* window_tables = batch.window_tables.empty() ? batch.block_tables.data() : batch.window_tables.data();
     step = b.upload_step(StepIndex{n, n_ctx, batch.tokens.data(), batch.positions.data(), batch.seq_of_token.data(),
-                                   batch.block_tables.data(), int64_t(batch.block_tables.size())});
+                                   batch.block_tables.data(), int64_t(batch.block_tables.size()), window_tables});
     layers_->begin_step(batch);
   }
   {

@@ -64,6 +64,7 @@ class Model {
   static Result<std::unique_ptr<Model>> load_on(const std::string& path, const ModelOptions& options,
                                                 std::shared_ptr<Backend> backend);
   Status validate(const Batch& batch, const KvCache& cache) const;
+  Status validate_window_tables(const Batch& batch, const KvCache& cache) const;
   Status ensure_workspace(int64_t n_tokens, int64_t n_logits, int64_t n_hidden);
 
   ModelConfig config_;

@@ -73,13 +73,17 @@ struct Deepseek4Config {
 // A family whose layers cache different things (DeepSeek-V4) lists instead,
 // per layer, its streams: each a key-only array of rows of dim elements, one
 // row per tokens_per_row tokens of a page (at least one per page), read by
-// KvCache::stream.
+// KvCache::stream. A windowed stream is read only within `horizon` tokens
+// before the newest position (a sliding window's raw rows, a compressor's
+// state for the rows it has yet to form): it lives in window pages, which a
+// sequence holds only for its last pages (KvCacheManager).
 struct KvStream {
   int64_t dim = 0;
   int64_t tokens_per_row = 1;
   // Read by the ops that address rows as positions (a row per page slot,
   // kernels/paged_attention.h's layout): pages must hold whole rows.
   bool position_addressed = false;
+  bool windowed = false;
   int64_t rows_per_page(int64_t page_tokens) const { return tokens_per_row >= page_tokens ? 1 : page_tokens / tokens_per_row; }
 };
 
@@ -89,6 +93,9 @@ struct KvRowShape {
   int64_t n_heads = 1;
   bool latent = false;
   std::vector<std::vector<KvStream>> layer_streams;  // empty: every layer is k_dim keys and v_dim values
+  // Where some stream is windowed: a step's tokens read its rows back to
+  // `horizon` positions before the step's first (0: none is).
+  int64_t horizon = 0;
 };
 
 struct ModelConfig {

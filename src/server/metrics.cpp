@@ -69,6 +69,9 @@ std::string Metrics::render(const EngineStats& e, int64_t in_flight) const {
   gauge("dsinfer:kv_pages_total", "KV pages in the pool.", e.pages_total);
   gauge("dsinfer:kv_pages_held", "KV pages held by at least one request.", e.pages_held);
   gauge("dsinfer:kv_pages_cached", "KV pages registered in the prefix cache.", e.pages_cached);
+  gauge("dsinfer:kv_window_pages_total", "KV window pages (a sliding window's and a compressor's last positions; 0: the model has none).",
+        e.window_pages_total);
+  gauge("dsinfer:kv_window_pages_held", "KV window pages held by requests.", e.window_pages_held);
   gauge("dsinfer:kv_page_bytes", "Bytes of one KV page across all layers.", double(e.page_bytes));
   gauge("dsinfer:kv_fragmentation", "Allocated KV slots not holding a token, as a fraction of allocated.", e.fragmentation);
   gauge("dsinfer:num_preemptions", "Sequences preempted since start (monotonic).", double(e.n_preemptions));

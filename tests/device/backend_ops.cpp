@@ -513,11 +513,12 @@ class MoveCase : public RowsCase {
 };
 
 // Sequences of a step over shuffled pages: `lengths` tokens each, the last
-// `new_tokens` of each in the step.
+// `new_tokens` of each in the step; their window pages (KvStream::windowed)
+// shuffled otherwise.
 struct PagedStep {
   int64_t page_tokens = 4;
-  std::vector<std::vector<int32_t>> pages;
-  std::vector<BlockTableView> tables;
+  std::vector<std::vector<int32_t>> pages, window_pages;
+  std::vector<BlockTableView> tables, window_tables;
   std::vector<int32_t> tokens, positions, seq_of_token;
   int64_t n_pages = 0, n_ctx = 0;
 
@@ -538,10 +539,18 @@ struct PagedStep {
       }
       n_ctx = std::max(n_ctx, len);
     }
+    std::shuffle(order.begin(), order.end(), std::mt19937(6));
+    next = 0;
+    for (const auto& p : pages) {
+      window_pages.emplace_back(order.begin() + int64_t(next), order.begin() + int64_t(next + p.size()));
+      next += p.size();
+    }
     for (const auto& p : pages) tables.push_back(BlockTableView{p.data(), int32_t(p.size())});
+    for (const auto& p : window_pages) window_tables.push_back(BlockTableView{p.data(), int32_t(p.size())});
   }
   StepIndex host() const {
-    return StepIndex{int64_t(tokens.size()), n_ctx, tokens.data(), positions.data(), seq_of_token.data(), tables.data(), int64_t(tables.size())};
+    return StepIndex{int64_t(tokens.size()), n_ctx, tokens.data(), positions.data(), seq_of_token.data(), tables.data(), int64_t(tables.size()),
+                     window_tables.data()};
   }
   // Every slot of every sequence's pages, as (position, sequence) pairs: what a case writes the whole cache with.
   struct Slots {
@@ -1560,6 +1569,7 @@ class CompressedAttentionCase : public OpCase {
     int64_t longest = 0;
     for (int64_t t = 0; t < n(); ++t) {
       const BlockTableView& table = step_.tables[size_t(step_.seq_of_token[size_t(t)])];
+      const BlockTableView& window_table = step_.window_tables[size_t(step_.seq_of_token[size_t(t)])];
       const int64_t p = step_.positions[size_t(t)];
       std::vector<std::vector<float>> keys;
       const auto read = [&](const PagedKv& kv, size_t offset) {
@@ -1569,7 +1579,7 @@ class CompressedAttentionCase : public OpCase {
         keys.push_back(row);
       };
       for (int64_t j = std::max<int64_t>(0, p - a_.window + 1); j <= p; ++j) {
-        read(*window_, size_t((table.pages[j / step_.page_tokens] * step_.page_tokens + j % step_.page_tokens) * row_bytes(kv_dtype_, hd)));
+        read(*window_, size_t((window_table.pages[j / step_.page_tokens] * step_.page_tokens + j % step_.page_tokens) * row_bytes(kv_dtype_, hd)));
       }
       if (a_.ratio > 0) {
         const int64_t n_rows = a_.ratio == 4 ? n_selected_[size_t(t)] : (p + 1) / a_.ratio;

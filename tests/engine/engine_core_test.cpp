@@ -6,9 +6,12 @@
 // DeepSeek-V3-like model (Q8_0, MLA latent cache, MoE with grouped routing).
 
 #include "engine/engine_core.h"
+#include "engine/teacher_forcing.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <random>
 #include <regex>
@@ -55,8 +58,16 @@ struct RunStats {
   int64_t drafts = 0, draft_tokens = 0, accepted_draft_tokens = 0;
 };
 
+// The cache of a run: n_pages pages, and as many window pages where the model
+// has windowed streams, at least what one sequence needs in a step, so that
+// the window pool is as tight as the pool.
+KvCacheOptions cache_options(const Model& model, const RunShape& s) {
+  const int64_t least = KvCache::window_pages_for_step(model.config().kv.horizon, s.page_tokens, s.max_batched_tokens);
+  return KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages, std::max<int64_t>(s.n_pages, least)};
+}
+
 std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool one_at_a_time, RunStats* stats = nullptr) {
-  auto memory = KvCache::create(model.backend(), model.config(), KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages});
+  auto memory = KvCache::create(model.backend(), model.config(), cache_options(model, s));
   EXPECT_TRUE(memory.ok());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{s.max_batched_tokens, 16, 512};
@@ -83,6 +94,7 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
       EXPECT_LE(stats.pages_held, stats.pages_total);
       for (const StepOutput& o : step.value()) outputs[index_of[o.id]].push_back(o.token);
       EXPECT_TRUE(core.pool().check_invariants().ok());
+      EXPECT_TRUE(core.window_pool().check_invariants().ok());
     }
   };
   for (size_t i = 0; i < all.size(); ++i) {
@@ -94,6 +106,7 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
   drain();
   const EngineStats end = core.stats();
   EXPECT_EQ(end.pages_held, 0);
+  EXPECT_EQ(end.window_pages_held, 0);
   EXPECT_EQ(end.n_running + end.n_waiting, 0);
   EXPECT_LE(end.prefix_hit_tokens, end.prefix_query_tokens);
   if (stats) *stats = RunStats{end.prefix_hit_tokens, end.n_preemptions, end.drafts, end.draft_tokens, end.accepted_draft_tokens};
@@ -123,7 +136,11 @@ class EngineCoreTest : public ::testing::TestWithParam<TestModel> {
       shape.n_embd = 128;
       shape.n_ff = 256;
       shape.n_vocab = 512;
-      shape.n_layer = shape.arch == "qwen2" ? 2 : 3;
+      // DeepSeek-V4 in two layers, window-only and compressing by 4: a
+      // horizon of 15 positions, so the window pages of these short prompts
+      // are let go, cached and evicted (ratio 128's rows are
+      // EngineCorePrefix's, over 2,000 tokens).
+      shape.n_layer = shape.arch == "qwen2" || shape.arch == "deepseek4" ? 2 : 3;
       path = write_random_model(shape, std::string("engine_core_") + m.name + ".gguf");
     }
     auto loaded = Model::load(path, ModelOptions{2, LoadMode::mmap});
@@ -249,7 +266,7 @@ TEST_P(EngineCoreTest, SharedPrefixesAreReused) {
 TEST_P(EngineCoreTest, PromptLogprobsDoNotDependOnChunksCacheOrPreemption) {
   const std::vector<std::vector<int32_t>> all = prompts();
   auto score = [&](const RunShape& s) {
-    auto memory = KvCache::create(model_->backend(), model_->config(), KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages});
+    auto memory = KvCache::create(model_->backend(), model_->config(), cache_options(*model_, s));
     EXPECT_TRUE(memory.ok());
     EngineCoreConfig config;
     config.scheduler = SchedulerConfig{s.max_batched_tokens, 16, 512};
@@ -272,6 +289,25 @@ TEST_P(EngineCoreTest, PromptLogprobsDoNotDependOnChunksCacheOrPreemption) {
   };
   const auto whole = score(shape(16, 256, 4096, true));
   for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(whole[i].size(), all[i].size() - 1);
+  // Against teacher forcing (`dsinfer logits`, what the reference tests hold
+  // to llama.cpp), which keeps every page's windowed rows: the engine's window
+  // pages, let go behind the horizon, change nothing.
+  auto forced = TeacherForcing::create(*model_, KvCacheOptions{GetParam().kv_dtype, 16, 0}, 512);
+  ASSERT_TRUE(forced.ok()) << forced.message();
+  const int64_t n_vocab = model_->config().n_vocab;
+  for (size_t i = 0; i < all.size(); ++i) {
+    std::vector<float> logits(all[i].size() * size_t(n_vocab));
+    ASSERT_TRUE(forced.value()->run(all[i].data(), int64_t(all[i].size()), 0, logits.data()).ok());
+    for (size_t k = 0; k < whole[i].size(); ++k) {
+      const float* row = logits.data() + k * size_t(n_vocab);
+      const float max = *std::max_element(row, row + n_vocab);
+      double sum = 0.0;
+      for (int64_t v = 0; v < n_vocab; ++v) sum += std::exp(double(row[v] - max));
+      const double logprob = double(row[all[i][k + 1]] - max) - std::log(sum);
+      EXPECT_NEAR(whole[i][k].logprob, logprob, 1e-3) << "prompt " << i << " token " << k;
+      EXPECT_EQ(whole[i][k].top[0].first, int32_t(std::max_element(row, row + n_vocab) - row)) << "prompt " << i << " token " << k;
+    }
+  }
   for (const RunShape& s : {shape(16, 256, 7, true), shape(4, 24, 32, true)}) {
     const auto other = score(s);
     for (size_t i = 0; i < all.size(); ++i) {
@@ -288,10 +324,16 @@ TEST_P(EngineCoreTest, PromptLogprobsDoNotDependOnChunksCacheOrPreemption) {
 // A 2,000-token prompt sharing its first 1,900 tokens with an earlier one
 // recomputes at most the partly shared page plus its 100 new tokens, and gets
 // the same first token as without the cache; another tenant gets no hit.
-TEST(EngineCorePrefix, LongSharedPrefixIsComputedOnce) {
+// DeepSeek-V4 (layers compressing by 0, 4 and 128) too: its window pages of
+// the shared prefix's last 128 positions were let go into the window pool's
+// cache, and the hit takes them back.
+class EngineCorePrefix : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EngineCorePrefix, LongSharedPrefixIsComputedOnce) {
   RandomModelShape model_shape;
-  model_shape.arch = "llama";
-  auto model = Model::load(write_random_model(model_shape, "engine_core_prefix.gguf"), ModelOptions{2, LoadMode::mmap});
+  model_shape.arch = GetParam();
+  model_shape.n_layer = std::string(GetParam()) == "deepseek4" ? 3 : 2;
+  auto model = Model::load(write_random_model(model_shape, std::string("engine_core_prefix_") + GetParam() + ".gguf"), ModelOptions{2, LoadMode::mmap});
   ASSERT_TRUE(model.ok()) << model.message();
   constexpr int32_t k_page = 16;
   std::mt19937 rng(9);
@@ -341,6 +383,9 @@ TEST(EngineCorePrefix, LongSharedPrefixIsComputedOnce) {
   EXPECT_EQ(cached[1].token, uncached[0].token);
   EXPECT_EQ(cached[2].token, uncached[0].token);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, EngineCorePrefix, ::testing::Values("llama", "deepseek4"),
+                         [](const auto& info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineCoreTest,
                          ::testing::Values(TestModel{"stories260K", DType::f16}, TestModel{"qwen2_q8_0", DType::q8_0},

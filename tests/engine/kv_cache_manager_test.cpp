@@ -116,5 +116,70 @@ TEST(KvCacheManager, GrowthIsCheckedBeforeItIsCommitted) {
   kv.free(1);
 }
 
+// Window pages (a horizon of 10 positions, pages of 4): a sequence holds only
+// those from the page where the horizon of its next token starts; the rest go
+// to the window pool's cache under their page's key.
+TEST(KvCacheManager, WindowPagesAreLetGoBehindTheHorizon) {
+  BlockPool pool(20), windows(20);
+  KvCacheManager kv(pool, 4, 1, true, &windows, 10);
+  const std::vector<int32_t> tokens = prompt(30);
+  kv.start(1, tokens, 0);
+  EXPECT_EQ(kv.window_pages_needed(1, 30), 8);
+  kv.grow(1, 30);
+  kv.commit(1, tokens, 30);
+  // The next token, 30, reads back to position 20: page 5 on.
+  const std::vector<int32_t>& window = kv.window_table(1);
+  ASSERT_EQ(window.size(), 8u);
+  for (size_t b = 0; b < window.size(); ++b) EXPECT_EQ(window[b] >= 0, b >= 5) << b;
+  EXPECT_EQ(windows.n_pages() - windows.n_unheld(), 3);
+  EXPECT_EQ(windows.n_cached(), 7) << "the full pages' window pages, held or not";
+  // Growing by a decode step takes a window page only for the new page.
+  EXPECT_EQ(kv.window_pages_needed(1, 31), 0);
+  EXPECT_EQ(kv.window_pages_needed(1, 33), 1);
+  kv.free(1);
+  EXPECT_EQ(windows.n_unheld(), 20);
+  EXPECT_TRUE(windows.check_invariants().ok());
+  EXPECT_TRUE(pool.check_invariants().ok());
+}
+
+// A prefix is reused up to a page only while the window pages of the horizon
+// before it are cached: with one evicted, the hit is cut back to a page whose
+// horizon lies behind it.
+TEST(KvCacheManager, APrefixHitNeedsTheWindowPagesOfItsHorizon) {
+  BlockPool pool(40), windows(12);
+  KvCacheManager kv(pool, 4, 1, true, &windows, 6);
+  const std::vector<int32_t> first = prompt(40);
+  compute(kv, 1, first, 0);
+  kv.free(1);
+  std::vector<int32_t> second = first;
+  second.push_back(99);  // shares all 40 tokens: a hit of 10 pages, its horizon pages 8 and 9 (positions 34..39)
+  EXPECT_EQ(kv.cached_prefix(second, 0), 40);
+  const int32_t hit = kv.start(2, second, 0);
+  EXPECT_EQ(hit, 40);
+  const std::vector<int32_t>& window = kv.window_table(2);
+  for (size_t b = 0; b < window.size(); ++b) EXPECT_EQ(window[b] >= 0, b >= 8) << b;
+  kv.free(2);
+
+  // Another prompt takes every window page: the cached ones are evicted, the
+  // least recently released (the first prompt's first pages) first.
+  const std::vector<int32_t> other = prompt(44, 1000);
+  kv.start(3, other, 0);
+  ASSERT_TRUE(kv.can_grow(3, 44));
+  kv.grow(3, 44);
+  kv.commit(3, other, 40);  // all but its last page's window pages let go, into the cache
+  kv.free(3);
+  // Of the first prompt's window pages, the most recently released (its last
+  // pages) may remain; a hit must have every page of its horizon.
+  const int32_t cut = kv.cached_prefix(second, 0);
+  EXPECT_LT(cut, 40);
+  EXPECT_EQ(cut % 4, 0);
+  const int32_t again = kv.start(4, second, 0);
+  EXPECT_EQ(again, cut);
+  const std::vector<int32_t>& cut_window = kv.window_table(4);
+  for (size_t b = 0; b < cut_window.size(); ++b) EXPECT_EQ(cut_window[b] >= 0, int32_t(b) >= std::max(0, cut - 6) / 4) << b;
+  kv.free(4);
+  EXPECT_TRUE(windows.check_invariants().ok());
+}
+
 }  // namespace
 }  // namespace ds

@@ -113,10 +113,15 @@ def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer,
                         arrays={"attention.compress_ratios": [0, 0] + [4, 128] * 20 + [4]})
     out = dsinfer("info", "-m", path).stdout.decode()
     assert "layers: 2 window-only, 21 compressing by 4 (an indexer of 64 heads of 128 picks 512 rows), 20 by 128" in out, out
-    assert "raw rows 22016 + compressor projections 74240 + compressed rows 3440.0, all kept for every token" in out, out
-    assert "keeps 3440.0 per token (6880 bytes f16) plus per sequence 2818048 raw window elements (f16) and 3051520 " \
-           "projection floats (f32)" in out, out
-    assert "kv bytes per token (f16): 199392;" in out, out
+    # Per token the compressed rows (21 * (512 + 128) / 4 + 20 * 512 / 128), as the notes' compact layout keeps
+    # them; the raw rows (43 * 512) and the projections (21 * (2048 + 512) + 20 * 1024) of the last 128 positions
+    # only: window pages of 16 tokens for the horizon of 127 (8), the page it starts in, a decode step's, the page
+    # that starts in: 11 * 16 * (22016 + 74240) * 2 bytes.
+    assert "compressed rows 3440.0 per token (6880 bytes f16), kept; raw rows 22016 + compressor projections 74240 per " \
+           "position, in window pages for the last 128 positions of a sequence only" in out, out
+    assert "the same 3440.0 per token, plus per sequence 2818048 raw window elements (f16) and 3051520 projection floats (f32)" in out, out
+    assert "kv bytes per token (f16): 6880; fixed state per sequence: 11 window pages of 16 tokens (the last 128 positions' " \
+           f"windowed rows), {11 * 16 * (22016 + 74240) * 2} bytes" in out, out
 
 
 def test_info_lists_the_ops_the_forward_calls_per_backend(dsinfer):

@@ -36,14 +36,15 @@ void CpuBackend::hyper_connection_head(const HyperConnectionParams& p, const flo
 
 void CpuBackend::kv_compress(const KvCompressorParams& c, const StepIndex& step, int64_t page_tokens, const float* kv, const float* score,
                              const KvLayerView& state, const KvLayerView& rows) {
-  ds::kv_compress(pool_, c, kv, score, step.n_tokens, step.positions, step.seq_of_token, step.tables, page_tokens, state, rows);
+  ds::kv_compress(pool_, c, kv, score, step.n_tokens, step.positions, step.seq_of_token, step.tables, step.window_tables, page_tokens, state,
+                  rows);
 }
 
 void CpuBackend::compressed_attention(const CompressedAttentionParams& a, const StepIndex& step, int64_t page_tokens, const float* q,
                                       const KvLayerView& window, const KvLayerView& rows, const int32_t* selected,
                                       const int32_t* n_selected, float* out) {
-  ds::compressed_attention(pool_, a, q, step.n_tokens, step.positions, step.seq_of_token, step.tables, page_tokens, window, rows,
-                           selected, n_selected, out);
+  ds::compressed_attention(pool_, a, q, step.n_tokens, step.positions, step.seq_of_token, step.tables, step.window_tables, page_tokens,
+                           window, rows, selected, n_selected, out);
 }
 
 }  // namespace ds

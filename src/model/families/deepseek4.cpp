@@ -182,16 +182,21 @@ Status read_config(const ConfigReader& r, ModelConfig& c) {
   c.n_nextn_layer = nextn;
   c.n_layer -= nextn;
   v.compress_ratios.resize(size_t(c.n_layer));
-  // Each layer's KV streams (in Stream order).
+  // Each layer's KV streams (in Stream order). The raw rows and the
+  // compressors' per-token state are windowed: a token reads the raw rows of
+  // its window, and a row forms from the state of its block (ratio 4: and of
+  // the block before); the rows formed are kept.
+  c.kv.horizon = v.window - 1;
   for (int64_t ratio : v.compress_ratios) {
-    std::vector<KvStream> streams = {{c.head_dim, 1}};
+    std::vector<KvStream> streams = {{c.head_dim, 1, false, /*windowed=*/true}};
     if (ratio > 0) {
       const int64_t width = ratio == k_csa_ratio ? 2 * c.head_dim : c.head_dim;
-      streams.push_back({2 * width, 1});
+      streams.push_back({2 * width, 1, false, /*windowed=*/true});
       streams.push_back({c.head_dim, ratio});
+      c.kv.horizon = std::max(c.kv.horizon, ratio == k_csa_ratio ? 2 * ratio - 1 : ratio - 1);
     }
     if (ratio == k_csa_ratio) {
-      streams.push_back({4 * x.key_dim, 1});
+      streams.push_back({4 * x.key_dim, 1, false, /*windowed=*/true});
       streams.push_back({x.key_dim, k_csa_ratio, /*position_addressed=*/true});  // the indexer reads them
     }
     c.kv.layer_streams.push_back(streams);
@@ -432,7 +437,7 @@ class Deepseek4Layers : public LayerStack {
     const KvLayerView window = cache.stream(layer, k_window);
     {
       TraceScope scope(ctx.trace, "rope_kv_write");
-      b.rope_kv_write(rope, step, HeadRows{q_.data() + hd - n_rot, c.n_head, n_rot, c.n_head * hd, hd},
+      b.rope_kv_write(rope, step.windowed(), HeadRows{q_.data() + hd - n_rot, c.n_head, n_rot, c.n_head * hd, hd},
                       HeadRows{kv_.data() + hd - n_rot, 1, n_rot, hd, hd}, window, kv_.data(), nullptr);
     }
     KvLayerView rows{};
