@@ -32,12 +32,13 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
 }
 
 Admit Engine::admit(const std::vector<int32_t>& prompt, const GenerationParams& params) const {
-  int64_t n_free = 0;
+  int64_t n_free = 0, n_free_window = 0;
   {
     std::lock_guard lock(mutex_);
     n_free = stats_.pages_total - stats_.pages_held;
+    n_free_window = stats_.window_pages_total - stats_.window_pages_held;
   }
-  return rule_.check(int64_t(prompt.size()), params.max_tokens, n_free);
+  return rule_.check(int64_t(prompt.size()), params.max_tokens, n_free, false, n_free_window);
 }
 
 Admit Engine::admit_at_least(int64_t n_prompt, const GenerationParams& params) const {

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "base/status.h"
-#include "model/kv_cache.h"
 
 namespace ds {
 
@@ -94,10 +93,6 @@ int32_t KvCacheManager::window_pages_needed(int64_t seq, int32_t n_slots) const 
     needed += size_t(b) >= table.window_pages.size() || table.window_pages[size_t(b)] < 0;
   }
   return needed;
-}
-
-int32_t KvCacheManager::window_pages_for_step(int32_t n_tokens) const {
-  return int32_t(KvCache::window_pages_for_step(horizon_, page_tokens_, n_tokens));
 }
 
 bool KvCacheManager::can_grow(int64_t seq, int32_t n_slots) const {

@@ -51,9 +51,7 @@ class KvCacheManager {
   int32_t pages_needed(int64_t seq, int32_t n_slots) const;
   int32_t window_pages_needed(int64_t seq, int32_t n_slots) const;
   bool can_grow(int64_t seq, int32_t n_slots) const;
-  // The most window pages a sequence holds in a step of n_tokens of its
-  // tokens (KvCache::window_pages_for_step).
-  int32_t window_pages_for_step(int32_t n_tokens) const;
+  int32_t horizon() const { return horizon_; }
   // Allocates those pages. Requires can_grow.
   void grow(int64_t seq, int32_t n_slots);
 

@@ -5,7 +5,10 @@
 namespace ds {
 
 Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv)
-    : config_(config), kv_(kv), rule_(config.max_context, kv.page_tokens(), kv.pool().n_pages(), config.kv_reserve) {}
+    : config_(config),
+      kv_(kv),
+      rule_(config.max_context, kv.page_tokens(), kv.pool().n_pages(), config.kv_reserve,
+            WindowLimits{kv.window_pool() ? kv.window_pool()->n_pages() : 0, kv.horizon(), config.max_batched_tokens}) {}
 
 Status Scheduler::add(Sequence* seq) {
   if (seq->n_prompt <= 0 || int32_t(seq->tokens.size()) != seq->n_prompt || seq->max_new_tokens < 1) {
@@ -13,11 +16,6 @@ Status Scheduler::add(Sequence* seq) {
   }
   const Admit admit = rule_.check(seq->n_prompt, seq->max_new_tokens, -1);
   if (!admit.fits()) return Status::error(admit.reason);
-  if (const BlockPool* windows = kv_.window_pool(); windows && windows->n_pages() < kv_.window_pages_for_step(config_.max_batched_tokens)) {
-    return Status::error("the KV window pool's " + std::to_string(windows->n_pages()) + " pages cannot hold one sequence's window and a step of " +
-                         std::to_string(config_.max_batched_tokens) + " tokens (" +
-                         std::to_string(kv_.window_pages_for_step(config_.max_batched_tokens)) + " pages)");
-  }
   insert_waiting(seq, false);
   return Status();
 }
