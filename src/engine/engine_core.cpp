@@ -287,7 +287,6 @@ EngineStats EngineCore::stats() const {
   s.page_bytes = memory_.page_bytes();
   s.window_pages_total = window_pool_.n_pages();
   s.window_pages_held = window_pool_.n_pages() - window_pool_.n_unheld();
-  s.window_page_bytes = memory_.window_page_bytes();
   s.fragmentation = scheduler_.fragmentation();
   s.prefix_query_tokens = scheduler_.prefix_query_tokens();
   s.prefix_hit_tokens = scheduler_.prefix_hit_tokens();

@@ -56,7 +56,6 @@ struct EngineStats {
   int64_t page_bytes = 0;    // one page across all layers, keys and values
   int32_t window_pages_total = 0;  // the window pool (KvStream::windowed), 0: none
   int32_t window_pages_held = 0;
-  int64_t window_page_bytes = 0;
   double fragmentation = 0.0;
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_tokens = 0;

@@ -83,7 +83,6 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   std::unique_ptr<KvCache> cache(new KvCache());
   cache->options_ = options;
   cache->options_.n_window_pages = n_window_pages;
-  cache->window_page_bytes_ = window_bytes;
   cache->n_layer_ = config.n_layer;
   cache->k_dim_ = config.kv.k_dim;
   cache->v_dim_ = config.kv.v_dim;

@@ -39,9 +39,8 @@ class KvCache {
   int64_t n_window_pages() const { return options_.n_window_pages; }
   int64_t page_tokens() const { return options_.page_tokens; }
   DType dtype() const { return options_.dtype; }
-  // Bytes one page takes across all layers, keys and values; and one window page.
+  // Bytes one page takes across all layers, keys and values.
   int64_t page_bytes() const { return page_bytes_; }
-  int64_t window_page_bytes() const { return window_page_bytes_; }
   // One token's share of a page, averaged over the page (a stream with a row
   // per 128 tokens costs 1/128 of a row); windowed streams are not counted.
   static int64_t bytes_per_token(const ModelConfig& config, DType dtype);
@@ -66,7 +65,7 @@ class KvCache {
   int64_t k_dim_ = 0, v_dim_ = 0;  // elements per token and layer (v_dim_ = 0: MLA, keys only)
   int64_t n_kv_heads_ = 1;         // MLA: one latent row shared by all heads
   int64_t k_page_bytes_ = 0, v_page_bytes_ = 0;  // one page of one layer
-  int64_t page_bytes_ = 0, window_page_bytes_ = 0;
+  int64_t page_bytes_ = 0;
   std::vector<std::vector<KvStream>> streams_;          // per layer, where the family has streams
   std::vector<std::vector<int64_t>> stream_offsets_;  // their bytes' offsets in memory_
   DeviceBuffer memory_;         // in the backend's memory
