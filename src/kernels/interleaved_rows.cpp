@@ -10,8 +10,8 @@ namespace ds {
 namespace {
 
 bool has_layout(DType type) {
-  return type == DType::q8_0 || type == DType::q4_0 || type == DType::q4_k || type == DType::q5_k || type == DType::q6_k ||
-         type == DType::i8;
+  return type == DType::q8_0 || type == DType::q4_0 || type == DType::mxfp4 || type == DType::q4_k || type == DType::q5_k ||
+         type == DType::q6_k || type == DType::i8;
 }
 
 // Bytes of one row's part of a group block.
@@ -40,6 +40,11 @@ void for_each_piece(DType type, int64_t r, Copy copy) {
   }
   if (type == DType::i8) {  // Q8_0's quants without the scale
     for (int64_t c = 0; c < 8; ++c) copy(32 * c + 4 * r, 4 * c, 4);
+    return;
+  }
+  if (type == DType::mxfp4) {  // the E8M0 scale, then Q4_0's nibble layout
+    copy(r, 0, 1);
+    for (int64_t c = 0; c < 4; ++c) copy(k_interleave + 32 * c + 4 * r, 1 + 4 * c, 4);
     return;
   }
   copy(2 * r, 0, 2);  // the f16 scale

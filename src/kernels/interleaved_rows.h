@@ -13,6 +13,7 @@
 //   Q4_0: the eight scales, then 128 bytes; byte 32v + 4r + i holds row r's
 //         element 4v + i in its low nibble and element 16 + 4v + i in its
 //         high one (the unsigned 0..15 codes, as in the file).
+//   MXFP4: the eight E8M0 scale bytes, then the codes laid out as Q4_0's.
 //   Q4_K (8 rows x 256): the eight d, the eight dmin, the rows' 12 packed
 //         scale bytes transposed (byte 8j + r is row r's byte j), then per pair p of sub-blocks 256 bytes where
 //         byte 256p + 32c + 4r + i holds row r's element 64p + 4c + i in its
@@ -61,11 +62,15 @@ void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t 
 // One group (8 rows) against n_tokens tokens: for j < n_tokens, out + j *
 // out_stride receives the 8 outputs of token j, whose activations (Q8_0, Q8_K
 // for the K types, an int8 row for I8) are at act + j * act_stride; n_blocks
-// counts group blocks. Q4_0 needs each activation block's offset 8 * sum(q)
-// at offsets[j * n_blocks + b]; the others ignore it. Tokens go through in
+// counts group blocks. Q4_0 and MXFP4 read each activation block's code sum
+// sum(q) at block_sums[j * n_blocks + b] (their weight codes are offset to
+// unsigned bytes; the sum takes the offset back out); the others ignore it. Tokens go through in
 // register tiles; every token's outputs are the same whatever n_tokens is.
 using InterleavedGroupFn = void (*)(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride,
-                                    const int32_t* offsets, int64_t n_tokens, float* out, int64_t out_stride);
+                                    const int32_t* block_sums, int64_t n_tokens, float* out, int64_t out_stride);
+
+// Whether interleaved_kernel(type) reads block_sums.
+inline bool interleaved_kernel_reads_block_sums(DType type) { return type == DType::q4_0 || type == DType::mxfp4; }
 
 // The kernel for a type on this CPU: the VNNI one where use_vnni_kernels(),
 // else the AVX2 one; nullptr if the CPU has none.

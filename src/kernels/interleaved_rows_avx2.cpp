@@ -1,5 +1,5 @@
 // AVX2 tile kernels over interleaved rows (kernels/interleaved_rows.h): Q8_0,
-// Q4_0 and I8 from interleaved_tiles_x86.h with maddubs, and the K types.
+// Q4_0, MXFP4 and I8 from interleaved_tiles_x86.h with maddubs, and the K types.
 // Compiled with -mavx2 -mfma -mf16c; only called when cpu_features() reports
 // all three.
 
@@ -32,6 +32,7 @@ struct GroupQ6_K {
   uint8_t steps[8][6][k_interleave * 4];
 };
 static_assert(sizeof(GroupQ8_0) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0) &&
+                  sizeof(GroupMxfp4) == 8 * sizeof(BlockMxfp4) &&
                   sizeof(GroupQ4_K) == 8 * sizeof(BlockQ4_K) && sizeof(GroupQ5_K) == 8 * sizeof(BlockQ5_K) &&
                   sizeof(GroupQ6_K) == 8 * sizeof(BlockQ6_K),
               "a group block holds eight row blocks");
@@ -230,6 +231,7 @@ InterleavedGroupFn interleaved_kernel_avx2(DType type) {
   switch (type) {
     case DType::q8_0: return group_int8<GroupQ8_0, MaddubsDot>;
     case DType::q4_0: return group_q4_0<MaddubsDot>;
+    case DType::mxfp4: return group_mxfp4<MaddubsDot>;
     case DType::i8: return group_int8<GroupI8, MaddubsDot>;
     case DType::q4_k: return group_k<GroupQ4_K>;
     case DType::q5_k: return group_k<GroupQ5_K>;

@@ -1,4 +1,4 @@
-// Q8_0, Q4_0 and I8 tile kernels over interleaved rows (interleaved_tiles_x86.h) with AVX-512 VNNI's
+// Q8_0, Q4_0, MXFP4 and I8 tile kernels over interleaved rows (interleaved_tiles_x86.h) with AVX-512 VNNI's
 // dpbusd on 256-bit registers (AVX512_VNNI + AVX512VL): four u8 x s8
 // products added into each int32 lane in one instruction, where AVX2 takes
 // maddubs, madd and an add. The sums are exact either way, so the outputs
@@ -28,6 +28,7 @@ InterleavedGroupFn interleaved_kernel_vnni(DType type) {
   switch (type) {
     case DType::q8_0: return group_int8<GroupQ8_0, VnniDot>;
     case DType::q4_0: return group_q4_0<VnniDot>;
+    case DType::mxfp4: return group_mxfp4<VnniDot>;
     case DType::i8: return group_int8<GroupI8, VnniDot>;
     default: return nullptr;
   }

@@ -1,5 +1,5 @@
 #pragma once
-// The Q8_0, Q4_0 and I8 tile kernels over interleaved rows (kernels/
+// The Q8_0, Q4_0, MXFP4 and I8 tile kernels over interleaved rows (kernels/
 // interleaved_rows.h), written once for two instruction sets: `Dot` says how
 // unsigned-by-signed byte products reach int32 lanes, AVX2's maddubs + madd
 // (MaddubsDot, here) or AVX-512 VNNI's dpbusd (interleaved_rows_vnni.cpp).
@@ -59,6 +59,10 @@ struct GroupQ8_0 {
 };
 struct GroupQ4_0 {
   uint16_t d[k_interleave];
+  uint8_t qs[k_interleave * k_qk / 2];
+};
+struct GroupMxfp4 {
+  uint8_t e[k_interleave];
   uint8_t qs[k_interleave * k_qk / 2];
 };
 struct GroupI8 {
@@ -193,9 +197,9 @@ void tile_i8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t
 
 // Q4_0 x Q8_0: the unsigned codes q = w + 8 meet the activations as they
 // are, a block at a time (eight int16 pair sums of at most 2 x 15 x 127 stay
-// under 32767), and 8 * sum(a) (the offsets) takes the +8 back out.
+// under 32767), and 8 * sum(a) takes the +8 back out.
 template <int T, typename Dot>
-void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* offsets,
+void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
                float* out, int64_t out_stride, const uint8_t* next) {
   const auto* w = reinterpret_cast<const GroupQ4_0*>(group);
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
@@ -224,10 +228,62 @@ void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
     });
     const __m256 row_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
     for (int j = 0; j < T; ++j) {
-      __m256i block_sums = Dot::to_int32(sums[0][j]);
-      if constexpr (k_chains == 2) block_sums = _mm256_add_epi32(block_sums, Dot::to_int32(sums[1][j]));
-      block_sums = _mm256_sub_epi32(block_sums, _mm256_set1_epi32(offsets[j * n_blocks + b]));
-      acc[j] = accumulate(acc[j], row_scales, act_block(act, act_stride, j, b), block_sums);
+      __m256i exact = Dot::to_int32(sums[0][j]);
+      if constexpr (k_chains == 2) exact = _mm256_add_epi32(exact, Dot::to_int32(sums[1][j]));
+      exact = _mm256_sub_epi32(exact, _mm256_set1_epi32(8 * block_sums[j * n_blocks + b]));
+      acc[j] = accumulate(acc[j], row_scales, act_block(act, act_stride, j, b), exact);
+    }
+  }
+  for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, acc[j]);
+}
+
+// MXFP4 x Q8_0: each code becomes its doubled E2M1 value plus 12, an
+// unsigned byte of 0..24, through a table lookup, and meets the activations
+// as they are; 12 * sum(a) takes the offset back out, and the rows' halved
+// E8M0 scales (mxfp4_half_scale, eight at once) undo the doubling. The low
+// and the high nibbles sum apart: four int16 pair sums of at most 2 x 24 x
+// 127 stay under 32767, eight would not.
+inline __m256 mxfp4_row_scales(const uint8_t* e) {
+  const __m256i exponents = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e)));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(exponents, _mm256_set1_epi32(1)), 23);
+  const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), exponents);
+  const __m256i is_normal = _mm256_cmpgt_epi32(exponents, _mm256_set1_epi32(1));
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(subnormal, normal, is_normal));
+}
+
+constexpr int k_mxfp4_offset = 12;
+
+template <int T, typename Dot>
+void tile_mxfp4(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
+                float* out, int64_t out_stride, const uint8_t* next) {
+  const auto* w = reinterpret_cast<const GroupMxfp4*>(group);
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  alignas(16) int8_t offset_values[16];
+  for (int i = 0; i < 16; ++i) offset_values[i] = int8_t(k_mxfp4_values[i] + k_mxfp4_offset);
+  const __m256i values = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(offset_values)));
+  __m256 acc[T];
+  for (int j = 0; j < T; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    __m256i sums[T];
+    for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
+    prefetch_block<GroupMxfp4>(next, b);
+    for (int half = 0; half < 2; ++half) {
+      __m256i half_sums[T];
+      for (int j = 0; j < T; ++j) half_sums[j] = _mm256_setzero_si256();
+      for_chunks<Dot, 4>([&](int v) {
+        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * v));
+        const __m256i codes = _mm256_and_si256(half ? _mm256_srli_epi16(packed, 4) : packed, low_nibbles);
+        const __m256i u = _mm256_shuffle_epi8(values, codes);
+        for (int j = 0; j < T; ++j) {
+          half_sums[j] = Dot::add_chunk(half_sums[j], u, broadcast_chunk(act_block(act, act_stride, j, b).qs, 4 * half + v));
+        }
+      });
+      for (int j = 0; j < T; ++j) sums[j] = _mm256_add_epi32(sums[j], Dot::to_int32(half_sums[j]));
+    }
+    const __m256 row_scales = mxfp4_row_scales(w[b].e);
+    for (int j = 0; j < T; ++j) {
+      const __m256i exact = _mm256_sub_epi32(sums[j], _mm256_set1_epi32(k_mxfp4_offset * block_sums[j * n_blocks + b]));
+      acc[j] = accumulate(acc[j], row_scales, act_block(act, act_stride, j, b), exact);
     }
   }
   for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, acc[j]);
@@ -247,7 +303,7 @@ inline void for_token_tiles(int64_t n_tokens, Step step) {
   }
 }
 
-// Q8_0 (Group = GroupQ8_0) or I8 (GroupI8): the two tiles read no offsets.
+// Q8_0 (Group = GroupQ8_0) or I8 (GroupI8): the two tiles read no block sums.
 template <typename Group, typename Dot>
 void group_int8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
                 int64_t n_tokens, float* out, int64_t out_stride) {
@@ -259,12 +315,22 @@ void group_int8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int6
 }
 
 template <typename Dot>
-void group_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* offsets,
+void group_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
                 int64_t n_tokens, float* out, int64_t out_stride) {
   const uint8_t* next = group_to_prefetch<GroupQ4_0>(group, n_blocks, n_tokens);
   for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
-    tile_q4_0<tile.value, Dot>(n_blocks, group, act + t * act_stride, act_stride, offsets + t * n_blocks,
+    tile_q4_0<tile.value, Dot>(n_blocks, group, act + t * act_stride, act_stride, block_sums + t * n_blocks,
                           out + t * out_stride, out_stride, t == 0 ? next : nullptr);
+  });
+}
+
+template <typename Dot>
+void group_mxfp4(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
+                 int64_t n_tokens, float* out, int64_t out_stride) {
+  const uint8_t* next = group_to_prefetch<GroupMxfp4>(group, n_blocks, n_tokens);
+  for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+    tile_mxfp4<tile.value, Dot>(n_blocks, group, act + t * act_stride, act_stride, block_sums + t * n_blocks,
+                                out + t * out_stride, out_stride, t == 0 ? next : nullptr);
   });
 }
 

@@ -29,12 +29,13 @@ constexpr int64_t k_token_tile = 32;
 
 // The activations of every matrix in the kernel's type, converted once for
 // all rows: matrix m's token t at act + m * mat_stride + t * token_stride
-// (bytes), with the per-block offsets the interleaved Q4_0 kernel needs, the
+// (bytes), with the per-block code sums the interleaved Q4_0 and MXFP4
+// kernels need (interleaved_rows.h), the
 // codes biased where the interleaved kernel reads them so.
 struct Activations {
   const uint8_t* data;
   int64_t token_stride, mat_stride;
-  const int32_t* offsets;  // [n_mats][n_tokens][n_blocks], or null
+  const int32_t* block_sums;  // [n_mats][n_tokens][n_blocks], or null
   const float* token_scales;  // I8: [n_mats][n_tokens], or null
   const int32_t* token_sums;  // I8 with zero points: [n_mats][n_tokens], or null
 };
@@ -46,7 +47,7 @@ struct Activations {
 int64_t activation_row_stride(int64_t row_bytes) { return row_bytes % 4096 == 0 ? row_bytes + 64 : row_bytes; }
 
 Activations convert_activations(ThreadPool& pool, DType act_type, const float* x, int64_t x_token_stride, int64_t x_mat_stride,
-                                int64_t n_mats, int64_t n_tokens, int64_t n_cols, bool with_offsets, float static_scale,
+                                int64_t n_mats, int64_t n_tokens, int64_t n_cols, bool with_block_sums, float static_scale,
                                 bool with_sums, bool biased, MatmulScratch& scratch) {
   if (act_type == DType::f32) {
     const int64_t f = int64_t(sizeof(float));
@@ -55,7 +56,7 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
   const int64_t act_row_stride = activation_row_stride(row_bytes(act_type, n_cols)), n_blocks = n_cols / k_qk, n_rows = n_mats * n_tokens;
   const size_t needed = size_t(act_row_stride * n_rows);
   if (scratch.activations.size() < needed) scratch.activations.resize(needed);
-  if (with_offsets && scratch.block_offsets.size() < size_t(n_rows * n_blocks)) scratch.block_offsets.resize(size_t(n_rows * n_blocks));
+  if (with_block_sums && scratch.block_sums.size() < size_t(n_rows * n_blocks)) scratch.block_sums.resize(size_t(n_rows * n_blocks));
   const bool per_token_int8 = act_type == DType::i8;
   if (per_token_int8 && scratch.token_scales.size() < size_t(n_rows)) scratch.token_scales.resize(size_t(n_rows));
   if (with_sums && scratch.token_sums.size() < size_t(n_rows)) scratch.token_sums.resize(size_t(n_rows));
@@ -73,18 +74,18 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
       }
       quantize_activations(act_type, in, converted + row * act_row_stride, n_cols);
       if (biased) bias_activation_codes(act_type, converted + row * act_row_stride, n_cols);
-      if (!with_offsets) continue;
+      if (!with_block_sums) continue;
       const auto* blocks = reinterpret_cast<const BlockQ8_0*>(converted + row * act_row_stride);
       for (int64_t b = 0; b < n_blocks; ++b) {
         int32_t sum = 0;
         for (int8_t q : blocks[b].qs) sum += q;
-        scratch.block_offsets[size_t(row * n_blocks + b)] = 8 * sum;
+        scratch.block_sums[size_t(row * n_blocks + b)] = sum;
       }
     }
   };
   if (n_rows == 1) convert(0, 1);
   else pool.parallel_for(n_rows, convert);
-  return {converted, act_row_stride, act_row_stride * n_tokens, with_offsets ? scratch.block_offsets.data() : nullptr,
+  return {converted, act_row_stride, act_row_stride * n_tokens, with_block_sums ? scratch.block_sums.data() : nullptr,
           per_token_int8 ? scratch.token_scales.data() : nullptr, with_sums ? scratch.token_sums.data() : nullptr};
 }
 
@@ -195,9 +196,9 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
              "matmul_batched: the matrices differ in type, shape or layout");
   }
   const VecDotKernel kernel = vec_dot_kernel(first.type);
-  const bool needs_offsets = first.repacked && first.type == DType::q4_0;
+  const bool needs_block_sums = first.repacked && interleaved_kernel_reads_block_sums(first.type);
   const Activations act = convert_activations(pool, kernel.activation_type, x, x_token_stride, x_mat_stride, n_mats, n_tokens,
-                                              first.n_cols, needs_offsets, first.input_scale, first.row_zero_points != nullptr,
+                                              first.n_cols, needs_block_sums, first.input_scale, first.row_zero_points != nullptr,
                                               first.repacked && interleaved_activations_biased(first.type), scratch);
   // F32, F16 and BF16 weights: their own tiles (float_rows.h), 16 rows by 30
   // tokens at a time (a multiple of both kernels' three and six tokens).
@@ -225,9 +226,9 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
     for_row_tiles(pool, n_mats * groups, n_tokens, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t m = i / groups, g = i % groups;
-        const int32_t* offsets = act.offsets ? act.offsets + m * n_tokens * n_blocks : nullptr;
+        const int32_t* block_sums = act.block_sums ? act.block_sums + m * n_tokens * n_blocks : nullptr;
         float* y_m = y + m * y_mat_stride;
-        group_kernel(n_blocks, w[m].data + g * group_bytes, act.data + m * act.mat_stride, act.token_stride, offsets, n_tokens,
+        group_kernel(n_blocks, w[m].data + g * group_bytes, act.data + m * act.mat_stride, act.token_stride, block_sums, n_tokens,
                      y_m + g * k_interleave, y_token_stride);
         if (act.token_scales) {
           scale_w8a8_outputs(w[m], act.token_scales + m * n_tokens, act.token_sums ? act.token_sums + m * n_tokens : nullptr, 0,

@@ -16,7 +16,7 @@ namespace ds {
 // hot path does not allocate.
 struct MatmulScratch {
   std::vector<uint8_t> activations;
-  std::vector<int32_t> block_offsets;  // Q4_0 interleaved: 8 * sum(q) per activation block
+  std::vector<int32_t> block_sums;  // Q4_0 and MXFP4 interleaved: sum(q) per activation block
   std::vector<float> token_scales;     // I8: each activation row's scale
   std::vector<int32_t> token_sums;     // I8 with zero points: each activation row's sum of codes
 };

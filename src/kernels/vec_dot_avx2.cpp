@@ -44,6 +44,13 @@ inline __m256i nibbles_to_bytes(const uint8_t* p) {
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
+// MXFP4's 32 codes -> their doubled values as signed bytes (exact; the block's
+// halved E8M0 scale undoes the doubling): a table lookup per lane.
+inline __m256i mxfp4_to_bytes(const BlockMxfp4& b) {
+  const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k_mxfp4_values)));
+  return _mm256_shuffle_epi8(values, nibbles_to_bytes(b.qs));
+}
+
 float dot_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
@@ -145,6 +152,19 @@ float dot_q4_0(int64_t n, const void* w, const void* a) {
     const __m256i qx = _mm256_sub_epi8(nibbles_to_bytes(x[b].qs), eight);
     const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
     acc = _mm256_fmadd_ps(d, mul_sum_i8(qx, qy), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_mxfp4(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockMxfp4*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / k_qk; ++b) {
+    _mm_prefetch(reinterpret_cast<const char*>(x + b) + 1024, _MM_HINT_T0);  // decode streams the weights
+    const __m256 d = _mm256_set1_ps(mxfp4_half_scale(x[b].e) * load_fp16(y[b].d));
+    const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs));
+    acc = _mm256_fmadd_ps(d, mul_sum_i8(mxfp4_to_bytes(x[b]), qy), acc);
   }
   return hsum(acc);
 }
@@ -288,6 +308,14 @@ void dot4_q4_0(int64_t n, const void* w, const void* a, int64_t a_stride, float*
   });
 }
 
+void dot4_mxfp4(int64_t n, const void* w, const void* a, int64_t a_stride, float* out) {
+  const auto* x = static_cast<const BlockMxfp4*>(w);
+  dot4_q_q8_0(n, a, a_stride, out, [x](int64_t i, float* d) {
+    *d = mxfp4_half_scale(x[i].e);
+    return mxfp4_to_bytes(x[i]);
+  });
+}
+
 // Two weight rows against four activation rows: each unpacked weight block
 // serves four tokens and each activation block two rows.
 template <typename Unpack>
@@ -330,6 +358,15 @@ void dot2x4_q4_0(int64_t n, const void* w, int64_t w_stride, const void* a, int6
                   const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[i];
                   *d = load_fp16(b.d);
                   return _mm256_sub_epi8(nibbles_to_bytes(b.qs), _mm256_set1_epi8(8));
+                });
+}
+
+void dot2x4_mxfp4(int64_t n, const void* w, int64_t w_stride, const void* a, int64_t a_stride, float* out) {
+  dot2x4_q_q8_0(n, static_cast<const uint8_t*>(w), w_stride, static_cast<const uint8_t*>(a), a_stride, out,
+                [](const uint8_t* row, int64_t i, float* d) {
+                  const BlockMxfp4& b = reinterpret_cast<const BlockMxfp4*>(row)[i];
+                  *d = mxfp4_half_scale(b.e);
+                  return mxfp4_to_bytes(b);
                 });
 }
 
@@ -418,6 +455,7 @@ VecDot2x4Fn vec_dot2x4_avx2(DType weight_type) {
   switch (weight_type) {
     case DType::q8_0: return dot2x4_q8_0;
     case DType::q4_0: return dot2x4_q4_0;
+    case DType::mxfp4: return dot2x4_mxfp4;
     case DType::i8: return dot2x4_i8;
     default: return nullptr;
   }
@@ -429,6 +467,7 @@ VecDot4Fn vec_dot4_avx2(DType weight_type) {
     case DType::q4_0: return dot4_q4_0;
     case DType::q4_k: return dot4_q4_k;
     case DType::q6_k: return dot4_q6_k;
+    case DType::mxfp4: return dot4_mxfp4;
     case DType::i8: return dot4_i8;
     default: return nullptr;
   }
@@ -441,6 +480,7 @@ VecDotFn vec_dot_avx2(DType weight_type) {
     case DType::q8_0: return dot_q8_0;
     case DType::q4_k: return dot_q4_k;
     case DType::q6_k: return dot_q6_k;
+    case DType::mxfp4: return dot_mxfp4;
     case DType::i8: return dot_i8;
     default: return nullptr;
   }

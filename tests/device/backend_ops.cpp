@@ -1755,7 +1755,7 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
 std::vector<std::unique_ptr<OpCase>> perf_cases() {
   std::vector<std::unique_ptr<OpCase>> cases;
   const auto add = [&](OpCase* c) { cases.emplace_back(c); };
-  for (DType type : {DType::f16, DType::q8_0, DType::i8, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k}) {
+  for (DType type : {DType::f16, DType::q8_0, DType::i8, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::mxfp4}) {
     const int copies = int((int64_t(256) << 20) / (2048 * row_bytes(type, 2048))) + 1;
     add(new MatmulCase(type, 2048, 2048, 1, true, copies));
     add(new MatmulCase(type, 2048, 2048, 128, true));
@@ -1774,6 +1774,7 @@ std::vector<std::unique_ptr<OpCase>> perf_cases() {
   add(new PagedAttentionCase(DType::f16, 16, 1, 576, 512, {32768}, 1, 2048));
   add(new MlaExpandedAttentionCase(DType::f32, DType::f16, 16, 512, 128, 64, 128, {2048}, 512));  // V2-Lite widths
   add(new MoeCase(DType::q8_0, ExpertGating::softmax, 1, 16));
+  add(new MoeCase(DType::mxfp4, ExpertGating::sqrt_softplus, 1, 16));  // V4-Flash's experts
   return cases;
 }
 

@@ -183,7 +183,7 @@ TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
   const CpuFeatures& f = cpu_features();
   if (!use_avx2_kernels() || !f.avx512vnni || !f.avx512vl) GTEST_SKIP() << "no AVX512_VNNI with AVX512VL on this CPU: no VNNI tiles to run";
   std::mt19937 rng(21);
-  for (DType type : {DType::q8_0, DType::q4_0, DType::i8}) {
+  for (DType type : {DType::q8_0, DType::q4_0, DType::mxfp4, DType::i8}) {
     const DType act_type = activation_type_for(type);
     const int64_t n_blocks = 5, n_cols = interleaved_block_elements(type) * n_blocks, act_stride = row_bytes(act_type, n_cols);
     std::vector<uint8_t> rows = random_weights(rng, type, k_interleave, n_cols);
@@ -198,17 +198,17 @@ TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
         quantize_int8_activations(x.data() + t * n_cols, reinterpret_cast<int8_t*>(act.data() + t * act_stride), n_cols);
       }
       if (type != DType::i8) quantize_row(act_type, x.data(), act.data(), n_tokens * n_cols);
-      std::vector<int32_t> offsets(size_t(n_tokens * n_blocks));  // Q4_0's 8 * sum(a) per block
-      for (int64_t i = 0; type == DType::q4_0 && i < n_tokens * n_blocks; ++i) {
-        for (int8_t q : reinterpret_cast<const BlockQ8_0*>(act.data())[i].qs) offsets[size_t(i)] += 8 * q;
+      std::vector<int32_t> block_sums(size_t(n_tokens * n_blocks));  // sum(a) per block, for Q4_0 and MXFP4
+      for (int64_t i = 0; interleaved_kernel_reads_block_sums(type) && i < n_tokens * n_blocks; ++i) {
+        for (int8_t q : reinterpret_cast<const BlockQ8_0*>(act.data())[i].qs) block_sums[size_t(i)] += q;
       }
       std::vector<uint8_t> vnni_act = act;  // the codes as the VNNI kernel reads them
       for (int64_t t = 0; interleaved_kernel_vnni_biased(type) && t < n_tokens; ++t) {
         bias_activation_codes(act_type, vnni_act.data() + t * act_stride, n_cols);
       }
       std::vector<float> avx2(size_t(k_interleave * n_tokens)), vnni(avx2.size());
-      interleaved_kernel_avx2(type)(n_blocks, group.data(), act.data(), act_stride, offsets.data(), n_tokens, avx2.data(), k_interleave);
-      interleaved_kernel_vnni(type)(n_blocks, group.data(), vnni_act.data(), act_stride, offsets.data(), n_tokens, vnni.data(),
+      interleaved_kernel_avx2(type)(n_blocks, group.data(), act.data(), act_stride, block_sums.data(), n_tokens, avx2.data(), k_interleave);
+      interleaved_kernel_vnni(type)(n_blocks, group.data(), vnni_act.data(), act_stride, block_sums.data(), n_tokens, vnni.data(),
                                     k_interleave);
       ASSERT_EQ(0, std::memcmp(avx2.data(), vnni.data(), avx2.size() * sizeof(float))) << dtype_name(type) << " " << n_tokens << " tokens";
     }
