@@ -17,7 +17,7 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "
 DEFAULT_VOCAB = os.path.join(FIXTURES, "models", "stories260K.gguf")
 
 WRITABLE = {"f32": GQ.F32, "f16": GQ.F16, "bf16": GQ.BF16, "q8_0": GQ.Q8_0, "q4_0": GQ.Q4_0,
-            "q4_1": GQ.Q4_1, "q5_0": GQ.Q5_0, "q5_1": GQ.Q5_1}
+            "q4_1": GQ.Q4_1, "q5_0": GQ.Q5_0, "q5_1": GQ.Q5_1, "mxfp4": GQ.MXFP4}
 # Types only llama.cpp's quantizer writes: name -> llama_ftype.
 LLAMA_FTYPES = {"q4_k": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q5_k": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
                 "q6_k": "LLAMA_FTYPE_MOSTLY_Q6_K"}

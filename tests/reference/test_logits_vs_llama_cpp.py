@@ -265,7 +265,7 @@ def test_deepseek2_long_prompt_in_either_mla_form_matches_llama_cpp(dsinfer, mod
     assert agree[decided].all()
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16", "q8_0@f32", "q8_0"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "q8_0@f32", "q8_0", "mxfp4@f32", "mxfp4"])
 def test_deepseek4_matches_llama_cpp(dsinfer, model_dir, dtype):
     """DeepSeek-V4 (make_deepseek4.py): four hyper-connection streams, a raw
     window of 16, layers compressing by 4 (the indexer picking 8 rows) and by
@@ -287,6 +287,11 @@ def test_deepseek4_matches_llama_cpp(dsinfer, model_dir, dtype):
     much. The rounded weights in f32 (q8_0@f32) carry the format's weights
     over all 300 positions at the f32 bound.
 
+    MXFP4 is V4-Flash's expert type (llama.cpp's MXFP4_MOE: the routed
+    experts in MXFP4, every other matrix Q8_0), run as Q8_0 is, over TOKENS;
+    mxfp4@f32 stores the experts rounded to MXFP4 in f32 beside f32 matrices,
+    over 300 positions at the f32 bound.
+
     The f32 files clamp the SwiGLU at 1, where both of its sides act on these
     activations; the F16 and Q8_0 files keep V4's 10: at 1, F16's rounding
     differences flip an expert choice at isolated positions (errors up to 4e-2
@@ -294,12 +299,14 @@ def test_deepseek4_matches_llama_cpp(dsinfer, model_dir, dtype):
     from make_deepseek4 import write_deepseek4
     from deepseek4_reference import Deepseek4Reference
     path = os.path.join(model_dir, f"deepseek4_{dtype.replace('@', '_at_')}.gguf")
-    exact_weights = dtype in ("f32", "q8_0@f32")
-    write_deepseek4(path, dtype=dtype, seed=11, indexer_heads=16, **({} if exact_weights else {"clamp": 10.0}))
-    tokens = TOKENS if dtype == "q8_0" else [1] + [int(t) for t in np.random.default_rng(2).integers(3, 512, 299)]
+    exact_weights = dtype.endswith("@f32") or dtype == "f32"
+    matrices, experts = {"mxfp4": ("q8_0", "mxfp4"), "mxfp4@f32": ("f32", "mxfp4@f32")}.get(dtype, (dtype, None))
+    write_deepseek4(path, dtype=matrices, expert_dtype=experts, seed=11, indexer_heads=16,
+                    **({} if exact_weights else {"clamp": 10.0}))
+    tokens = TOKENS if dtype in ("q8_0", "mxfp4") else [1] + [int(t) for t in np.random.default_rng(2).integers(3, 512, 299)]
     ref = llama_cpp_logits(str(path), tokens, kv="f32")
     scale = np.abs(ref).max()
-    tolerance = TOLERANCE.get(dtype.replace("q8_0@", ""), QUANT_TOLERANCE)
+    tolerance = TOLERANCE["f32"] if exact_weights else TOLERANCE.get(dtype, QUANT_TOLERANCE)
     if dtype == "f32":
         error = float(np.abs(Deepseek4Reference(path).logits(tokens) - ref).max() / scale)
         print(f"deepseek4 numpy reference against llama.cpp: relative max error {error:.2e}")
