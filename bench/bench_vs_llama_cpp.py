@@ -42,8 +42,8 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 
-from make_deepseek2 import write_deepseek2  # noqa: E402
-from make_deepseek4 import write_deepseek4  # noqa: E402
+from make_deepseek2 import V32_WIDTHS, write_deepseek2  # noqa: E402
+from make_deepseek4 import V4_FLASH_WIDTHS, write_deepseek4  # noqa: E402
 from make_model import FIXTURES, quantize_with_llama_cpp, write_model  # noqa: E402
 
 SHAPE = dict(n_embd=2048, n_ff=5632, n_head=32, n_head_kv=4, n_layer=22, n_ctx=2048)
@@ -53,14 +53,6 @@ MOE_SHAPE = dict(n_embd=2048, n_head=16, q_lora_rank=1536, kv_lora_rank=512, qk_
                  gating=1, weights_norm=False, weights_scale=1.0, n_group=1, n_group_used=1, probs_bias=False)
 
 
-# DeepSeek-V3.2's attention widths (its config.json: d 7168, 128 heads, q LoRA 1536, kv LoRA 512, the
-# indexer's 64 heads of 128 choosing 2,048 positions, YaRN x40 over 4,096) with 2 layers (1 dense, 1 MoE)
-# and few, narrower experts: the attention is the model's, the FFN a stand-in.
-V32_SHAPE = dict(n_embd=7168, n_head=128, q_lora_rank=1536, kv_lora_rank=512, qk_nope=128, qk_rope=64, v_head=128,
-                 n_layer=2, leading_dense=1, n_ff=2048, n_expert=8, n_expert_used=2, n_shared=1, expert_ff=2048,
-                 gating=2, weights_norm=True, weights_scale=2.5, n_group=4, n_group_used=2, probs_bias=True)
-
-
 def ensure_v32_models(directory):
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "deepseek32_widths2_q8_0.gguf")
@@ -68,17 +60,8 @@ def ensure_v32_models(directory):
         print(f"writing {path} (random weights, DeepSeek-V3.2 attention widths, 2 layers)", file=sys.stderr)
         write_deepseek2(path, shape="v3", dtype="q8_0", layout="split", seed=0, n_ctx=65536, indexer=(64, 128, 2048),
                         yarn=(40.0, 4096, 1.0), vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf"),
-                        **V32_SHAPE)
+                        **V32_WIDTHS)
     return {"Q8_0": path}
-
-
-# DeepSeek-V4-Flash's attention widths (d 4096, 64 heads of 512 with 64 roped, q LoRA 1024, 8 output
-# groups of rank 1024, a window of 128, the indexer's 64 heads of 128 choosing 512 rows, YaRN x16 over
-# 65,536 on the compressing layers) with 3 layers, one of each kind (window only, ratio 4, ratio 128),
-# and 8 experts (6 used, the first layer hash-routed): the attention is the model's, the FFN a stand-in.
-V4_SHAPE = dict(n_embd=4096, n_head=64, head_dim=512, n_rot=64, q_lora_rank=1024, o_groups=8, o_lora_rank=1024,
-                n_expert=8, n_expert_used=6, expert_ff=2048, n_shared=1, hash_layers=1, indexer_heads=64,
-                indexer_dim=128, indexer_top_k=512, window=128, ratios=[0, 4, 128], clamp=10.0)
 
 
 def ensure_v4_models(directory):
@@ -87,7 +70,7 @@ def ensure_v4_models(directory):
     if not os.path.exists(path):
         print(f"writing {path} (random weights, DeepSeek-V4-Flash attention widths, 3 layers)", file=sys.stderr)
         write_deepseek4(path + ".partial", dtype="q8_0", seed=0, n_ctx=65536, yarn=(16.0, 65536),
-                        vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf"), **V4_SHAPE)
+                        vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf"), **V4_FLASH_WIDTHS)
         os.replace(path + ".partial", path)
     return {"Q8_0": path}
 

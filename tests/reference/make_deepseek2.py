@@ -25,6 +25,13 @@ SHAPES = {
                n_layer=3, leading_dense=1, n_ff=512, n_expert=16, n_expert_used=4, n_shared=1, expert_ff=64,
                gating=2, weights_norm=True, weights_scale=2.5, n_group=4, n_group_used=2, probs_bias=True),
 }
+# DeepSeek-V3.2's attention widths (its config.json: d 7168, 128 heads, q LoRA 1536, kv LoRA 512; the
+# indexer's 64 heads of 128 choosing 2,048 positions, YaRN x40 over 4,096, are write_deepseek2's indexer
+# and yarn arguments) with 2 layers (1 dense, 1 MoE) and few, narrower experts: the attention is the
+# model's, the FFN a stand-in. Overrides for SHAPES["v3"].
+V32_WIDTHS = dict(n_embd=7168, n_head=128, q_lora_rank=1536, kv_lora_rank=512, qk_nope=128, qk_rope=64, v_head=128,
+                  n_layer=2, leading_dense=1, n_ff=2048, n_expert=8, n_expert_used=2, n_shared=1, expert_ff=2048,
+                  gating=2, weights_norm=True, weights_scale=2.5, n_group=4, n_group_used=2, probs_bias=True)
 
 
 def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_ctx=512, vocab_path=DEFAULT_VOCAB,

@@ -23,6 +23,14 @@ SHAPE = dict(n_embd=64, n_head=4, head_dim=64, n_rot=16, q_lora_rank=32, o_group
              n_expert=4, n_expert_used=2, expert_ff=32, n_shared=1, hash_layers=1,
              indexer_heads=2, indexer_dim=64, indexer_top_k=8, window=16, ratios=[0, 4, 128, 4],
              clamp=1.0, weights_scale=1.5)
+# DeepSeek-V4-Flash's attention widths (d 4096, 64 heads of 512 with 64 roped, q LoRA 1024, 8 output
+# groups of rank 1024, a window of 128, the indexer's 64 heads of 128 choosing 512 rows; YaRN x16 over
+# 65,536 on the compressing layers is write_deepseek4's yarn argument) with 3 layers, one of each kind
+# (window only, ratio 4, ratio 128), and 8 experts (6 used, the first layer hash-routed): the attention
+# is the model's, the FFN a stand-in.
+V4_FLASH_WIDTHS = dict(n_embd=4096, n_head=64, head_dim=512, n_rot=64, q_lora_rank=1024, o_groups=8, o_lora_rank=1024,
+                       n_expert=8, n_expert_used=6, expert_ff=2048, n_shared=1, hash_layers=1, indexer_heads=64,
+                       indexer_dim=128, indexer_top_k=512, window=128, ratios=[0, 4, 128], clamp=10.0)
 HC = 4            # hyper-connection streams (llama.cpp asserts 4)
 SINKHORN_ITERS = 20
 

@@ -330,6 +330,41 @@ def test_deepseek4_matches_llama_cpp(dsinfer, model_dir, dtype):
     check_every_chunking(dsinfer, f"deepseek4 {dtype}", path, tokens, ref, tolerance)
 
 
+@pytest.mark.parametrize("arch", ["deepseek32", "deepseek4"])
+def test_real_attention_widths_match_llama_cpp(dsinfer, model_dir, arch):
+    """DeepSeek-V3.2's and V4-Flash's attention at the real models' widths
+    (make_deepseek2.V32_WIDTHS: d 7168, 128 heads, q LoRA 1536, kv LoRA 512,
+    the indexer's 64 heads of 128; make_deepseek4.V4_FLASH_WIDTHS: d 4096, 64
+    heads of 512, q LoRA 1024, 8 output groups of 1024, a window of 128, the
+    indexer's 64 heads of 128) with two layers (V4: one compressing by 4, one
+    by 128) and eight experts of 256, F32, over 600 tokens, the prompt whole,
+    in chunks of 7 and of 64, and token by token, at the f32 bound. Scaled
+    down only where 600 tokens would not reach what a long prompt exercises:
+    V4's indexer keeps 64 rows (it chooses among more from position 256) and
+    YaRN's original context is 256 (positions pass it).
+
+    V3.2's indexer keeps 1,024 positions, every one: at these widths, keeping
+    64 put a different choice than llama.cpp's at 1 position of 600 (4.2e-2
+    there, 5e-5 elsewhere; keeping 63, at 6 positions; 65, at 1), where the
+    small file keeping 32 of 600 agrees at every position. A ranking whose
+    64th and 65th scores are within the two engines' rounding of 64 heads'
+    sums may go either way, and neither engine says how close they were; the
+    choice itself is checked at the small shape
+    (test_deepseek32_sparse_attention_matches_llama_cpp), the widths here."""
+    from make_deepseek2 import V32_WIDTHS, write_deepseek2
+    from make_deepseek4 import V4_FLASH_WIDTHS, write_deepseek4
+    path = os.path.join(model_dir, f"{arch}_real_widths.gguf")
+    small_experts = dict(n_expert=8, n_expert_used=2, expert_ff=256)
+    if arch == "deepseek32":
+        write_deepseek2(path, shape="v3", dtype="f32", layout="split", seed=3, n_ctx=1024, indexer=(64, 128, 1024),
+                        yarn=(40.0, 256, 1.0), **dict(V32_WIDTHS, n_ff=512, **small_experts))
+    else:
+        write_deepseek4(path, dtype="f32", seed=3, n_ctx=1024, yarn=(16.0, 256),
+                        **dict(V4_FLASH_WIDTHS, ratios=[4, 128], indexer_top_k=64, **small_experts))
+    ref = llama_cpp_logits(str(path), LONG_TOKENS, kv="f32")
+    check_every_chunking(dsinfer, f"{arch} at the real attention widths", path, LONG_TOKENS, ref, TOLERANCE["f32"])
+
+
 def test_each_deepseek4_mistake_the_notes_list_fails_the_bound(model_dir):
     """The notes (section 2.2) list the conventions whose mix-up is a silent
     error: the indexer's RoPE layout, the compressor's halves, the inverse
