@@ -184,6 +184,13 @@ int cmd_info(int argc, char** argv) {
     std::printf("kv bytes per token (f16): %lld; fixed state per sequence: none (every cached row is a token's or a block's)\n",
                 (long long)KvCache::bytes_per_token(c, DType::f16));
   }
+  // A stream whose row covers more tokens than a page still takes a row slot in every page.
+  if (const int64_t paged = KvCache::page_bytes(c, DType::f16, k_info_page_tokens);
+      paged != KvCache::bytes_per_token(c, DType::f16) * k_info_page_tokens) {
+    std::printf("in pages of %lld tokens: %.1f bytes per token (f16): a row of more tokens than a page takes a slot in each "
+                "of its pages\n",
+                (long long)k_info_page_tokens, double(paged) / double(k_info_page_tokens));
+  }
   if (c.v4.hc_streams > 0) {
     print_deepseek4(c);
   } else if (c.indexer.n_head > 0) {

@@ -1,9 +1,13 @@
 // dsinfer run: stream a completion of a prompt to stdout, then print prompt
-// and generation speed (tokens/s) to stderr as llama.cpp does.
+// and generation speed (tokens/s) to stderr as llama.cpp does, and the most
+// KV memory the sequence held (between steps) beside `dsinfer info`'s arithmetic for its length.
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -19,13 +23,46 @@ int fail(const std::string& message) {
   return 1;
 }
 
+Result<std::string> read_prompt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::error("cannot read --file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f MiB", double(bytes) / 1048576.0);
+  return text;
+}
+
+// The pages the sequence held at most against the KV cache's arithmetic for
+// `n_positions`: bytes_per_token each (as `dsinfer info` prints it) plus the
+// window pages a sequence keeps (its fixed state).
+void print_kv_held(const EngineStats& peak, const ModelConfig& config, const KvCache& memory, int64_t n_positions) {
+  const int64_t page_tokens = memory.page_tokens();
+  const int64_t held = int64_t(peak.pages_held) * memory.page_bytes();
+  const int64_t window_held = int64_t(peak.window_pages_held) * KvCache::window_page_bytes(config, memory.dtype(), page_tokens);
+  const int64_t fixed = KvCache::window_pages_per_sequence(config, page_tokens) *
+                        KvCache::window_page_bytes(config, memory.dtype(), page_tokens);
+  const int64_t figure = KvCache::bytes_per_token(config, memory.dtype()) * n_positions + fixed;
+  const std::string window = fixed == 0 ? "" : " and " + std::to_string(peak.window_pages_held) + " window pages (" +
+                                                  mib(window_held) + ")";
+  std::fprintf(stderr, "kv held at most (between steps): %d pages of %lld tokens (%s)%s, %s in all; %lld positions at %lld bytes a token%s: "
+               "%s (held / that: %.3f)\n",
+               peak.pages_held, (long long)page_tokens, mib(held).c_str(), window.c_str(), mib(held + window_held).c_str(),
+               (long long)n_positions, (long long)KvCache::bytes_per_token(config, memory.dtype()),
+               fixed == 0 ? "" : " plus the fixed state", mib(figure).c_str(), double(held + window_held) / double(figure));
+}
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
   auto values = model_value_options();
   values.merge(device_value_options());
   values.merge(speculation_value_options());
-  values.insert({"-p", "--prompt", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
+  values.insert({"-p", "--prompt", "-f", "--file", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size"});
   auto flags = model_flags();
   flags.insert({"--chat", "--ignore-eos", "--show-token-ids"});
@@ -38,8 +75,15 @@ int cmd_run(int argc, char** argv) {
   if (!options.ok()) return fail(options.message());
   const Args& a = args.value();
 
-  const std::string prompt = first_value(a, {"-p", "--prompt"});
-  if (prompt.empty()) return fail("missing -p PROMPT");
+  std::string prompt = first_value(a, {"-p", "--prompt"});
+  const std::string prompt_file = first_value(a, {"-f", "--file"});
+  if (!prompt.empty() && !prompt_file.empty()) return fail("give the prompt with -p or with -f, not both");
+  if (!prompt_file.empty()) {
+    auto text = read_prompt_file(prompt_file);
+    if (!text.ok()) return fail(text.message());
+    prompt = std::move(text.value());
+  }
+  if (prompt.empty()) return fail("missing -p PROMPT or -f FILE");
   GenerationParams params;
   auto n_predict = a.get_int(a.has("-n") ? "-n" : "--n-predict", 128);
   auto temp = a.get_float("--temp", 0.8);
@@ -129,9 +173,13 @@ int cmd_run(int argc, char** argv) {
   const Clock::time_point start = Clock::now();
   Clock::time_point first = start, last = start;
   int64_t n_generated = 0;
+  EngineStats peak;
   while (!core.idle()) {
     auto outputs = core.step();
     if (!outputs.ok()) return fail(outputs.message());
+    const EngineStats now = core.stats();
+    peak.pages_held = std::max(peak.pages_held, now.pages_held);
+    peak.window_pages_held = std::max(peak.window_pages_held, now.window_pages_held);
     for (const StepOutput& o : outputs.value()) {
       last = Clock::now();
       if (n_generated++ == 0) first = last;
@@ -154,6 +202,8 @@ int cmd_run(int argc, char** argv) {
                prompt_seconds > 0 ? double(tokens.size()) / prompt_seconds : 0.0);
   std::fprintf(stderr, "generation: %lld tokens in %.3f s, %.2f tokens/s\n", (long long)n_decoded, decode_seconds,
                decode_seconds > 0 ? double(n_decoded) / decode_seconds : 0.0);
+  // The positions written: the prompt and every generated token but the last.
+  print_kv_held(peak, model.value()->config(), *memory.value(), int64_t(tokens.size()) + std::max<int64_t>(0, n_generated - 1));
   if (config.speculation.n_draft > 0) {
     const EngineStats stats = core.stats();
     std::fprintf(stderr, "speculative decoding (%s): %lld draft tokens verified, %lld accepted, in %lld steps\n",

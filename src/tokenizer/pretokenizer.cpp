@@ -135,10 +135,15 @@ std::vector<std::string> Pretokenizer::split(std::string_view text) const {
     for (const std::string& piece : pieces) {
       const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
       size_t start = 0, gap_start = 0;
+      // The first call checks the UTF-8 of the whole piece; later calls skip
+      // the check, which would read from `start` to the end each time (a
+      // 128K-token prompt's text took minutes).
+      uint32_t options = 0;
       while (start <= piece.size()) {
         // Invalid UTF-8 in the input: PCRE2 rejects it, and the rest stays one piece.
-        const int rc = pcre2_match(regex->code, subject, piece.size(), start, 0, match.get(), nullptr);
+        const int rc = pcre2_match(regex->code, subject, piece.size(), start, options, match.get(), nullptr);
         if (rc < 0) break;
+        options = PCRE2_NO_UTF_CHECK;
         const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.get());
         const size_t match_begin = ovector[0], match_end = ovector[1];
         if (match_end == match_begin) {  // empty match: step over one character

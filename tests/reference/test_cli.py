@@ -1,6 +1,7 @@
 """The inspection commands: layer dumps, info, tokenize, and their errors."""
 
 import os
+import re
 
 import numpy as np
 
@@ -94,8 +95,10 @@ def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer,
     rows of 21 x (128 + 32) + 20 x 4 = 3,440 elements per token, and per
     sequence a raw window of 43 x 128 x 512 elements and the projections'
     rings, 21 x (1024 + 256) x 2 x 8 + 20 x 512 x 2 x 128 = 3,051,520 floats.
-    dsinfer keeps every token's raw row and projections instead (what it
-    prints first), and says so."""
+    dsinfer keeps the compressed rows as the notes do and the raw rows and
+    projections of the last 128 positions in window pages (its fixed state),
+    and says what its pages of 16 tokens take: a ratio-128 row has a slot in
+    each of its block's eight pages."""
     path = str(tmp_path / "v4_flash_config.gguf")
     write_metadata_only(path, "deepseek4", uints={"context_length": 1048576, "embedding_length": 4096, "block_count": 43, "attention.head_count": 64,
                        "attention.head_count_kv": 1, "attention.key_length": 512, "attention.value_length": 512,
@@ -122,6 +125,31 @@ def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer,
     assert "the same 3440.0 per token, plus per sequence 2818048 raw window elements (f16) and 3051520 projection floats (f32)" in out, out
     assert "kv bytes per token (f16): 6880; fixed state per sequence: 11 window pages of 16 tokens (the last 128 positions' " \
            f"windowed rows), {11 * 16 * (22016 + 74240) * 2} bytes" in out, out
+    # 21 * (512 + 128) * 4 rows per page + 20 * 512 * 1 row per page, in f16, over 16 tokens.
+    assert f"in pages of 16 tokens: {(21 * 640 * 4 + 20 * 512) * 2 / 16:.1f} bytes per token (f16)" in out, out
+
+
+def test_run_holds_the_kv_memory_info_figures(dsinfer, tmp_path):
+    """`dsinfer run` prints the most KV memory its sequence held beside info's
+    arithmetic. On DeepSeek-V4 (make_deepseek4.py: a window of 16, layers
+    compressing by 0, 4, 128 and 4) a prompt of some 600 tokens from a file
+    holds one page per 16 positions and, after each step, never more window
+    pages than info's fixed state per sequence: the window pages behind the
+    horizon are let go as the prompt's chunks (-b 64) commit, not kept to its
+    end."""
+    from make_deepseek4 import write_deepseek4
+    path = str(tmp_path / "deepseek4.gguf")
+    write_deepseek4(path, dtype="f32", seed=1)
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text(" ".join(["hello world"] * 300))
+    info = dsinfer("info", "-m", path).stdout.decode()
+    per_sequence = int(re.search(r"fixed state per sequence: (\d+) window pages of 16 tokens", info).group(1))
+    err = dsinfer("run", "-m", path, "-f", str(prompt), "-n", "4", "--temp", "0", "-b", "64", "--ignore-eos").stderr.decode()
+    held = re.search(r"kv held at most \(between steps\): (\d+) pages of 16 tokens .* and (\d+) window pages .*; (\d+) positions", err)
+    assert held, err
+    pages, window_pages, positions = map(int, held.groups())
+    assert positions > 500 and pages == (positions + 15) // 16, err
+    assert 0 < window_pages <= per_sequence, (window_pages, per_sequence, err)
 
 
 def test_info_lists_the_ops_the_forward_calls_per_backend(dsinfer):
