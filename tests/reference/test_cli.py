@@ -141,7 +141,7 @@ def test_run_holds_the_kv_memory_info_figures(dsinfer, tmp_path):
     path = str(tmp_path / "deepseek4.gguf")
     write_deepseek4(path, dtype="f32", seed=1)
     prompt = tmp_path / "prompt.txt"
-    prompt.write_text(" ".join(["hello world"] * 300))
+    prompt.write_text(" ".join(["hello world"] * 100))
     info = dsinfer("info", "-m", path).stdout.decode()
     per_sequence = int(re.search(r"fixed state per sequence: (\d+) window pages of 16 tokens", info).group(1))
     err = dsinfer("run", "-m", path, "-f", str(prompt), "-n", "4", "--temp", "0", "-b", "64", "--ignore-eos").stderr.decode()
