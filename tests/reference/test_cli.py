@@ -35,6 +35,26 @@ def test_tokenize_prints_ids_and_pieces(dsinfer):
     assert len(out) >= 3
 
 
+def test_a_megabyte_of_text_splits_in_linear_time(tmp_path):
+    """A 128K-token prompt is half a megabyte of text. The pre-tokenizer's
+    regex matches once per word, and PCRE2 checked the UTF-8 from each match
+    to the end of the text, so its time grew with the square of the length:
+    2 MB of words took minutes (16,000 words 4.4 s, 4,000 0.37 s). It now
+    checks a piece once. The timeout guards against that hang only: the
+    split takes about a second."""
+    import json
+    import subprocess
+    from conftest import ROOT
+    text = tmp_path / "long.jsonl"
+    text.write_text(json.dumps(" ".join(["hello world"] * 180000)) + "\n")
+    vocab = os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf")
+    binary = os.environ.get("DSINFER_BIN", os.path.join(ROOT, "build", "dsinfer"))
+    out = subprocess.run([binary, "tokenize", "-m", vocab, "--jsonl", str(text)], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    assert json.loads(out)["ids"][:5] == [100000, 31539, 1843, 31539, 1843]  # BOS, then "hello" and " world" each time
+    assert len(json.loads(out)["ids"]) == 2 * 180000 + 1
+
+
 def test_bad_model_file_is_a_clear_error(dsinfer, tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 16)
