@@ -2,9 +2,8 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
+#include "base/file_text.h"
 #include "engine/engine_core.h"
 #include "grammar/json_schema.h"
 #include "model/kv_cache.h"
@@ -56,11 +55,9 @@ int run_grammar_bench(const Args& a, const CommonModelOptions& options) {
       n_gen.value() > 1 << 16) {
     return fail("-r must be 1..1000 and -n 1..65536");
   }
-  std::ifstream in(a.get("--json-schema"));
-  if (!in) return fail("cannot read " + a.get("--json-schema"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto schema = jinja::Value::parse_json(text.str());
+  const std::optional<std::string> text = read_file_text(a.get("--json-schema"));
+  if (!text) return fail("cannot read " + a.get("--json-schema"));
+  auto schema = jinja::Value::parse_json(*text);
   if (!schema.ok()) return fail("--json-schema: " + schema.message());
   auto gbnf = grammar::json_schema_to_gbnf(schema.value());
   if (!gbnf.ok()) return fail(gbnf.message());

@@ -6,9 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
+#include "base/file_text.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "engine/engine_core.h"
@@ -21,14 +20,6 @@ namespace {
 int fail(const std::string& message) {
   std::fprintf(stderr, "dsinfer run: %s\n", message.c_str());
   return 1;
-}
-
-Result<std::string> read_prompt_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::error("cannot read --file '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 std::string mib(int64_t bytes) {
@@ -79,9 +70,9 @@ int cmd_run(int argc, char** argv) {
   const std::string prompt_file = first_value(a, {"-f", "--file"});
   if (!prompt.empty() && !prompt_file.empty()) return fail("give the prompt with -p or with -f, not both");
   if (!prompt_file.empty()) {
-    auto text = read_prompt_file(prompt_file);
-    if (!text.ok()) return fail(text.message());
-    prompt = std::move(text.value());
+    auto text = read_file_text(prompt_file);
+    if (!text) return fail("cannot read --file '" + prompt_file + "'");
+    prompt = std::move(*text);
   }
   if (prompt.empty()) return fail("missing -p PROMPT or -f FILE");
   GenerationParams params;

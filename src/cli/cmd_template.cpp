@@ -7,10 +7,9 @@
 //                     {"prompt": text} or {"error": message}, one per object
 
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "base/file_text.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "template/chat_template.h"
@@ -27,11 +26,9 @@ int fail(const std::string& message) {
 }
 
 Result<Value> read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::error("cannot read '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto value = Value::parse_json(text.str());
+  const std::optional<std::string> text = read_file_text(path);
+  if (!text) return Status::error("cannot read '" + path + "'");
+  auto value = Value::parse_json(*text);
   if (!value.ok()) return Status::error(path + ": " + value.message());
   return value;
 }

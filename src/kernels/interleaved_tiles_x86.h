@@ -252,15 +252,22 @@ inline __m256 mxfp4_row_scales(const uint8_t* e) {
 }
 
 constexpr int k_mxfp4_offset = 12;
+struct alignas(16) Mxfp4OffsetValues {
+  int8_t v[16];
+};
+constexpr Mxfp4OffsetValues mxfp4_offset_values() {
+  Mxfp4OffsetValues out{};
+  for (int i = 0; i < 16; ++i) out.v[i] = int8_t(k_mxfp4_values[i] + k_mxfp4_offset);
+  return out;
+}
+constexpr Mxfp4OffsetValues k_mxfp4_offset_values = mxfp4_offset_values();
 
 template <int T, typename Dot>
 void tile_mxfp4(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
                 float* out, int64_t out_stride, const uint8_t* next) {
   const auto* w = reinterpret_cast<const GroupMxfp4*>(group);
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
-  alignas(16) int8_t offset_values[16];
-  for (int i = 0; i < 16; ++i) offset_values[i] = int8_t(k_mxfp4_values[i] + k_mxfp4_offset);
-  const __m256i values = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(offset_values)));
+  const __m256i values = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(k_mxfp4_offset_values.v)));
   __m256 acc[T];
   for (int j = 0; j < T; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {

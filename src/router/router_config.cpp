@@ -2,11 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
+#include "base/file_text.h"
 #include "router/address_range.h"
 
 namespace ds {
@@ -174,11 +173,9 @@ Result<AuditConfig> parse_audit(const json& a) {
 }  // namespace
 
 Result<RouterConfig> RouterConfig::from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::error("config: cannot read '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return from_json(text.str());
+  const std::optional<std::string> text = read_file_text(path);
+  if (!text) return Status::error("config: cannot read '" + path + "'");
+  return from_json(*text);
 }
 
 Result<RouterConfig> RouterConfig::from_json(const std::string& text) {

@@ -1,9 +1,8 @@
 #include "template/chat_template.h"
 
-#include <fstream>
-#include <sstream>
 #include <sys/stat.h>
 
+#include "base/file_text.h"
 #include "template/jinja_template.h"
 
 namespace ds {
@@ -103,14 +102,6 @@ bool is_file(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::error("cannot read the chat template file '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 Result<ChatTemplate> ChatTemplate::from_jinja(const std::string& source, std::string origin) {
@@ -149,9 +140,9 @@ Result<std::optional<ChatTemplate>> ChatTemplate::choose(const GgufFile* file, c
     return wrap(from_jinja(*source.value(), "tokenizer.chat_template"));
   }
   if (is_file(choice)) {
-    auto source = read_file(choice);
-    if (!source.ok()) return source.status();
-    return wrap(from_jinja(source.value(), "file " + choice));
+    const std::optional<std::string> source = read_file_text(choice);
+    if (!source) return Status::error("cannot read the chat template file '" + choice + "'");
+    return wrap(from_jinja(*source, "file " + choice));
   }
   const std::string key = "tokenizer.chat_template." + choice;
   if (file && file->find(key)) {
