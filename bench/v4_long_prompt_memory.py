@@ -11,7 +11,7 @@ DeepSeek's 102,400-token vocabulary. The prompt: "hello world" repeated to the
 length asked for. No llama.cpp beside it: its dense, masked attention over
 131,072 positions takes hours on two cores.
 
-Usage: python3 bench/v4_long_prompt_memory.py [--models DIR] [-p 131072] [--kv-page-tokens 16]
+Usage: python3 bench/v4_long_prompt_memory.py [--models DIR] [-p 131072] [--kv-page-tokens N (default: the model's, 64)]
 """
 
 import argparse
@@ -45,7 +45,7 @@ def main():
     parser.add_argument("--models", default=os.path.join(ROOT, "models", "bench"))
     parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
     parser.add_argument("-p", type=int, default=131072, help="the prompt's length in tokens, at least")
-    parser.add_argument("--kv-page-tokens", type=int, default=16)
+    parser.add_argument("--kv-page-tokens", type=int)
     parser.add_argument("-t", type=int, default=2)
     args = parser.parse_args()
     model = ensure_model(args.models)
@@ -53,7 +53,8 @@ def main():
     with open(prompt, "w") as f:  # two tokens a repetition in DeepSeek's vocabulary
         f.write(" ".join(["hello world"] * (args.p // 2 + 64)))
     result = subprocess.run([args.dsinfer, "run", "-m", model, "-f", prompt, "-n", "16", "--temp", "0", "--ignore-eos",
-                             "-c", str(args.p + 1024), "--kv-page-tokens", str(args.kv_page_tokens), "-t", str(args.t)],
+                             "-c", str(args.p + 1024), "-t", str(args.t),
+                             *(("--kv-page-tokens", str(args.kv_page_tokens)) if args.kv_page_tokens else ())],
                             capture_output=True, text=True, check=True)
     report = {k: re.search(rf"^{k}.*$", result.stderr, re.M).group(0) for k in ("prompt:", "generation:", "kv held")}
     for line in report.values():

@@ -48,7 +48,7 @@ Result<Run> generate(Model& m, KvCache& memory, const GenerationParams& params, 
 
 }  // namespace
 
-int run_grammar_bench(const Args& a, const CommonModelOptions& options) {
+int run_grammar_bench(const Args& a, CommonModelOptions options) {
   auto repetitions = a.get_int(a.has("-r") ? "-r" : "--repetitions", 5);
   auto n_gen = a.get_int(a.has("-n") ? "-n" : "--n-gen", 512);
   if (!repetitions.ok() || !n_gen.ok() || repetitions.value() < 1 || repetitions.value() > 1000 || n_gen.value() < 1 ||
@@ -64,7 +64,7 @@ int run_grammar_bench(const Args& a, const CommonModelOptions& options) {
   auto compiled = grammar::Grammar::from_gbnf(gbnf.value());
   if (!compiled.ok()) return fail(compiled.message());
 
-  auto model = Model::load(options.path, options.model);
+  auto model = load_model(options);
   if (!model.ok()) return fail(model.message());
   Model& m = *model.value();
   auto tokenizer = Tokenizer::from_gguf(m.file());

@@ -11,6 +11,6 @@
 
 namespace ds {
 
-int run_grammar_bench(const Args& args, const CommonModelOptions& options);
+int run_grammar_bench(const Args& args, CommonModelOptions options);
 
 }  // namespace ds

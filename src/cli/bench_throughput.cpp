@@ -158,7 +158,7 @@ double decode_rate(const ServeFigures& f) { return f.decode_seconds > 0 ? double
 
 }  // namespace
 
-int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
+int run_throughput_bench(const Args& a, CommonModelOptions options) {
   auto concurrency = a.get_int("--concurrency", 1);
   auto prompt_len = a.get_int("--prompt-len", 128);
   auto gen_len = a.get_int("--gen-len", 128);
@@ -171,7 +171,7 @@ int run_throughput_bench(const Args& a, const CommonModelOptions& options) {
   }
   auto n_requests = a.get_int("--requests", std::max<int64_t>(4 * concurrency.value(), 8));
   if (!n_requests.ok() || n_requests.value() < 1) return fail("--requests must be a positive integer");
-  auto model = Model::load(options.path, options.model);
+  auto model = load_model(options);
   if (!model.ok()) return fail(model.message());
   Model& m = *model.value();
 

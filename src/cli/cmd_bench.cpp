@@ -175,7 +175,7 @@ int cmd_bench(int argc, char** argv) {
   if (a.has("--bandwidth") && (!(given_bandwidth.value() > 0) || a.has("--membw")))
     return fail("--bandwidth takes the read bandwidth in GB/s (> 0), in place of measuring it with --membw");
 
-  auto model = Model::load(options.value().path, options.value().model);
+  auto model = load_model(options.value());
   if (!model.ok()) return fail(model.message());
   Model& m = *model.value();
   BenchReport report;

@@ -34,9 +34,11 @@ struct LoadedModel {
 };
 
 // chunk 0: --ctx-size, else 512 or the model's context if shorter (the reference takes the model's).
-Result<LoadedModel> load(const std::string& path, const CommonModelOptions& options, int64_t& chunk) {
+// Each model its own KV page size (settle_page_tokens).
+Result<LoadedModel> load(const std::string& path, CommonModelOptions options, int64_t& chunk) {
   LoadedModel m;
-  auto model = Model::load(path, options.model);
+  options.path = path;
+  auto model = load_model(options);
   if (!model.ok()) return model.status();
   m.model = model.take();
   if (chunk == 0) chunk = options.n_ctx > 0 ? options.n_ctx : std::min(k_default_chunk, m.model->config().n_ctx_train);

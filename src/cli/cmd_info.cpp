@@ -68,9 +68,6 @@ int print_forward_ops(const GgufFile& file) {
 // beside the compact layout of ../shared/DEEPSEEK-V32-V4.md section 3, which
 // keeps the raw window and the compressors' projections in per-sequence
 // rings (f32) where dsinfer keeps them in window pages (the KV type).
-// The page size the figures below assume: --kv-page-tokens' default.
-constexpr int64_t k_info_page_tokens = 16;
-
 void print_deepseek4(const ModelConfig& c) {
   const Deepseek4Config& v = c.v4;
   const int64_t hd = c.head_dim, ik = c.indexer.key_dim;
@@ -174,22 +171,23 @@ int cmd_info(int argc, char** argv) {
                 (long long)m.q_lora_rank, (long long)m.kv_lora_rank, (long long)m.qk_nope_dim, (long long)m.qk_rope_dim,
                 (long long)m.v_head_dim, (long long)mla_bytes, (long long)mha_bytes, double(mha_bytes) / double(mla_bytes));
   }
-  if (const int64_t window_pages = KvCache::window_pages_per_sequence(c, k_info_page_tokens); window_pages > 0) {
-    const int64_t bytes = window_pages * KvCache::window_page_bytes(c, DType::f16, k_info_page_tokens);
+  const int64_t page = c.kv.page_tokens;  // the figures' page size: --kv-page-tokens' default for this model
+  if (const int64_t window_pages = KvCache::window_pages_per_sequence(c, page); window_pages > 0) {
+    const int64_t bytes = window_pages * KvCache::window_page_bytes(c, DType::f16, page);
     std::printf("kv bytes per token (f16): %lld; fixed state per sequence: %lld window pages of %lld tokens (the last %lld positions' "
                 "windowed rows), %lld bytes (%.1f MiB, f16)\n",
-                (long long)KvCache::bytes_per_token(c, DType::f16), (long long)window_pages, (long long)k_info_page_tokens,
+                (long long)KvCache::bytes_per_token(c, DType::f16), (long long)window_pages, (long long)page,
                 (long long)c.kv.horizon + 1, (long long)bytes, double(bytes) / 1048576.0);
   } else {
     std::printf("kv bytes per token (f16): %lld; fixed state per sequence: none (every cached row is a token's or a block's)\n",
                 (long long)KvCache::bytes_per_token(c, DType::f16));
   }
   // A stream whose row covers more tokens than a page still takes a row slot in every page.
-  if (const int64_t paged = KvCache::page_bytes(c, DType::f16, k_info_page_tokens);
-      paged != KvCache::bytes_per_token(c, DType::f16) * k_info_page_tokens) {
+  if (const int64_t paged = KvCache::page_bytes(c, DType::f16, page);
+      paged != KvCache::bytes_per_token(c, DType::f16) * page) {
     std::printf("in pages of %lld tokens: %.1f bytes per token (f16): a row of more tokens than a page takes a slot in each "
                 "of its pages\n",
-                (long long)k_info_page_tokens, double(paged) / double(k_info_page_tokens));
+                (long long)page, double(paged) / double(page));
   }
   if (c.v4.hc_streams > 0) {
     print_deepseek4(c);

@@ -54,7 +54,7 @@ int cmd_logits(int argc, char** argv) {
   auto batch_size = a.get_int(a.has("-b") ? "-b" : "--batch-size", 0);
   if (!batch_size.ok()) return fail(batch_size.message());
 
-  auto model = Model::load(options.value().path, options.value().model);
+  auto model = load_model(options.value());
   if (!model.ok()) return fail(model.message());
   const ModelConfig& config = model.value()->config();
   const int64_t n = int64_t(tokens.value().size());

@@ -111,7 +111,7 @@ int cmd_run(int argc, char** argv) {
   params.sampling.frequency_penalty = float(frequency.value());
   params.stop_at_end_of_generation = !a.has("--ignore-eos");
 
-  auto model = Model::load(options.value().path, options.value().model);
+  auto model = load_model(options.value());
   if (!model.ok()) return fail(model.message());
   auto tokenizer = Tokenizer::from_gguf(model.value()->file());
   if (!tokenizer.ok()) return fail(tokenizer.message());

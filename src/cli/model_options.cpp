@@ -143,6 +143,7 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
     return Status::error("--kv-page-tokens must be between 1 and " + std::to_string(k_max_page_tokens));
   }
   o.kv.page_tokens = page.value();
+  o.page_tokens_given = args.has("--kv-page-tokens");
   const std::string dtype = args.get("--kv-cache-dtype", "f16");
   if (dtype == "f16") {
     o.kv.dtype = DType::f16;
@@ -159,6 +160,16 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
     o.kv_memory_bytes = bytes.value();
   }
   return o;
+}
+
+void settle_page_tokens(CommonModelOptions& options, const ModelConfig& config) {
+  if (!options.page_tokens_given) options.kv.page_tokens = config.kv.page_tokens;
+}
+
+Result<std::unique_ptr<Model>> load_model(CommonModelOptions& options) {
+  auto model = Model::load(options.path, options.model);
+  if (model.ok()) settle_page_tokens(options, model.value()->config());
+  return model;
 }
 
 Result<KvCacheOptions> size_kv_pool(const CommonModelOptions& options, const ModelConfig& config, int64_t needed_pages, int64_t max_seqs,

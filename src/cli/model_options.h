@@ -30,7 +30,8 @@ std::set<std::string> model_flags();
 struct CommonModelOptions {
   std::string path;
   ModelOptions model;
-  KvCacheOptions kv;
+  KvCacheOptions kv;  // page_tokens: --kv-page-tokens, else the model's once settle_page_tokens has seen it
+  bool page_tokens_given = false;
   int64_t n_ctx = 0;  // 0: the model's training context, capped at 4096
   int64_t kv_memory_bytes = 0;  // --kv-cache-memory; 0: the command sizes the pool for its own needs
 };
@@ -44,6 +45,12 @@ Result<KvCacheOptions> size_kv_pool(const CommonModelOptions& options, const Mod
                                     int64_t max_step_tokens);
 
 Result<CommonModelOptions> parse_model_options(const Args& args);
+
+// The KV page size: --kv-page-tokens where given, else the one the model's
+// rows fit (KvRowShape::page_tokens).
+void settle_page_tokens(CommonModelOptions& options, const ModelConfig& config);
+// The model at options.path, with settle_page_tokens applied.
+Result<std::unique_ptr<Model>> load_model(CommonModelOptions& options);
 
 // Claims --device when given (device/device.h: pins this process to its cores,
 // locks them or the GPU under --run-dir), to be called before any thread

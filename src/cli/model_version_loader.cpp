@@ -77,6 +77,7 @@ Result<Settings> settle(const Args& args) {
   auto config = ModelConfig::from_gguf(*file.value());
   if (!config.ok()) return config.status();
   s.file_bytes = int64_t(file.value()->file_bytes());
+  settle_page_tokens(s.options, config.value());
   s.n_ctx = s.options.n_ctx > 0 ? s.options.n_ctx : std::min<int64_t>(config.value().n_ctx_train, 4096);
   KvCacheOptions& kv = s.options.kv;
   const int64_t context_pages = (s.n_ctx + kv.page_tokens - 1) / kv.page_tokens;

@@ -38,7 +38,9 @@ int64_t KvCache::window_page_bytes(const ModelConfig& config, DType dtype, int64
 }
 
 int64_t KvCache::window_pages_for_step(int64_t horizon, int64_t page_tokens, int64_t n_tokens) {
-  return (horizon + page_tokens - 1) / page_tokens + 1 + (n_tokens + page_tokens - 1) / page_tokens + 1;
+  // Positions [first - horizon, first + n_tokens) span at most this many pages
+  // (the most where the range starts on a page's last slot).
+  return (horizon + n_tokens + 2 * page_tokens - 2) / page_tokens;
 }
 
 int64_t KvCache::window_pages_per_sequence(const ModelConfig& config, int64_t page_tokens) {

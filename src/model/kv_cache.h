@@ -48,8 +48,7 @@ class KvCache {
   static int64_t page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens);
   static int64_t window_page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens);
   // The most window pages a sequence holds in a step of n_tokens of its
-  // tokens: the pages of the horizon before them (one more where it starts
-  // mid-page) and theirs (one more where they start mid-page).
+  // tokens: the pages its horizon before them and they themselves span.
   static int64_t window_pages_for_step(int64_t horizon, int64_t page_tokens, int64_t n_tokens);
   // A decoding sequence's, where the family has windowed streams; else 0.
   static int64_t window_pages_per_sequence(const ModelConfig& config, int64_t page_tokens);

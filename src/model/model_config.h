@@ -96,6 +96,8 @@ struct KvRowShape {
   // Where some stream is windowed: a step's tokens read its rows back to
   // `horizon` positions before the step's first (0: none is).
   int64_t horizon = 0;
+  // The page size these rows fit (--kv-page-tokens' default).
+  int64_t page_tokens = 16;
 };
 
 struct ModelConfig {

@@ -66,19 +66,20 @@ TEST(AdmissionRule, TooFewFreePagesIsNotNow) {
 }
 
 // With a window pool of 12 pages (a horizon of 20, steps of up to 32 tokens):
-// a prompt's first step takes the horizon's 5 pages plus its own; too few
+// a prompt's first step takes the pages its horizon and its tokens span; too few
 // free window pages is "not now", a pool that can never hold it "never".
 TEST(AdmissionRule, AWindowedModelNeedsWindowPagesForItsFirstStep) {
   const AdmissionRule windowed(256, 4, 64, 0.0, WindowLimits{12, 20, 32});
-  EXPECT_TRUE(windowed.check(10, 5, 64, false, 10).fits());  // 5 + 1 + 3 + 1 = 10 pages
-  EXPECT_EQ(windowed.check(10, 5, 64, false, 9).verdict, Admit::Verdict::not_now);
-  const Admit short_of_windows = windowed.check(30, 5, 64, false, 8);  // 5 + 1 + 8 + 1 = 15 > 12
+  // A step of n tokens reads 20 + n positions, which span at most (20 + n + 6) / 4 pages of 4.
+  EXPECT_TRUE(windowed.check(10, 5, 64, false, 9).fits());  // (20 + 10 + 6) / 4 = 9 pages
+  EXPECT_EQ(windowed.check(10, 5, 64, false, 8).verdict, Admit::Verdict::not_now);
+  const Admit short_of_windows = windowed.check(30, 5, 64, false, 8);  // (20 + 30 + 6) / 4 = 14 > 12
   EXPECT_EQ(short_of_windows.verdict, Admit::Verdict::never_fits);
   EXPECT_NE(short_of_windows.reason.find("more than the window pool's 12"), std::string::npos) << short_of_windows.reason;
-  const Admit not_now = windowed.check(16, 5, 64, false, 8);  // 5 + 1 + 4 + 1 = 11 > 8 free
+  const Admit not_now = windowed.check(16, 5, 64, false, 8);  // (20 + 16 + 6) / 4 = 10 > 8 free
   EXPECT_EQ(not_now.verdict, Admit::Verdict::not_now);
-  EXPECT_EQ(not_now.reason, "the KV window pool is too full to take this prompt now (11 window pages needed, 8 of 12 free)");
-  EXPECT_TRUE(windowed.check(16, 5, 64, false, 11).fits());
+  EXPECT_EQ(not_now.reason, "the KV window pool is too full to take this prompt now (10 window pages needed, 8 of 12 free)");
+  EXPECT_TRUE(windowed.check(16, 5, 64, false, 10).fits());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@ import os
 import re
 
 import numpy as np
+import pytest
 
 from conftest import FIXTURES
 
@@ -117,8 +118,8 @@ def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer,
     rings, 21 x (1024 + 256) x 2 x 8 + 20 x 512 x 2 x 128 = 3,051,520 floats.
     dsinfer keeps the compressed rows as the notes do and the raw rows and
     projections of the last 128 positions in window pages (its fixed state),
-    and says what its pages of 16 tokens take: a ratio-128 row has a slot in
-    each of its block's eight pages."""
+    and says what its pages take: 64 tokens for this family, so that a
+    ratio-128 row has a slot in each of its block's two pages."""
     path = str(tmp_path / "v4_flash_config.gguf")
     write_metadata_only(path, "deepseek4", uints={"context_length": 1048576, "embedding_length": 4096, "block_count": 43, "attention.head_count": 64,
                        "attention.head_count_kv": 1, "attention.key_length": 512, "attention.value_length": 512,
@@ -138,37 +139,44 @@ def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer,
     assert "layers: 2 window-only, 21 compressing by 4 (an indexer of 64 heads of 128 picks 512 rows), 20 by 128" in out, out
     # Per token the compressed rows (21 * (512 + 128) / 4 + 20 * 512 / 128), as the notes' compact layout keeps
     # them; the raw rows (43 * 512) and the projections (21 * (2048 + 512) + 20 * 1024) of the last 128 positions
-    # only: window pages of 16 tokens for the horizon of 127 (8), the page it starts in, a decode step's, the page
-    # that starts in: 11 * 16 * (22016 + 74240) * 2 bytes.
+    # only: a decode step reads 128 positions, which span at most 3 window pages of 64 tokens:
+    # 3 * 64 * (22016 + 74240) * 2 bytes.
     assert "compressed rows 3440.0 per token (6880 bytes f16), kept; raw rows 22016 + compressor projections 74240 per " \
            "position, in window pages for the last 128 positions of a sequence only" in out, out
     assert "the same 3440.0 per token, plus per sequence 2818048 raw window elements (f16) and 3051520 projection floats (f32)" in out, out
-    assert "kv bytes per token (f16): 6880; fixed state per sequence: 11 window pages of 16 tokens (the last 128 positions' " \
-           f"windowed rows), {11 * 16 * (22016 + 74240) * 2} bytes" in out, out
-    # 21 * (512 + 128) * 4 rows per page + 20 * 512 * 1 row per page, in f16, over 16 tokens.
-    assert f"in pages of 16 tokens: {(21 * 640 * 4 + 20 * 512) * 2 / 16:.1f} bytes per token (f16)" in out, out
+    assert "kv bytes per token (f16): 6880; fixed state per sequence: 3 window pages of 64 tokens (the last 128 positions' " \
+           f"windowed rows), {3 * 64 * (22016 + 74240) * 2} bytes" in out, out
+    # 21 * (512 + 128) * 16 rows per page + 20 * 512 * 1 row per page, in f16, over 64 tokens.
+    assert f"in pages of 64 tokens: {(21 * 640 * 16 + 20 * 512) * 2 / 64:.1f} bytes per token (f16)" in out, out
 
 
-def test_run_holds_the_kv_memory_info_figures(dsinfer, tmp_path):
+@pytest.mark.parametrize("page_tokens", [None, 16])
+def test_run_holds_the_kv_memory_info_figures(dsinfer, tmp_path, page_tokens):
     """`dsinfer run` prints the most KV memory its sequence held beside info's
     arithmetic. On DeepSeek-V4 (make_deepseek4.py: a window of 16, layers
     compressing by 0, 4, 128 and 4) a prompt of some 600 tokens from a file
-    holds one page per 16 positions and, after each step, never more window
-    pages than info's fixed state per sequence: the window pages behind the
-    horizon are let go as the prompt's chunks (-b 64) commit, not kept to its
-    end."""
+    holds one page per page of positions and, after each step, never more
+    window pages than info's fixed state per sequence: the window pages behind
+    the horizon are let go as the prompt's chunks (-b 64) commit, not kept to
+    its end. In the family's pages (64 tokens, the ones info's figures assume)
+    and in pages of 16."""
     from make_deepseek4 import write_deepseek4
     path = str(tmp_path / "deepseek4.gguf")
     write_deepseek4(path, dtype="f32", seed=1)
     prompt = tmp_path / "prompt.txt"
     prompt.write_text(" ".join(["hello world"] * 100))
     info = dsinfer("info", "-m", path).stdout.decode()
-    per_sequence = int(re.search(r"fixed state per sequence: (\d+) window pages of 16 tokens", info).group(1))
-    err = dsinfer("run", "-m", path, "-f", str(prompt), "-n", "4", "--temp", "0", "-b", "64", "--ignore-eos").stderr.decode()
-    held = re.search(r"kv held at most \(between steps\): (\d+) pages of 16 tokens .* and (\d+) window pages .*; (\d+) positions", err)
+    per_sequence, info_page = map(int, re.search(r"fixed state per sequence: (\d+) window pages of (\d+) tokens", info).groups())
+    assert info_page == 64, info
+    page = page_tokens or info_page
+    if page != info_page:  # the horizon of 127 and a decode step's token span this many pages
+        per_sequence = (127 + 1 + 2 * page - 2) // page
+    extra = ("--kv-page-tokens", str(page_tokens)) if page_tokens else ()
+    err = dsinfer("run", "-m", path, "-f", str(prompt), "-n", "4", "--temp", "0", "-b", "64", "--ignore-eos", *extra).stderr.decode()
+    held = re.search(rf"kv held at most \(between steps\): (\d+) pages of {page} tokens .* and (\d+) window pages .*; (\d+) positions", err)
     assert held, err
     pages, window_pages, positions = map(int, held.groups())
-    assert positions > 500 and pages == (positions + 15) // 16, err
+    assert positions > 500 and pages == (positions + page - 1) // page, err
     assert 0 < window_pages <= per_sequence, (window_pages, per_sequence, err)
 
 

@@ -47,22 +47,23 @@ def compare(dsinfer, model_path, out_path, kv="f32", extra=()):
     return float(np.abs(ours - ref).max() / np.abs(ref).max())
 
 
-def check_every_chunking(dsinfer, name, path, tokens, ref, tolerance):
+def check_every_chunking(dsinfer, name, path, tokens, ref, tolerance, page_sizes=()):
     """The prompt whole, in chunks of 7 and of 64, and token by token, each against llama.cpp's logits `ref`:
     within `tolerance` of the largest, top-1 equal wherever llama.cpp's two best differ by more than the bound
-    lets a logit move."""
+    lets a logit move. Then in chunks of 7 in KV pages of each of `page_sizes` tokens (beside the model's own)."""
     scale = np.abs(ref).max()
     best_two = np.sort(ref, axis=1)[:, -2:]
     decided = best_two[:, 1] - best_two[:, 0] > 2 * tolerance * scale
-    for batch in (0, 7, 64, 1):
-        out = path.replace(".gguf", f"_b{batch}.npy")
+    for batch, page in [(0, None), (7, None), (64, None), (1, None)] + [(7, p) for p in page_sizes]:
+        out = path.replace(".gguf", f"_b{batch}_p{page}.npy")
         dsinfer("logits", "-m", path, "--tokens", ",".join(map(str, tokens)), "--out", out, "--kv-cache-dtype", "f32",
-                "-b", str(batch))
+                "-b", str(batch), *(("--kv-page-tokens", str(page)) if page else ()))
         ours = np.load(out)
         error = float(np.abs(ours - ref).max() / scale)
         agree = ours.argmax(axis=1) == ref.argmax(axis=1)
-        print(f"{name}, batch {batch or 'whole'}: relative max error {error:.2e} (tolerance {tolerance:g}), "
-              f"top-1 agreement {agree.mean():.1%}, {agree[decided].mean():.1%} of {int(decided.sum())} decided positions")
+        print(f"{name}, batch {batch or 'whole'}{f', pages of {page}' if page else ''}: relative max error {error:.2e} "
+              f"(tolerance {tolerance:g}), top-1 agreement {agree.mean():.1%}, {agree[decided].mean():.1%} of "
+              f"{int(decided.sum())} decided positions")
         assert error <= tolerance
         assert agree[decided].all()
 
@@ -327,7 +328,9 @@ def test_deepseek4_matches_llama_cpp(dsinfer, model_dir, dtype):
         error = float(np.abs(Deepseek4Reference(path).logits(tokens) - ref).max() / scale)
         print(f"deepseek4 numpy reference against llama.cpp: relative max error {error:.2e}")
         assert error <= tolerance
-    check_every_chunking(dsinfer, f"deepseek4 {dtype}", path, tokens, ref, tolerance)
+    # The family's pages are 64 tokens; 16 puts a ratio-128 row's slot in each of eight pages, 128 in one.
+    check_every_chunking(dsinfer, f"deepseek4 {dtype}", path, tokens, ref, tolerance,
+                         page_sizes=(16, 128) if dtype == "f32" else ())
 
 
 @pytest.mark.parametrize("arch", ["deepseek32", "deepseek4"])

@@ -201,6 +201,12 @@ Status read_config(const ConfigReader& r, ModelConfig& c) {
     }
     c.kv.layer_streams.push_back(streams);
   }
+  // A ratio-128 row takes a slot in every page of its block: in pages of 64
+  // half a slot a page goes unused (V4-Flash: 7,040 bytes a token where the rows
+  // need 6,880), in pages of 16 seven eighths (8,000). Pages of 128 would waste
+  // none, but a sequence's last 128 positions of raw rows and projections would
+  // then take two window pages of 128 (256 positions) where it takes three of 64.
+  c.kv.page_tokens = 64;
   return Status();
 }
 
