@@ -28,6 +28,7 @@ another dsinfer build (the previous commit, built beside this one) to the same
 alternation, for a refactor's before and after.
 
 Usage: python3 bench/bench_vs_llama_cpp.py [--moe | --v32 | --v4] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-d 0]
+       [--llama-load both|mmap|no-mmap]
        [-r 3] [-t 2] [--bandwidth GB/s] [--types F16,Q8_0,Q4_0,Q4_K_M (BF16 too)] [--llama-bench BINARY]
 """
 
@@ -213,6 +214,9 @@ def main():
     parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
     parser.add_argument("--baseline", help="another dsinfer binary measured in the same alternation")
     parser.add_argument("--llama-bench", help="a llama-bench binary for the llama.cpp figures (default: llama-cpp-python)")
+    parser.add_argument("--llama-load", choices=["both", "mmap", "no-mmap"], default="both",
+                        help="llama.cpp's runs: with mmap and without (the best of the two is the peer), or one of them "
+                             "(at depth each run fills the context again)")
     parser.add_argument("-p", type=int, default=512)
     parser.add_argument("-n", type=int, default=128)
     parser.add_argument("-d", type=int, default=0, help="also tg after a context of this many tokens")
@@ -249,7 +253,9 @@ def main():
     print("| --- | --- |" + " --- |" * (len(kinds) + len(tg_kinds) + 1))
     ratios = []
     for name, path in models.items():
-        runs = {"dsinfer": [], "llama.cpp (mmap)": [], "llama.cpp (--no-mmap)": []}
+        peers = {"both": (("llama.cpp (mmap)", False), ("llama.cpp (--no-mmap)", True)),
+                 "mmap": (("llama.cpp (mmap)", False),), "no-mmap": (("llama.cpp (--no-mmap)", True),)}[args.llama_load]
+        runs = {"dsinfer": [], **{engine: [] for engine, _ in peers}}
         if args.baseline:
             runs["dsinfer baseline"] = []
         # Each run: (tokens/s by kind, the bandwidth measured before it by kind).
@@ -260,7 +266,7 @@ def main():
                 base_speed, _, base_bandwidths = dsinfer_speed(args.baseline, path, args.p, args.n, args.d, args.t,
                                                                bandwidth_of_now)
                 runs["dsinfer baseline"].append((base_speed, base_bandwidths))
-            for engine, no_mmap in (("llama.cpp (mmap)", False), ("llama.cpp (--no-mmap)", True)):
+            for engine, no_mmap in peers:
                 runs[engine].append(llama_speed(path, args.p, args.n, args.d, args.t, no_mmap, bandwidth_of_now, llama_bench))
         means = {engine: {k: sum(r[k] for r, _ in rs) / len(rs) for k in kinds} for engine, rs in runs.items()}
         for engine, m in means.items():
@@ -269,7 +275,7 @@ def main():
             measured = [b[k] / 1e9 for _, b in runs[engine] for k in tg_kinds]
             cells = [f"{m[k]:.1f}" if k == "pp" else f"{m[k]:.2f} | {100 * share(k):.0f}%" for k in kinds]
             print(f"| {name} | {engine} | " + " | ".join(cells) + f" | {min(measured):.1f}-{max(measured):.1f} |")
-        best = {k: max(means["llama.cpp (mmap)"][k], means["llama.cpp (--no-mmap)"][k]) for k in kinds}
+        best = {k: max(means[engine][k] for engine, _ in peers) for k in kinds}
         base = means.get("dsinfer baseline")
         ratios.append((name, [means["dsinfer"][k] / best[k] for k in kinds],
                        base and [means["dsinfer"][k] / base[k] for k in kinds]))

@@ -1,7 +1,8 @@
 // dsinfer bench: prompt processing and generation speed of one sequence, as
 // llama-bench measures them: ppN = N prompt tokens in one forward, tgN = N
 // single-token decode steps, each after a context of DEPTH tokens (-d: the
-// cache filled once per depth, in chunks of 512, untimed). -p, -n and -d take
+// cache filled once per depth, in chunks of 512, untimed), each after an
+// untimed run of its shape (llama-bench's warm-up). -p, -n and -d take
 // comma-separated lists; every pp and tg test runs at every depth.
 
 #include <algorithm>
@@ -210,7 +211,7 @@ int cmd_bench(int argc, char** argv) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
 
-  Status status = forward(1, 0);  // warm-up: page faults, thread start
+  Status status = forward(1, 0);  // warm-up: page faults, thread start (and the tg tests' shape)
   if (!status.ok()) return fail(status.message());
   const ModelOptions& mo = options.value().model;
   report.model = options.value().path;
@@ -231,6 +232,7 @@ int cmd_bench(int argc, char** argv) {
     for (int64_t n_prompt : prompts.value()) {
       if (n_prompt == 0) continue;
       BenchTest test{n_prompt, 0, depth, {}, 0};
+      status = forward(n_prompt, depth);  // warm-up in the test's shape, as llama-bench's: its workspace, its pages
       for (int64_t r = 0; r < repetitions.value() && status.ok(); ++r)
         test.tokens_per_second.push_back(double(n_prompt) / seconds_of([&] { status = forward(n_prompt, depth); }));
       report.tests.push_back(std::move(test));
