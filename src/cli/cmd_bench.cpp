@@ -232,7 +232,7 @@ int cmd_bench(int argc, char** argv) {
     for (int64_t n_prompt : prompts.value()) {
       if (n_prompt == 0) continue;
       BenchTest test{n_prompt, 0, depth, {}, 0};
-      status = forward(n_prompt, depth);  // warm-up in the test's shape, as llama-bench's: its workspace, its pages
+      if (status.ok()) status = forward(n_prompt, depth);  // warm-up in the test's shape, as llama-bench's: its workspace, its pages
       for (int64_t r = 0; r < repetitions.value() && status.ok(); ++r)
         test.tokens_per_second.push_back(double(n_prompt) / seconds_of([&] { status = forward(n_prompt, depth); }));
       report.tests.push_back(std::move(test));
