@@ -25,9 +25,12 @@ come from llama-cpp-python's bundled llama.cpp, or with --llama-bench BINARY
 from that llama-bench binary (each test one llama-bench run, `-r 1`, mmap on
 and off through whichever flag its version has). --baseline BINARY adds
 another dsinfer build (the previous commit, built beside this one) to the same
-alternation, for a refactor's before and after.
+alternation, for a refactor's before and after; --baseline-isa ISA adds this
+same binary with DSINFER_ISA=ISA instead (avx512: the AMX tiles against the
+VNNI ones).
 
-Usage: python3 bench/bench_vs_llama_cpp.py [--moe | --v32 | --v4] [--models DIR] [--baseline BINARY] [-p 512] [-n 128] [-d 0]
+Usage: python3 bench/bench_vs_llama_cpp.py [--moe | --v32 | --v4] [--models DIR] [--baseline BINARY | --baseline-isa ISA]
+       [-p 512] [-n 128] [-d 0]
        [--llama-load both|mmap|no-mmap]
        [-r 3] [-t 2] [--bandwidth GB/s] [--types F16,Q8_0,Q4_0,Q4_K_M (BF16 too)] [--llama-bench BINARY]
 """
@@ -111,13 +114,14 @@ def ensure_models(directory, types=tuple(DEFAULT_TYPES.split(","))):
     return paths
 
 
-def dsinfer_speed(binary, model, p, n, depth, threads, bandwidth_of_now):
+def dsinfer_speed(binary, model, p, n, depth, threads, bandwidth_of_now, isa=None):
     """pp, tg and (with a depth) tg_d in tokens/s, the bytes a token of each tg test reads, and the bandwidth
-    measured just before the run (for each kind)."""
+    measured just before the run (for each kind); isa: DSINFER_ISA for the run."""
     bandwidth = bandwidth_of_now()
     cmd = [binary, "bench", "-m", model, "-p", str(p), "-n", str(n), "-d", f"0,{depth}" if depth else "0", "-r", "1",
            "-t", str(threads), "-o", "json"]
-    tests = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    env = dict(os.environ, DSINFER_ISA=isa) if isa else None
+    tests = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout)
     result, read_bytes = {}, {}
     for t in tests:
         kind = ("pp" if t["n_prompt"] else "tg") + ("_d" if t["n_depth"] else "")
@@ -213,6 +217,7 @@ def main():
     parser.add_argument("--v4", action="store_true", help="a DeepSeek-V4 model at V4-Flash's attention widths (3 layers, Q8_0)")
     parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
     parser.add_argument("--baseline", help="another dsinfer binary measured in the same alternation")
+    parser.add_argument("--baseline-isa", help="this dsinfer binary with DSINFER_ISA set to this (avx512, avx2), as the baseline")
     parser.add_argument("--llama-bench", help="a llama-bench binary for the llama.cpp figures (default: llama-cpp-python)")
     parser.add_argument("--llama-load", choices=["both", "mmap", "no-mmap"], default="both",
                         help="llama.cpp's runs: with mmap and without (the best of the two is the peer), or one of them "
@@ -233,6 +238,10 @@ def main():
                      else "--types is for the Llama model; --moe writes Q8_0 and Q4_0, --v32 and --v4 Q8_0")
     if args.moe + args.v32 + args.v4 > 1:
         parser.error("--moe, --v32, --v4: one model at a time")
+    if args.baseline and args.baseline_isa:
+        parser.error("--baseline, --baseline-isa: one baseline at a time")
+    baseline = (args.baseline, None) if args.baseline else (args.dsinfer, args.baseline_isa) if args.baseline_isa else None
+    baseline_name = f"dsinfer DSINFER_ISA={args.baseline_isa}" if args.baseline_isa else "dsinfer baseline"
 
     llama_bench = LlamaBench(args.llama_bench) if args.llama_bench else None
     if llama_bench and args.d and not llama_bench.has_depth:
@@ -256,16 +265,16 @@ def main():
         peers = {"both": (("llama.cpp (mmap)", False), ("llama.cpp (--no-mmap)", True)),
                  "mmap": (("llama.cpp (mmap)", False),), "no-mmap": (("llama.cpp (--no-mmap)", True),)}[args.llama_load]
         runs = {"dsinfer": [], **{engine: [] for engine, _ in peers}}
-        if args.baseline:
-            runs["dsinfer baseline"] = []
+        if baseline:
+            runs[baseline_name] = []
         # Each run: (tokens/s by kind, the bandwidth measured before it by kind).
         for _ in range(args.r):
             speed, read_bytes, bandwidths = dsinfer_speed(args.dsinfer, path, args.p, args.n, args.d, args.t, bandwidth_of_now)
             runs["dsinfer"].append((speed, bandwidths))
-            if args.baseline:
-                base_speed, _, base_bandwidths = dsinfer_speed(args.baseline, path, args.p, args.n, args.d, args.t,
-                                                               bandwidth_of_now)
-                runs["dsinfer baseline"].append((base_speed, base_bandwidths))
+            if baseline:
+                base_speed, _, base_bandwidths = dsinfer_speed(baseline[0], path, args.p, args.n, args.d, args.t,
+                                                               bandwidth_of_now, baseline[1])
+                runs[baseline_name].append((base_speed, base_bandwidths))
             for engine, no_mmap in peers:
                 runs[engine].append(llama_speed(path, args.p, args.n, args.d, args.t, no_mmap, bandwidth_of_now, llama_bench))
         means = {engine: {k: sum(r[k] for r, _ in rs) / len(rs) for k in kinds} for engine, rs in runs.items()}
@@ -276,12 +285,12 @@ def main():
             cells = [f"{m[k]:.1f}" if k == "pp" else f"{m[k]:.2f} | {100 * share(k):.0f}%" for k in kinds]
             print(f"| {name} | {engine} | " + " | ".join(cells) + f" | {min(measured):.1f}-{max(measured):.1f} |")
         best = {k: max(means[engine][k] for engine, _ in peers) for k in kinds}
-        base = means.get("dsinfer baseline")
+        base = means.get(baseline_name)
         ratios.append((name, [means["dsinfer"][k] / best[k] for k in kinds],
                        base and [means["dsinfer"][k] / base[k] for k in kinds]))
     print("\n| weights | " + " | ".join(f"{label[k]} dsinfer / best llama.cpp" for k in kinds)
-          + "".join(f" | {label[k]} dsinfer / baseline" for k in kinds if args.baseline) + " |")
-    print("| --- |" + " --- |" * (len(kinds) * (2 if args.baseline else 1)))
+          + "".join(f" | {label[k]} dsinfer / baseline" for k in kinds if baseline) + " |")
+    print("| --- |" + " --- |" * (len(kinds) * (2 if baseline else 1)))
     for name, own, base in ratios:
         print(f"| {name} | " + " | ".join(f"{r:.2f}x" for r in own + (base or [])) + " |")
 

@@ -3,13 +3,14 @@
 `dsinfer bench --concurrency C` (the batching engine, as `serve` runs it: every request
 submitted at once, C in flight) at one stream and at -c streams, for this build and for the
 previous release's binary (--baseline: the dsinfer binary of the release to compare with, built
-from its commit), alternating builds and stream counts in each repetition so that machine noise
+from its commit) or for this binary on a lower kernel ISA (--baseline-isa avx512: the AMX tiles
+against the VNNI ones, through DSINFER_ISA), alternating builds and stream counts in each repetition so that machine noise
 hits all alike. Each run serves --requests requests per stream slot (C x --requests in all) of
 --prompt-len random prompt tokens and --gen-len output tokens. Prints output tokens/s, TTFT p50
 and p99, TPOT p50 and the decode-only step rate (the mean of the repetitions; TTFT p99 the
 largest), then the ratios: -c streams against one, and this build against the baseline.
 
-Usage: python3 bench/concurrent_streams.py [--model FILE] [--baseline BINARY] [-c 16] [--requests 2]
+Usage: python3 bench/concurrent_streams.py [--model FILE] [--baseline BINARY | --baseline-isa ISA] [-c 16] [--requests 2]
        [--prompt-len 128] [--gen-len 64] [-r 2] [-t 2]
 """
 
@@ -33,10 +34,12 @@ FIGURES = {
 }
 
 
-def serve_figures(binary, model, streams, args):
+def serve_figures(build, model, streams, args):
+    binary, isa = build
     cmd = [binary, "bench", "-m", model, "--concurrency", str(streams), "--requests", str(streams * args.requests),
            "--prompt-len", str(args.prompt_len), "--gen-len", str(args.gen_len), "-t", str(args.t)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    env = dict(os.environ, DSINFER_ISA=isa) if isa else None
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     figures = {}
     for name, pattern in FIGURES.items():
         found = re.search(pattern, out, re.M)
@@ -56,6 +59,7 @@ def main():
     parser.add_argument("--model", help="default: the 1.1B Q8_0 benchmark model of bench_vs_llama_cpp.py")
     parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
     parser.add_argument("--baseline", help="the previous release's dsinfer binary, measured in the same alternation")
+    parser.add_argument("--baseline-isa", help="this binary with DSINFER_ISA set to this (avx512, avx2), as the baseline")
     parser.add_argument("-c", type=int, default=16, help="concurrent streams")
     parser.add_argument("--requests", type=int, default=2, help="requests per stream slot")
     parser.add_argument("--prompt-len", type=int, default=128)
@@ -65,13 +69,17 @@ def main():
     args = parser.parse_args()
     if args.c < 2 or args.requests < 1 or args.r < 1:
         parser.error("-c must be at least 2, --requests and -r at least 1")
+    if args.baseline and args.baseline_isa:
+        parser.error("--baseline, --baseline-isa: one baseline at a time")
     model = args.model or ensure_models(os.path.join(ROOT, "models", "bench"), ("Q8_0",))["Q8_0"]
-    builds = {"dsinfer": args.dsinfer} | ({"baseline": args.baseline} if args.baseline else {})
+    builds = {"dsinfer": (args.dsinfer, None)}
+    if args.baseline or args.baseline_isa:
+        builds["baseline"] = (args.baseline, None) if args.baseline else (args.dsinfer, args.baseline_isa)
     runs = {(build, streams): [] for build in builds for streams in (1, args.c)}
     for _ in range(args.r):
-        for build, binary in builds.items():
+        for build, binary_isa in builds.items():
             for streams in (1, args.c):
-                runs[(build, streams)].append(serve_figures(binary, model, streams, args))
+                runs[(build, streams)].append(serve_figures(binary_isa, model, streams, args))
 
     print(f"machine: {machine()}; {args.t} threads; model {os.path.relpath(model, ROOT)}; {args.requests} requests per "
           f"stream, {args.prompt_len} prompt and {args.gen_len} output tokens each; {args.r} alternating repetitions\n")
@@ -79,7 +87,8 @@ def main():
     print("| --- | --- |" + " --- |" * len(FIGURES))
     means = {key: summary(r) for key, r in runs.items()}
     for (build, streams), m in means.items():
-        label = f"{build} ({builds[build]})" if build == "baseline" else build
+        binary, isa = builds[build]
+        label = (f"{build} (DSINFER_ISA={isa})" if isa else f"{build} ({binary})") if build == "baseline" else build
         print(f"| {label} | {streams} | " + " | ".join(f"{m[name]:.1f}" for name in FIGURES) + " |")
 
     print(f"\n| build | output tok/s, {args.c} streams / 1 | TTFT p99, {args.c} streams / 1 |")
@@ -87,7 +96,7 @@ def main():
     for build in builds:
         many, one = means[(build, args.c)], means[(build, 1)]
         print(f"| {build} | {many['output tok/s'] / one['output tok/s']:.2f}x | {many['TTFT p99 ms'] / one['TTFT p99 ms']:.2f}x |")
-    if args.baseline:
+    if "baseline" in builds:
         print(f"\n| streams | output tok/s, dsinfer / baseline | TTFT p99, dsinfer / baseline (below 1: sooner) |")
         print("| --- | --- | --- |")
         for streams in (1, args.c):

@@ -12,21 +12,42 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512vnni = false;
   bool avx512bf16 = false;
+  // AMX: the CPU has the tiles (and their int8 / bf16 products) and the OS
+  // enables the tile state in XCR0. Running them also needs the process's
+  // grant (use_amx_kernels).
+  bool amx_tile = false;
+  bool amx_int8 = false;
+  bool amx_bf16 = false;
 };
 
 const CpuFeatures& cpu_features();
 
-// Whether the AVX2 kernels run (AVX2, FMA and F16C present, and not forced
-// off with DSINFER_ISA=portable). Decided once.
+// The ISA levels, lowest first; DSINFER_ISA=portable|avx2|avx512|amx caps the
+// kernels at one (the default: the best the CPU has).
+//   portable: plain C++;
+//   avx2:     AVX2, FMA and F16C tiles;
+//   avx512:   the int8 tiles on AVX-512 VNNI's dpbusd, the float tiles on
+//             AVX-512F (BF16's on AVX512_BF16);
+//   amx:      the int8 tiles of 16 tokens or more on AMX's tdpbusd.
+// Each level's int8 outputs equal the one below's bit for bit.
+
+// Whether the AVX2 kernels run (AVX2, FMA and F16C present, and not capped
+// at portable). Decided once.
 bool use_avx2_kernels();
 // Whether the int8 tile kernels with VNNI's dpbusd run (the AVX2 kernels do,
-// the CPU has AVX512_VNNI and AVX512VL, and DSINFER_ISA is not avx2); the
+// the CPU has AVX512_VNNI and AVX512VL, and the cap is avx512 or amx); the
 // AVX-512F float tiles run with them.
 bool use_vnni_kernels();
 // Whether BF16 weights run on AVX512_BF16's vdpbf16ps (the VNNI kernels run
 // and the CPU has it).
 bool use_bf16_dot_kernels();
-// Kernel ISA in use: "avx2+vnni", "avx2" or "portable".
+// Whether the AMX int8 tiles run: the VNNI kernels do, the CPU has AMX-TILE
+// and AMX-INT8 with the tile state enabled, the cap is amx, and the kernel
+// granted this process the tile data (arch_prctl(ARCH_REQ_XCOMP_PERM), asked
+// here, once, before any tile instruction; without the grant the first one
+// would raise SIGILL). A refusal is logged and the VNNI kernels run.
+bool use_amx_kernels();
+// Kernel ISA in use: "amx", "avx512", "avx2" or "portable".
 const char* kernel_isa_name();
 
 }  // namespace ds

@@ -1,6 +1,7 @@
 #include "kernels/interleaved_rows.h"
 
 #include <cstring>
+#include <vector>
 
 #include "base/status.h"
 #include "kernels/cpu_features.h"
@@ -101,6 +102,23 @@ InterleavedGroupFn interleaved_kernel(DType type) {
   const InterleavedGroupFn vnni = use_vnni_kernels() ? interleaved_kernel_vnni(type) : nullptr;
   return vnni ? vnni : interleaved_kernel_avx2(type);
 }
+
+uint8_t* interleaved_scratch(size_t bytes) {
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
+
+void pack_tile_activations(DType act_type, const uint8_t* act, int64_t act_stride, int64_t n_tokens, int64_t n_blocks, int8_t* out) {
+  const int64_t block_bytes = act_type == DType::i8 ? k_qk : int64_t(sizeof(BlockQ8_0)), codes_at = block_bytes - k_qk;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const uint8_t* row = act + t * act_stride;
+    int8_t* tile = out + (t / k_amx_tile_tokens) * n_blocks * k_amx_tile_tokens * k_qk + (t % k_amx_tile_tokens) * k_qk;
+    for (int64_t b = 0; b < n_blocks; ++b) std::memcpy(tile + b * k_amx_tile_tokens * k_qk, row + b * block_bytes + codes_at, k_qk);
+  }
+}
+
+InterleavedTilesFn interleaved_tiles(DType type) { return use_amx_kernels() ? interleaved_tiles_amx(type) : nullptr; }
 
 bool interleaved_activations_biased(DType type) {
   return use_avx2_kernels() && use_vnni_kernels() && interleaved_kernel_vnni(type) && interleaved_kernel_vnni_biased(type);

@@ -37,6 +37,7 @@
 //         writes each output's exact int32 sum (as a float); the row and token
 //         scales multiply afterwards (matmul.cpp), as for the row layout.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "tensor/dtype.h"
@@ -89,5 +90,32 @@ void bias_activation_codes(DType act_type, uint8_t* row, int64_t n_cols);
 InterleavedGroupFn interleaved_kernel_avx2(DType type);
 InterleavedGroupFn interleaved_kernel_vnni(DType type);
 bool interleaved_kernel_vnni_biased(DType type);  // the AVX2 kernels read plain codes
+
+// AMX tiles (tdpbssd): n_groups consecutive groups (rows 8 * n_groups) at
+// `groups` against n_tokens tokens, a multiple of k_amx_tile_tokens, whose
+// plain (not biased) codes are tile-ready (pack_tile_activations) at `act`
+// and, for the block types, whose block scales are floats at
+// block_scales[b * scale_stride + j]. Token j's outputs go to out + j *
+// out_stride, and equal the VNNI kernel's bit for bit: every block's sum is
+// exact and its float part is the VNNI tiles', operation for operation (I8:
+// the exact row sum, as a float). nullptr for a type without AMX tiles.
+using InterleavedTilesFn = void (*)(int64_t n_groups, int64_t n_blocks, const uint8_t* groups, const int8_t* act,
+                                    const float* block_scales, int64_t scale_stride, int64_t n_tokens, float* out,
+                                    int64_t out_stride);
+constexpr int64_t k_amx_tile_tokens = 16;
+InterleavedTilesFn interleaved_tiles_amx(DType type);
+// The AMX tiles for a type where use_amx_kernels(), else nullptr.
+InterleavedTilesFn interleaved_tiles(DType type);
+
+// The codes of n_tokens tokens (a multiple of 16; act_type Q8_0 blocks or I8
+// rows at act + j * act_stride) as the AMX tiles read them: tile T's block b,
+// 16 tokens x 32 codes, at out + (T * n_blocks + b) * 512; one sequential
+// stream, where 16 rows of a block lie a row apart.
+void pack_tile_activations(DType act_type, const uint8_t* act, int64_t act_stride, int64_t n_tokens, int64_t n_blocks, int8_t* out);
+
+// The calling thread's scratch of at least `bytes`, kept for its next call:
+// the AMX tiles' re-laid weights. Here, in the baseline ISA's object, so that
+// no library template is instantiated in theirs.
+uint8_t* interleaved_scratch(size_t bytes);
 
 }  // namespace ds

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/fp16.h"
 #include "base/status.h"
 #include "kernels/activation_quant.h"
 #include "kernels/cpu_features.h"
@@ -30,12 +31,15 @@ constexpr int64_t k_token_tile = 32;
 // The activations of every matrix in the kernel's type, converted once for
 // all rows: matrix m's token t at act + m * mat_stride + t * token_stride
 // (bytes), with the per-block code sums the interleaved Q4_0 and MXFP4
-// kernels need (interleaved_rows.h), the
-// codes biased where the interleaved kernel reads them so.
+// kernels need and the block scales as floats the AMX tiles read
+// (interleaved_rows.h); the codes of tokens from first_biased_token on are
+// biased (the interleaved kernel reads them so; the AMX tiles read the ones
+// before it plain).
 struct Activations {
   const uint8_t* data;
   int64_t token_stride, mat_stride;
   const int32_t* block_sums;  // [n_mats][n_tokens][n_blocks], or null
+  const float* block_scales;  // Q8_0 blocks' scales as floats for the AMX tiles: [n_mats][n_blocks][n_tokens], or null
   const float* token_scales;  // I8: [n_mats][n_tokens], or null
   const int32_t* token_sums;  // I8 with zero points: [n_mats][n_tokens], or null
 };
@@ -47,16 +51,17 @@ struct Activations {
 int64_t activation_row_stride(int64_t row_bytes) { return row_bytes % 4096 == 0 ? row_bytes + 64 : row_bytes; }
 
 Activations convert_activations(ThreadPool& pool, DType act_type, const float* x, int64_t x_token_stride, int64_t x_mat_stride,
-                                int64_t n_mats, int64_t n_tokens, int64_t n_cols, bool with_block_sums, float static_scale,
-                                bool with_sums, bool biased, MatmulScratch& scratch) {
+                                int64_t n_mats, int64_t n_tokens, int64_t n_cols, bool with_block_sums, bool with_block_scales,
+                                float static_scale, bool with_sums, int64_t first_biased_token, MatmulScratch& scratch) {
   if (act_type == DType::f32) {
     const int64_t f = int64_t(sizeof(float));
-    return {reinterpret_cast<const uint8_t*>(x), x_token_stride * f, x_mat_stride * f, nullptr, nullptr, nullptr};
+    return {reinterpret_cast<const uint8_t*>(x), x_token_stride * f, x_mat_stride * f, nullptr, nullptr, nullptr, nullptr};
   }
   const int64_t act_row_stride = activation_row_stride(row_bytes(act_type, n_cols)), n_blocks = n_cols / k_qk, n_rows = n_mats * n_tokens;
   const size_t needed = size_t(act_row_stride * n_rows);
   if (scratch.activations.size() < needed) scratch.activations.resize(needed);
   if (with_block_sums && scratch.block_sums.size() < size_t(n_rows * n_blocks)) scratch.block_sums.resize(size_t(n_rows * n_blocks));
+  if (with_block_scales && scratch.block_scales.size() < size_t(n_rows * n_blocks)) scratch.block_scales.resize(size_t(n_rows * n_blocks));
   const bool per_token_int8 = act_type == DType::i8;
   if (per_token_int8 && scratch.token_scales.size() < size_t(n_rows)) scratch.token_scales.resize(size_t(n_rows));
   if (with_sums && scratch.token_sums.size() < size_t(n_rows)) scratch.token_sums.resize(size_t(n_rows));
@@ -69,13 +74,16 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
         auto* codes = reinterpret_cast<int8_t*>(converted + row * act_row_stride);
         scratch.token_scales[size_t(row)] = quantize_int8_activations(in, codes, n_cols, static_scale);
         if (with_sums) scratch.token_sums[size_t(row)] = std::accumulate(codes, codes + n_cols, int32_t(0));
-        if (biased) bias_activation_codes(act_type, converted + row * act_row_stride, n_cols);
+        if (t >= first_biased_token) bias_activation_codes(act_type, converted + row * act_row_stride, n_cols);
         continue;
       }
       quantize_activations(act_type, in, converted + row * act_row_stride, n_cols);
-      if (biased) bias_activation_codes(act_type, converted + row * act_row_stride, n_cols);
-      if (!with_block_sums) continue;
+      if (t >= first_biased_token) bias_activation_codes(act_type, converted + row * act_row_stride, n_cols);
       const auto* blocks = reinterpret_cast<const BlockQ8_0*>(converted + row * act_row_stride);
+      for (int64_t b = 0; with_block_scales && b < n_blocks; ++b) {
+        scratch.block_scales[size_t((m * n_blocks + b) * n_tokens + t)] = fp16_to_fp32(blocks[b].d);
+      }
+      if (!with_block_sums) continue;
       for (int64_t b = 0; b < n_blocks; ++b) {
         int32_t sum = 0;
         for (int8_t q : blocks[b].qs) sum += q;
@@ -85,8 +93,27 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
   };
   if (n_rows == 1) convert(0, 1);
   else pool.parallel_for(n_rows, convert);
-  return {converted, act_row_stride, act_row_stride * n_tokens, with_block_sums ? scratch.block_sums.data() : nullptr,
+  return {converted,
+          act_row_stride,
+          act_row_stride * n_tokens,
+          with_block_sums ? scratch.block_sums.data() : nullptr,
+          with_block_scales ? scratch.block_scales.data() : nullptr,
           per_token_int8 ? scratch.token_scales.data() : nullptr, with_sums ? scratch.token_sums.data() : nullptr};
+}
+
+// The AMX tiles' codes of every matrix's first n_tiled tokens (pack_tile_activations): matrix m's at m * n_tiled * n_cols.
+const int8_t* pack_tile_codes(ThreadPool& pool, DType act_type, const Activations& act, int64_t n_mats, int64_t n_tokens,
+                              int64_t n_tiled, int64_t n_cols, MatmulScratch& scratch) {
+  if (scratch.tile_codes.size() < size_t(n_mats * n_tiled * n_cols)) scratch.tile_codes.resize(size_t(n_mats * n_tiled * n_cols));
+  const int64_t tiles = n_tiled / k_amx_tile_tokens;
+  pool.parallel_for(n_mats * tiles, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t m = i / tiles, t0 = i % tiles * k_amx_tile_tokens;
+      pack_tile_activations(act_type, act.data + m * act.mat_stride + t0 * act.token_stride, act.token_stride, k_amx_tile_tokens,
+                            n_cols / k_qk, scratch.tile_codes.data() + m * n_tiled * n_cols + t0 * n_cols);
+    }
+  });
+  return scratch.tile_codes.data();
 }
 
 // A few tokens: memory-bound, so each thread streams one contiguous part of
@@ -197,9 +224,13 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   }
   const VecDotKernel kernel = vec_dot_kernel(first.type);
   const bool needs_block_sums = first.repacked && interleaved_kernel_reads_block_sums(first.type);
+  // The AMX tiles take the step's whole tiles of 16 tokens; the interleaved kernel the rest.
+  const InterleavedTilesFn amx_tiles = first.repacked && n_tokens >= k_amx_tile_tokens ? interleaved_tiles(first.type) : nullptr;
+  const int64_t n_tiled = amx_tiles ? n_tokens / k_amx_tile_tokens * k_amx_tile_tokens : 0;
+  const bool biased = first.repacked && interleaved_activations_biased(first.type);
   const Activations act = convert_activations(pool, kernel.activation_type, x, x_token_stride, x_mat_stride, n_mats, n_tokens,
-                                              first.n_cols, needs_block_sums, first.input_scale, first.row_zero_points != nullptr,
-                                              first.repacked && interleaved_activations_biased(first.type), scratch);
+                                              first.n_cols, needs_block_sums, amx_tiles && first.type != DType::i8, first.input_scale,
+                                              first.row_zero_points != nullptr, biased ? n_tiled : n_tokens, scratch);
   // F32, F16 and BF16 weights: their own tiles (float_rows.h), 16 rows by 30
   // tokens at a time (a multiple of both kernels' three and six tokens).
   if (const FloatRowsFn float_rows = float_rows_kernel(first.type)) {
@@ -218,21 +249,32 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
     return;
   }
   if (first.repacked) {
-    // Each group of eight rows against every token: the group's weights stay
-    // in L1/L2 while the tokens pass.
+    // Each group of eight rows against every token (the AMX tiles: runs of
+    // four groups): the group's weights stay in L1/L2 while the tokens pass.
     const int64_t n_blocks = first.n_cols / interleaved_block_elements(first.type);
     const int64_t group_bytes = k_interleave * first.row_stride_bytes(), groups = first.n_rows / k_interleave;
     const InterleavedGroupFn group_kernel = interleaved_kernel(first.type);
-    for_row_tiles(pool, n_mats * groups, n_tokens, [&](int64_t begin, int64_t end) {
+    const int64_t groups_per_item = amx_tiles ? 4 : 1, items = (groups + groups_per_item - 1) / groups_per_item;
+    const int8_t* tile_codes = n_tiled > 0 ? pack_tile_codes(pool, kernel.activation_type, act, n_mats, n_tokens, n_tiled, first.n_cols, scratch)
+                                           : nullptr;
+    for_row_tiles(pool, n_mats * items, n_tokens, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const int64_t m = i / groups, g = i % groups;
-        const int32_t* block_sums = act.block_sums ? act.block_sums + m * n_tokens * n_blocks : nullptr;
+        const int64_t m = i / items, g0 = i % items * groups_per_item, g1 = std::min(groups, g0 + groups_per_item);
+        const uint8_t* m_act = act.data + m * act.mat_stride;
         float* y_m = y + m * y_mat_stride;
-        group_kernel(n_blocks, w[m].data + g * group_bytes, act.data + m * act.mat_stride, act.token_stride, block_sums, n_tokens,
-                     y_m + g * k_interleave, y_token_stride);
+        if (n_tiled > 0) {
+          amx_tiles(g1 - g0, n_blocks, w[m].data + g0 * group_bytes, tile_codes + m * n_tiled * first.n_cols,
+                    act.block_scales ? act.block_scales + m * n_blocks * n_tokens : nullptr, n_tokens, n_tiled, y_m + g0 * k_interleave,
+                    y_token_stride);
+        }
+        for (int64_t g = g0; g < g1 && n_tiled < n_tokens; ++g) {
+          const int32_t* block_sums = act.block_sums ? act.block_sums + (m * n_tokens + n_tiled) * n_blocks : nullptr;
+          group_kernel(n_blocks, w[m].data + g * group_bytes, m_act + n_tiled * act.token_stride, act.token_stride, block_sums,
+                       n_tokens - n_tiled, y_m + n_tiled * y_token_stride + g * k_interleave, y_token_stride);
+        }
         if (act.token_scales) {
           scale_w8a8_outputs(w[m], act.token_scales + m * n_tokens, act.token_sums ? act.token_sums + m * n_tokens : nullptr, 0,
-                             n_tokens, g * k_interleave, (g + 1) * k_interleave, y_m, y_token_stride);
+                             n_tokens, g0 * k_interleave, g1 * k_interleave, y_m, y_token_stride);
         }
       }
     });

@@ -17,6 +17,8 @@ namespace ds {
 struct MatmulScratch {
   std::vector<uint8_t> activations;
   std::vector<int32_t> block_sums;  // Q4_0 and MXFP4 interleaved: sum(q) per activation block
+  std::vector<float> block_scales;  // the AMX tiles: each activation block's scale as a float
+  std::vector<int8_t> tile_codes;    // the AMX tiles: the codes, tile-ready
   std::vector<float> token_scales;     // I8: each activation row's scale
   std::vector<int32_t> token_sums;     // I8 with zero points: each activation row's sum of codes
 };

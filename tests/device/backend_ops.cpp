@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "device/backend.h"
+#include "kernels/cpu_features.h"
 #include "kernels/flash_attention.h"
 #include "kernels/hyper_connection.h"
 #include "kernels/elementwise.h"
@@ -175,6 +176,7 @@ class OpCase {
   // False where the backend does not run the case: a weight type it refuses
   // (a model of it would not load there), a form it does not have.
   virtual bool supported(const Backend& backend) const { return true; }
+  virtual const char* not_run_reason() const { return "the backend does not run this case"; }
   virtual void setup(Backend& backend, DeviceData& data) = 0;
   virtual void run(Backend& backend) = 0;
   virtual Outcome check(Backend& backend, DeviceData& data) = 0;
@@ -212,7 +214,7 @@ class MatmulCase : public OpCase {
     return {normalised_error(data.read(y_dev_, want.size()), want, s), matmul_bound(type_, cols_)};
   }
 
- private:
+ protected:
   DType type_;
   int64_t rows_, cols_, tokens_;
   bool repack_;
@@ -222,6 +224,37 @@ class MatmulCase : public OpCase {
   std::vector<float> x_;
   std::vector<WeightMatrix> w_;
   float *x_dev_ = nullptr, *y_dev_ = nullptr;
+};
+
+// The AMX tiles against the VNNI ones, bit for bit: a step's whole tiles of
+// 16 tokens run on AMX and a token alone on the VNNI tiles, so every token's
+// outputs in the step must equal its outputs alone (the matmul's batch
+// invariance), besides meeting the reference's bound. Run on the CPU backend
+// with AMX only; elsewhere it says "not run: no AMX".
+class AmxTilesCase : public MatmulCase {
+ public:
+  AmxTilesCase(DType type, int64_t rows, int64_t cols, int64_t tokens) : MatmulCase(type, rows, cols, tokens, true) {
+    op = "amx_tiles";
+  }
+  bool supported(const Backend& b) const override { return use_amx_kernels() && b.name().rfind("cpu", 0) == 0 && b.supports(type_); }
+  const char* not_run_reason() const override { return "not run: no AMX"; }
+  void setup(Backend& b, DeviceData& data) override {
+    MatmulCase::setup(b, data);
+    alone_dev_ = data.zeros(size_t(rows_ * tokens_));
+  }
+  void run(Backend& b) override {
+    MatmulCase::run(b);
+    for (int64_t t = 0; t < tokens_; ++t) b.matmul(w_[0], x_dev_ + t * cols_, 1, alone_dev_ + t * rows_);
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    Outcome outcome = MatmulCase::check(b, data);
+    const std::vector<float> step = data.read(y_dev_, size_t(rows_ * tokens_)), alone = data.read(alone_dev_, step.size());
+    if (std::memcmp(step.data(), alone.data(), step.size() * sizeof(float)) != 0) outcome.note = "the step's outputs differ from each token's alone";
+    return outcome;
+  }
+
+ private:
+  float* alone_dev_ = nullptr;
 };
 
 // Per-head matrices against the heads' strided rows (MLA's k_b and v_b).
@@ -1704,6 +1737,11 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
     add(new MatmulCase(DType::i8, 40, 96, tokens, false));
     add(new MatmulCase(DType::i8, 19, 100, tokens, true));
   }
+  for (DType type : {DType::q8_0, DType::q4_0, DType::mxfp4, DType::i8}) {
+    for (auto [rows, tokens] : {std::pair{24, 16}, {40, 33}, {56, 50}}) {  // runs of four groups and fewer; pairs of token tiles, a tail
+      add(new AmxTilesCase(type, rows, 7 * 32, tokens));
+    }
+  }
   for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0}) {
     for (int64_t tokens : {1, 9}) add(new MatmulBatchedCase(type, 4, 64, 64, tokens));
   }
@@ -1808,7 +1846,7 @@ int run_tests(Backend& backend, const std::string& only) {
   for (auto& c : test_cases()) {
     if (!only.empty() && c->op != only) continue;
     if (!c->supported(backend)) {
-      std::printf("not-run %-12s %-44s %-10s the backend does not run this case\n", c->op.c_str(), c->shape.c_str(), c->dtype.c_str());
+      std::printf("not-run %-12s %-44s %-10s %s\n", c->op.c_str(), c->shape.c_str(), c->dtype.c_str(), c->not_run_reason());
       continue;
     }
     DeviceData data(backend);
@@ -1878,6 +1916,16 @@ int main(int argc, char** argv) {
       continue;
     }
     status |= mode == "perf" ? ds::run_perf(*backend.value(), only) : ds::run_tests(*backend.value(), only);
+  }
+  // The AMX tiles once more on one thread (a thread's tile configuration is its own).
+  if (mode == "test" && (only.empty() || only == "amx_tiles")) {
+    if (!ds::use_amx_kernels()) {
+      std::printf("cpu, 1 thread: amx_tiles not run: no AMX\n");
+      return status;
+    }
+    auto one_thread = ds::create_backend("cpu", 1);
+    if (!one_thread.ok()) return 1;
+    status |= ds::run_tests(*one_thread.value(), "amx_tiles");
   }
   return status;
 }

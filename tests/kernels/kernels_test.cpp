@@ -215,6 +215,64 @@ TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
   }
 }
 
+// The AMX tiles (tdpbssd, 16 tokens by 16 rows) add each block's exact sum
+// and scale it as the VNNI tiles do, so every output agrees bit for bit:
+// runs of one, three and five groups (the tiles take four at a time, rows
+// past the last group padded), one and three tiles of tokens (they go in
+// pairs), odd and even block counts, the extreme codes.
+TEST(InterleavedRows, AmxTilesEqualVnniTilesBitForBit) {
+  if (!use_amx_kernels()) GTEST_SKIP() << "no AMX-INT8 granted on this CPU (or DSINFER_ISA caps it): no AMX tiles to run";
+  std::mt19937 rng(23);
+  for (DType type : {DType::q8_0, DType::q4_0, DType::mxfp4, DType::i8}) {
+    const DType act_type = activation_type_for(type);
+    for (auto [n_groups, n_blocks] : {std::pair{1, 1}, {3, 4}, {5, 7}}) {
+      const int64_t n_rows = k_interleave * n_groups, n_cols = interleaved_block_elements(type) * n_blocks;
+      const int64_t act_stride = row_bytes(act_type, n_cols) + 6;
+      std::vector<uint8_t> rows = random_weights(rng, type, n_rows, n_cols);
+      if (type == DType::q8_0) std::memset(reinterpret_cast<BlockQ8_0*>(rows.data())[0].qs, 0x80, 32);
+      if (type == DType::i8) std::memset(rows.data(), 0x80, 32);
+      std::vector<uint8_t> groups(rows.size());
+      interleave_rows(type, n_rows, n_cols, rows.data(), groups.data());
+      const int64_t group_bytes = int64_t(groups.size()) / n_groups;
+      for (int64_t n_tokens : {16, 48}) {
+        std::vector<float> x = random_floats(rng, n_tokens * n_cols, 2.0f);
+        for (int64_t i = 0; i < n_cols; ++i) x[size_t(i)] = i % 2 ? 127.0f : -127.0f;  // codes of ±127
+        std::vector<uint8_t> act(size_t(act_stride * n_tokens));
+        std::vector<int32_t> block_sums(size_t(n_tokens * n_blocks));
+        std::vector<float> block_scales(size_t(n_tokens * n_blocks));
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          uint8_t* row = act.data() + t * act_stride;
+          if (type == DType::i8) {
+            quantize_int8_activations(x.data() + t * n_cols, reinterpret_cast<int8_t*>(row), n_cols);
+            continue;
+          }
+          quantize_row(act_type, x.data() + t * n_cols, row, n_cols);
+          for (int64_t b = 0; b < n_blocks; ++b) {
+            const BlockQ8_0& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
+            for (int8_t q : block.qs) block_sums[size_t(t * n_blocks + b)] += q;
+            block_scales[size_t(b * n_tokens + t)] = fp16_to_fp32(block.d);
+          }
+        }
+        std::vector<uint8_t> vnni_act = act;  // the codes as the VNNI kernel reads them
+        for (int64_t t = 0; interleaved_kernel_vnni_biased(type) && t < n_tokens; ++t) {
+          bias_activation_codes(act_type, vnni_act.data() + t * act_stride, n_cols);
+        }
+        std::vector<float> vnni(size_t(n_rows * n_tokens)), amx(vnni.size());
+        for (int64_t g = 0; g < n_groups; ++g) {
+          interleaved_kernel_vnni(type)(n_blocks, groups.data() + g * group_bytes, vnni_act.data(), act_stride, block_sums.data(),
+                                        n_tokens, vnni.data() + g * k_interleave, n_rows);
+        }
+        std::vector<int8_t> tile_codes(size_t(n_tokens * n_cols));
+        pack_tile_activations(act_type, act.data(), act_stride, n_tokens, n_blocks, tile_codes.data());
+        interleaved_tiles_amx(type)(n_groups, n_blocks, groups.data(), tile_codes.data(), type == DType::i8 ? nullptr : block_scales.data(),
+                                    n_tokens, n_tokens, amx.data(), n_rows);
+        ASSERT_EQ(0, std::memcmp(vnni.data(), amx.data(), vnni.size() * sizeof(float)))
+            << dtype_name(type) << " " << n_groups << " groups, " << n_blocks << " blocks, " << n_tokens << " tokens";
+      }
+    }
+  }
+}
+
 // The fast activation quantizers write exactly the reference's bytes: random
 // blocks, a zero block, exact halves (amax 127 makes the Q8_0 scale 1, so
 // x.5 must round to even as nearbyint does), tiny values, and for Q8_K a block

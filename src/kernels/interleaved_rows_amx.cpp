@@ -1,0 +1,270 @@
+// The Q8_0, Q4_0, MXFP4 and I8 tiles on AMX (interleaved_rows.h): each
+// tdpbssd multiplies 16 tokens' block of 32 codes by 16 rows' into a 16 x 16
+// tile of exact int32 sums, 8,192 multiply-adds in one instruction where
+// VNNI's dpbusd does 32. Two tiles of tokens meet two tiles of rows per block
+// (four products for four tile loads: a load of 16 rows costs about what a
+// product does). Every block's sum is exact and its float part (row scale x
+// token scale, times the sum, added into one accumulator per output, blocks
+// in order) is the VNNI tiles' operation for operation, so the outputs equal
+// theirs bit for bit (tested).
+//
+// The weights stay in the interleaved layout of the other kernels; per call,
+// each run of four groups (32 rows) is re-laid block by block into the
+// tiles' B operand (row c of a tile: codes 4c..4c+3 of 16 rows, two groups'
+// chunk c side by side), Q4_0's and MXFP4's codes widened to int8 on the way,
+// and shared by every tile of tokens. Compiled with AMX-TILE, AMX-INT8 and
+// AVX-512; only called when use_amx_kernels().
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu_features.h"
+#include "kernels/interleaved_tiles_x86.h"
+
+// GCC 12 flags the undefined pass-through operand inside its own AVX-512
+// intrinsics (_mm512_undefined_*) as uninitialized: a false positive.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace ds {
+namespace {
+
+constexpr int k_tokens = int(k_amx_tile_tokens);  // a tile's tokens, and rows
+constexpr int64_t k_unit_groups = 4;              // groups re-laid and multiplied together: two tiles of rows
+constexpr int64_t k_unit_rows = k_unit_groups * k_interleave;
+constexpr int64_t k_b_tile_bytes = 8 * 64;  // a block of 16 rows: 8 tile rows of 16 x 4 codes
+constexpr int64_t k_a_tile_bytes = k_tokens * k_qk;  // a block of 16 tokens' codes
+
+// Tile registers (macros: the intrinsics paste the number into the
+// instruction). Sums (tokens j, rows i) in tile 2j + i.
+#define DS_SUMS00 0
+#define DS_SUMS01 1
+#define DS_SUMS10 2
+#define DS_SUMS11 3
+#define DS_ACT0 4  // 16 tokens x 32 codes
+#define DS_ACT1 5
+#define DS_W0 6  // 8 x 64 bytes: rows 0-15 of the unit
+#define DS_W1 7  // rows 16-31
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+constexpr TileConfig int8_tile_config() {
+  TileConfig c;
+  const struct {
+    int tile, rows, bytes;
+  } shapes[] = {{DS_SUMS00, k_tokens, 64}, {DS_SUMS01, k_tokens, 64}, {DS_SUMS10, k_tokens, 64}, {DS_SUMS11, k_tokens, 64},
+                {DS_ACT0, k_tokens, 32},   {DS_ACT1, k_tokens, 32},   {DS_W0, 8, 64},             {DS_W1, 8, 64}};
+  for (const auto& s : shapes) {
+    c.rows[s.tile] = uint8_t(s.rows);
+    c.bytes_per_row[s.tile] = uint16_t(s.bytes);
+  }
+  return c;
+}
+
+constexpr TileConfig k_int8_tiles = int8_tile_config();
+
+// The tile configuration is per thread: each loads it before its first tile.
+void configure_tiles() {
+  thread_local bool configured = false;
+  if (configured) return;
+  _tile_loadconfig(&k_int8_tiles);
+  configured = true;
+}
+
+// A unit of up to four groups re-laid for the tiles, in the calling thread's
+// scratch: block b's two B tiles at codes + b * 2 * k_b_tile_bytes, its 32
+// row scales at row_scales + b * 32 (rows past the unit's groups: codes and
+// scales 0).
+struct Unit {
+  int8_t* codes;
+  float* row_scales;
+};
+
+Unit unit_scratch(int64_t n_blocks) {
+  uint8_t* bytes = interleaved_scratch(size_t(n_blocks) * (2 * k_b_tile_bytes + k_unit_rows * sizeof(float)));
+  return {reinterpret_cast<int8_t*>(bytes), reinterpret_cast<float*>(bytes + n_blocks * 2 * k_b_tile_bytes)};
+}
+
+// Where group u of a unit puts chunk c of block b: its tile (u / 2), the
+// tile row c, the half (u % 2) of that row.
+inline int8_t* chunk_at(const Unit& unit, int64_t b, int64_t u, int c) {
+  return unit.codes + b * 2 * k_b_tile_bytes + (u / 2) * k_b_tile_bytes + 64 * c + 32 * (u % 2);
+}
+
+// Q4_0 and MXFP4 nibbles (byte 32v + 4r + i: row r's elements 4v + i, low,
+// and 16 + 4v + i, high) widened to values[code], chunk c at chunk_at(.., c).
+void widen_nibbles(const uint8_t* packed, __m256i values, const Unit& unit, int64_t b, int64_t u) {
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  for (int v = 0; v < 4; ++v) {
+    const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(packed + 32 * v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(chunk_at(unit, b, u, v)), _mm256_shuffle_epi8(values, _mm256_and_si256(p, low_nibbles)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(chunk_at(unit, b, u, 4 + v)),
+                        _mm256_shuffle_epi8(values, _mm256_and_si256(_mm256_srli_epi16(p, 4), low_nibbles)));
+  }
+}
+
+template <DType Type>
+using GroupOf = std::conditional_t<Type == DType::q8_0, GroupQ8_0,
+                                   std::conditional_t<Type == DType::q4_0, GroupQ4_0, std::conditional_t<Type == DType::mxfp4, GroupMxfp4, GroupI8>>>;
+
+template <DType Type>
+Unit prepare_unit(int64_t n_groups, int64_t n_blocks, const uint8_t* groups) {
+  using Group = GroupOf<Type>;
+  const Unit unit = unit_scratch(n_blocks);
+  alignas(16) int8_t table[16];
+  for (int i = 0; i < 16; ++i) table[i] = Type == DType::mxfp4 ? k_mxfp4_values[i] : int8_t(i - 8);
+  const __m256i values = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    for (int64_t u = 0; u < k_unit_groups; ++u) {
+      float* scales = unit.row_scales + b * k_unit_rows + u * k_interleave;
+      if (u >= n_groups) {
+        for (int c = 0; c < 8; ++c) std::memset(chunk_at(unit, b, u, c), 0, 32);
+        _mm256_storeu_ps(scales, _mm256_setzero_ps());
+        continue;
+      }
+      const Group& w = reinterpret_cast<const Group*>(groups + u * n_blocks * int64_t(sizeof(Group)))[b];
+      if constexpr (Type == DType::q8_0 || Type == DType::i8) {
+        for (int c = 0; c < 8; ++c) std::memcpy(chunk_at(unit, b, u, c), w.qs + 32 * c, 32);
+      } else {
+        widen_nibbles(w.qs, values, unit, b, u);
+      }
+      if constexpr (Type == DType::mxfp4) _mm256_storeu_ps(scales, mxfp4_row_scales(w.e));
+      else if constexpr (Type != DType::i8) _mm256_storeu_ps(scales, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.d))));
+    }
+  }
+  return unit;
+}
+
+// acc[t * acc_stride + r] += (row scale x token scale) x sum, for the 16 x
+// 16 sums of a tile of tokens against a tile of rows (sums: token-major), as
+// accumulate() in interleaved_tiles_x86.h forms each output.
+inline void accumulate_tile(const int32_t* sums, const float* row_scales, const float* token_scales, float* acc, int64_t acc_stride) {
+  const __m512 rows = _mm512_loadu_ps(row_scales);
+  for (int t = 0; t < k_tokens; ++t) {
+    const __m512 scale = _mm512_mul_ps(rows, _mm512_set1_ps(token_scales[t]));
+    float* a = acc + t * acc_stride;
+    _mm512_store_ps(a, _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_load_si512(sums + k_tokens * t)), _mm512_load_ps(a)));
+  }
+}
+
+// Writes tokens' rows [0, n_rows) of the unit.
+inline void store_rows(const float (*acc)[k_unit_rows], int n_tokens, int64_t n_rows, float* out, int64_t out_stride) {
+  for (int t = 0; t < n_tokens; ++t) std::memcpy(out + t * out_stride, acc[t], size_t(n_rows) * sizeof(float));
+}
+
+// The four sums tiles into `sums` (tokens j, rows i at sums[2j + i]).
+template <int TokenTiles>
+inline void store_sums(int32_t (*sums)[k_tokens * k_tokens]) {
+  _tile_stored(DS_SUMS00, sums[0], 64);
+  _tile_stored(DS_SUMS01, sums[1], 64);
+  if (TokenTiles == 2) {
+    _tile_stored(DS_SUMS10, sums[2], 64);
+    _tile_stored(DS_SUMS11, sums[3], 64);
+  }
+}
+
+template <int TokenTiles>
+inline void zero_sums() {
+  _tile_zero(DS_SUMS00);
+  _tile_zero(DS_SUMS01);
+  if (TokenTiles == 2) {
+    _tile_zero(DS_SUMS10);
+    _tile_zero(DS_SUMS11);
+  }
+}
+
+// TokenTiles (1 or 2) tiles of 16 tokens (their tile-ready codes at `act`)
+// against a prepared unit. The block types scale each block's sums into
+// float accumulators; I8 sums every block in the tiles.
+template <DType Type, int TokenTiles>
+void unit_tiles(int64_t n_blocks, const Unit& unit, int64_t n_rows, const int8_t* act, const float* block_scales,
+                int64_t scale_stride, float* out, int64_t out_stride) {
+  constexpr bool k_float_part = Type != DType::i8;
+  alignas(64) float acc[2 * k_tokens][k_unit_rows];
+  alignas(64) int32_t sums[4][k_tokens * k_tokens];
+  for (auto& row : acc) {
+    for (int i = 0; i < k_unit_rows; i += k_tokens) _mm512_store_ps(row + i, _mm512_setzero_ps());
+  }
+  if constexpr (!k_float_part) zero_sums<TokenTiles>();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    if constexpr (k_float_part) zero_sums<TokenTiles>();
+    const int8_t* a = act + b * k_a_tile_bytes;
+    const int8_t* w = unit.codes + b * 2 * k_b_tile_bytes;
+    _tile_loadd(DS_ACT0, a, k_qk);
+    _tile_loadd(DS_W0, w, 64);
+    _tile_loadd(DS_W1, w + k_b_tile_bytes, 64);
+    _tile_dpbssd(DS_SUMS00, DS_ACT0, DS_W0);
+    _tile_dpbssd(DS_SUMS01, DS_ACT0, DS_W1);
+    if (TokenTiles == 2) {
+      _tile_loadd(DS_ACT1, a + n_blocks * k_a_tile_bytes, k_qk);
+      _tile_dpbssd(DS_SUMS10, DS_ACT1, DS_W0);
+      _tile_dpbssd(DS_SUMS11, DS_ACT1, DS_W1);
+    }
+    if constexpr (k_float_part) {
+      store_sums<TokenTiles>(sums);
+      const float* rows = unit.row_scales + b * k_unit_rows;
+      const float* tokens = block_scales + b * scale_stride;
+      for (int j = 0; j < TokenTiles; ++j) {
+        accumulate_tile(sums[2 * j], rows, tokens + k_tokens * j, acc[k_tokens * j], k_unit_rows);
+        if (n_rows > k_tokens) accumulate_tile(sums[2 * j + 1], rows + k_tokens, tokens + k_tokens * j, acc[k_tokens * j] + k_tokens, k_unit_rows);
+      }
+    }
+  }
+  if constexpr (!k_float_part) {
+    store_sums<TokenTiles>(sums);
+    for (int j = 0; j < TokenTiles; ++j) {
+      for (int t = 0; t < k_tokens; ++t) {
+        for (int i = 0; i < 2; ++i) {
+          _mm512_store_ps(acc[k_tokens * j + t] + k_tokens * i, _mm512_cvtepi32_ps(_mm512_load_si512(sums[2 * j + i] + k_tokens * t)));
+        }
+      }
+    }
+  }
+  store_rows(acc, TokenTiles * k_tokens, n_rows, out, out_stride);
+}
+
+template <DType Type>
+void tiles_amx(int64_t n_groups, int64_t n_blocks, const uint8_t* groups, const int8_t* act, const float* block_scales,
+               int64_t scale_stride, int64_t n_tokens, float* out, int64_t out_stride) {
+  configure_tiles();
+  const int64_t group_bytes = n_blocks * int64_t(sizeof(GroupOf<Type>)), token_tile_bytes = n_blocks * k_a_tile_bytes;
+  for (int64_t g = 0; g < n_groups; g += k_unit_groups) {
+    const int64_t unit_groups = std::min(k_unit_groups, n_groups - g), n_rows = unit_groups * k_interleave;
+    const Unit unit = prepare_unit<Type>(unit_groups, n_blocks, groups + g * group_bytes);
+    float* unit_out = out + g * k_interleave;
+    for (int64_t t = 0; t < n_tokens;) {
+      const int8_t* tiles = act + t / k_tokens * token_tile_bytes;
+      const float* scales = block_scales ? block_scales + t : nullptr;
+      if (t + 2 * k_tokens <= n_tokens) {
+        unit_tiles<Type, 2>(n_blocks, unit, n_rows, tiles, scales, scale_stride, unit_out + t * out_stride, out_stride);
+        t += 2 * k_tokens;
+      } else {
+        unit_tiles<Type, 1>(n_blocks, unit, n_rows, tiles, scales, scale_stride, unit_out + t * out_stride, out_stride);
+        t += k_tokens;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+InterleavedTilesFn interleaved_tiles_amx(DType type) {
+  switch (type) {
+    case DType::q8_0: return tiles_amx<DType::q8_0>;
+    case DType::q4_0: return tiles_amx<DType::q4_0>;
+    case DType::mxfp4: return tiles_amx<DType::mxfp4>;
+    case DType::i8: return tiles_amx<DType::i8>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace ds
