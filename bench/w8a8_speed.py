@@ -24,7 +24,7 @@ import tempfile
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from bench_vs_llama_cpp import ensure_models, machine  # noqa: E402
+from bench_vs_llama_cpp import LLAMA_TYPES, ensure_models, machine  # noqa: E402
 
 DSINFER = os.path.join(ROOT, "build", "dsinfer")
 STREAMS, PROMPT, GEN = 16, 32, 64
@@ -75,6 +75,9 @@ def main():
     parser.add_argument("-t", type=int, default=2)
     args = parser.parse_args()
     types = args.types.split(",")
+    unknown = [t for t in types if t not in LLAMA_TYPES or t == "F16"]
+    if unknown:
+        parser.error(f"--types: {', '.join(unknown)} not among {', '.join(t for t in LLAMA_TYPES if t != 'F16')}")
     if "Q8_0" not in types:
         parser.error("--types: Q8_0 is the reference row; keep it")
     models = ensure_models(args.models, ("F16", *types))

@@ -33,7 +33,6 @@ CpuFeatures detect() {
   f.avx512bw = zmm_state && (ebx & (1u << 30));
   f.avx512vl = zmm_state && (ebx & (1u << 31));
   f.avx512vnni = zmm_state && (ecx & (1u << 11));
-  f.amx_bf16 = tile_state && (edx & (1u << 22));
   f.amx_tile = tile_state && (edx & (1u << 24));
   f.amx_int8 = tile_state && (edx & (1u << 25));
   if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) f.avx512bf16 = zmm_state && (eax & (1u << 5));

@@ -12,12 +12,11 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512vnni = false;
   bool avx512bf16 = false;
-  // AMX: the CPU has the tiles (and their int8 / bf16 products) and the OS
-  // enables the tile state in XCR0. Running them also needs the process's
-  // grant (use_amx_kernels).
+  // AMX: the CPU has the tiles (and their int8 products) and the OS enables
+  // the tile state in XCR0. Running them also needs the process's grant
+  // (use_amx_kernels).
   bool amx_tile = false;
   bool amx_int8 = false;
-  bool amx_bf16 = false;
 };
 
 const CpuFeatures& cpu_features();

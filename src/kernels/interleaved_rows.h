@@ -103,6 +103,9 @@ using InterleavedTilesFn = void (*)(int64_t n_groups, int64_t n_blocks, const ui
                                     const float* block_scales, int64_t scale_stride, int64_t n_tokens, float* out,
                                     int64_t out_stride);
 constexpr int64_t k_amx_tile_tokens = 16;
+// The tiles re-lay and multiply groups four at a time (two tiles of 16 rows):
+// matmul hands them runs of this many.
+constexpr int64_t k_amx_run_groups = 4;
 InterleavedTilesFn interleaved_tiles_amx(DType type);
 // The AMX tiles for a type where use_amx_kernels(), else nullptr.
 InterleavedTilesFn interleaved_tiles(DType type);

@@ -21,7 +21,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/cpu_features.h"
 #include "kernels/interleaved_tiles_x86.h"
 
 // GCC 12 flags the undefined pass-through operand inside its own AVX-512
@@ -33,7 +32,7 @@ namespace ds {
 namespace {
 
 constexpr int k_tokens = int(k_amx_tile_tokens);  // a tile's tokens, and rows
-constexpr int64_t k_unit_groups = 4;              // groups re-laid and multiplied together: two tiles of rows
+constexpr int64_t k_unit_groups = k_amx_run_groups;  // groups re-laid and multiplied together: two tiles of rows
 constexpr int64_t k_unit_rows = k_unit_groups * k_interleave;
 constexpr int64_t k_b_tile_bytes = 8 * 64;  // a block of 16 rows: 8 tile rows of 16 x 4 codes
 constexpr int64_t k_a_tile_bytes = k_tokens * k_qk;  // a block of 16 tokens' codes

@@ -250,11 +250,11 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   }
   if (first.repacked) {
     // Each group of eight rows against every token (the AMX tiles: runs of
-    // four groups): the group's weights stay in L1/L2 while the tokens pass.
+    // k_amx_run_groups): the group's weights stay in L1/L2 while the tokens pass.
     const int64_t n_blocks = first.n_cols / interleaved_block_elements(first.type);
     const int64_t group_bytes = k_interleave * first.row_stride_bytes(), groups = first.n_rows / k_interleave;
     const InterleavedGroupFn group_kernel = interleaved_kernel(first.type);
-    const int64_t groups_per_item = amx_tiles ? 4 : 1, items = (groups + groups_per_item - 1) / groups_per_item;
+    const int64_t groups_per_item = amx_tiles ? k_amx_run_groups : 1, items = (groups + groups_per_item - 1) / groups_per_item;
     const int8_t* tile_codes = n_tiled > 0 ? pack_tile_codes(pool, kernel.activation_type, act, n_mats, n_tokens, n_tiled, first.n_cols, scratch)
                                            : nullptr;
     for_row_tiles(pool, n_mats * items, n_tokens, [&](int64_t begin, int64_t end) {
