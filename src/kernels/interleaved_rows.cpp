@@ -1,5 +1,6 @@
 #include "kernels/interleaved_rows.h"
 
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -109,16 +110,36 @@ uint8_t* interleaved_scratch(size_t bytes) {
   return buffer.data();
 }
 
-void pack_tile_activations(DType act_type, const uint8_t* act, int64_t act_stride, int64_t n_tokens, int64_t n_blocks, int8_t* out) {
-  const int64_t block_bytes = act_type == DType::i8 ? k_qk : int64_t(sizeof(BlockQ8_0)), codes_at = block_bytes - k_qk;
+int64_t amx_min_tokens(DType weight_type) {
+  return dtype_traits(weight_type).block_elements == k_qk_k ? 2 * k_amx_tile_tokens : k_amx_tile_tokens;
+}
+
+int64_t amx_tile_depth(DType weight_type) { return dtype_traits(weight_type).block_elements == k_qk_k ? 64 : k_qk; }
+
+void pack_tile_activations(DType act_type, int64_t depth, const uint8_t* act, int64_t act_stride, int64_t n_tokens,
+                           int64_t n_cols, int8_t* out) {
+  DS_CHECK(act_type == DType::q8_0 || act_type == DType::q8_k || act_type == DType::i8,
+           std::string("no tile-ready codes for ") + dtype_name(act_type));
+  // Where the codes of a block of `block` elements start in its bytes.
+  const int64_t block = act_type == DType::q8_k ? k_qk_k : k_qk;
+  const int64_t block_bytes = act_type == DType::q8_0 ? int64_t(sizeof(BlockQ8_0)) : act_type == DType::q8_k ? int64_t(sizeof(BlockQ8_K)) : k_qk;
+  const int64_t codes_at = act_type == DType::q8_0 ? int64_t(offsetof(BlockQ8_0, qs)) : act_type == DType::q8_k ? int64_t(offsetof(BlockQ8_K, qs)) : 0;
+  const int64_t products = n_cols / depth, tile_bytes = k_amx_tile_tokens * depth;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const uint8_t* row = act + t * act_stride;
-    int8_t* tile = out + (t / k_amx_tile_tokens) * n_blocks * k_amx_tile_tokens * k_qk + (t % k_amx_tile_tokens) * k_qk;
-    for (int64_t b = 0; b < n_blocks; ++b) std::memcpy(tile + b * k_amx_tile_tokens * k_qk, row + b * block_bytes + codes_at, k_qk);
+    int8_t* tile = out + (t / k_amx_tile_tokens) * products * tile_bytes + (t % k_amx_tile_tokens) * depth;
+    for (int64_t p = 0; p < products; ++p) {
+      const int64_t e = p * depth;
+      std::memcpy(tile + p * tile_bytes, row + e / block * block_bytes + codes_at + e % block, size_t(depth));
+    }
   }
 }
 
-InterleavedTilesFn interleaved_tiles(DType type) { return use_amx_kernels() ? interleaved_tiles_amx(type) : nullptr; }
+InterleavedTilesFn interleaved_tiles(DType type) {
+  if (!use_amx_kernels()) return nullptr;
+  const InterleavedTilesFn blocks = interleaved_tiles_amx(type);
+  return blocks ? blocks : interleaved_tiles_amx_k(type);
+}
 
 bool interleaved_activations_biased(DType type) {
   return use_avx2_kernels() && use_vnni_kernels() && interleaved_kernel_vnni(type) && interleaved_kernel_vnni_biased(type);

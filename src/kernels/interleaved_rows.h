@@ -92,29 +92,52 @@ InterleavedGroupFn interleaved_kernel_vnni(DType type);
 bool interleaved_kernel_vnni_biased(DType type);  // the AVX2 kernels read plain codes
 
 // AMX tiles (tdpbssd): n_groups consecutive groups (rows 8 * n_groups) at
-// `groups` against n_tokens tokens, a multiple of k_amx_tile_tokens, whose
-// plain (not biased) codes are tile-ready (pack_tile_activations) at `act`
-// and, for the block types, whose block scales are floats at
-// block_scales[b * scale_stride + j]. Token j's outputs go to out + j *
-// out_stride, and equal the VNNI kernel's bit for bit: every block's sum is
-// exact and its float part is the VNNI tiles', operation for operation (I8:
-// the exact row sum, as a float). nullptr for a type without AMX tiles.
-using InterleavedTilesFn = void (*)(int64_t n_groups, int64_t n_blocks, const uint8_t* groups, const int8_t* act,
-                                    const float* block_scales, int64_t scale_stride, int64_t n_tokens, float* out,
-                                    int64_t out_stride);
+// `groups` against n_tokens tokens, a multiple of k_amx_tile_tokens. Token
+// j's outputs go to out + j * out_stride, and equal the interleaved
+// kernel's (VNNI's, or AVX2's for the K types) bit for bit: every block's
+// (sub-block's) sum is exact and its float part is that kernel's, operation
+// for operation (I8: the exact row sum, as a float). nullptr for a type
+// without AMX tiles.
+struct TileActivations {
+  const int8_t* codes;  // plain (not biased) codes, tile-ready: pack_tile_activations
+  // Q8_0 blocks (Q8_0, Q4_0, MXFP4 weights): block b's scale of token j as a
+  // float at block_scales[b * scale_stride + j]; null for the others.
+  const float* block_scales;
+  int64_t scale_stride;
+  // Q8_K rows (the K types): their scales and sub-block sums, token j's at
+  // rows + j * row_stride; null for the others.
+  const uint8_t* rows;
+  int64_t row_stride;
+};
+using InterleavedTilesFn = void (*)(int64_t n_groups, int64_t n_blocks, const uint8_t* groups, const TileActivations& act,
+                                    int64_t n_tokens, float* out, int64_t out_stride);
 constexpr int64_t k_amx_tile_tokens = 16;
 // The tiles re-lay and multiply groups four at a time (two tiles of 16 rows):
 // matmul hands them runs of this many.
 constexpr int64_t k_amx_run_groups = 4;
 InterleavedTilesFn interleaved_tiles_amx(DType type);
+InterleavedTilesFn interleaved_tiles_amx_k(DType type);  // Q4_K, Q5_K, Q6_K
 // The AMX tiles for a type where use_amx_kernels(), else nullptr.
 InterleavedTilesFn interleaved_tiles(DType type);
 
-// The codes of n_tokens tokens (a multiple of 16; act_type Q8_0 blocks or I8
-// rows at act + j * act_stride) as the AMX tiles read them: tile T's block b,
-// 16 tokens x 32 codes, at out + (T * n_blocks + b) * 512; one sequential
-// stream, where 16 rows of a block lie a row apart.
-void pack_tile_activations(DType act_type, const uint8_t* act, int64_t act_stride, int64_t n_tokens, int64_t n_blocks, int8_t* out);
+// The fewest tokens a step sends through the AMX tiles: a tile (16), or for
+// the K types two, since their re-laid weights (codes times scale digits)
+// cost about one tile of tokens' products: at 16 tokens a 2048 x 2048 Q4_K
+// or Q6_K matrix was 7-15% slower than on the AVX2 tiles, at 32 1.1-1.4x
+// faster (`dsinfer_backend_ops perf --op matmul`, n=16 and n=32).
+int64_t amx_min_tokens(DType weight_type);
+
+// Codes per product of a type's tiles (its activation tiles' row): a block
+// of 32, or 64 for the K types (interleaved_rows_k_amx.cpp).
+int64_t amx_tile_depth(DType weight_type);
+
+// The codes of n_tokens tokens (a multiple of 16; act_type Q8_0 blocks, Q8_K
+// blocks or I8 rows at act + j * act_stride) as the AMX tiles read them, in
+// products of `depth` codes: tile T's product p (codes p * depth onwards), 16
+// tokens x depth codes, at out + (T * n_cols / depth + p) * 16 * depth; one
+// sequential stream, where 16 rows of a product lie a row apart.
+void pack_tile_activations(DType act_type, int64_t depth, const uint8_t* act, int64_t act_stride, int64_t n_tokens,
+                           int64_t n_cols, int8_t* out);
 
 // The calling thread's scratch of at least `bytes`, kept for its next call:
 // the AMX tiles' re-laid weights. Here, in the baseline ISA's object, so that

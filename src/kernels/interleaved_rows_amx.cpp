@@ -21,6 +21,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/amx_tiles_x86.h"
 #include "kernels/interleaved_tiles_x86.h"
 
 // GCC 12 flags the undefined pass-through operand inside its own AVX-512
@@ -31,53 +32,34 @@
 namespace ds {
 namespace {
 
-constexpr int k_tokens = int(k_amx_tile_tokens);  // a tile's tokens, and rows
+constexpr int k_tokens = k_tile_tokens;
 constexpr int64_t k_unit_groups = k_amx_run_groups;  // groups re-laid and multiplied together: two tiles of rows
 constexpr int64_t k_unit_rows = k_unit_groups * k_interleave;
 constexpr int64_t k_b_tile_bytes = 8 * 64;  // a block of 16 rows: 8 tile rows of 16 x 4 codes
 constexpr int64_t k_a_tile_bytes = k_tokens * k_qk;  // a block of 16 tokens' codes
 
-// Tile registers (macros: the intrinsics paste the number into the
-// instruction). Sums (tokens j, rows i) in tile 2j + i.
-#define DS_SUMS00 0
-#define DS_SUMS01 1
-#define DS_SUMS10 2
-#define DS_SUMS11 3
-#define DS_ACT0 4  // 16 tokens x 32 codes
-#define DS_ACT1 5
-#define DS_W0 6  // 8 x 64 bytes: rows 0-15 of the unit
-#define DS_W1 7  // rows 16-31
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
-
-constexpr TileConfig int8_tile_config() {
+constexpr TileConfig tile_config(int depth) {
   TileConfig c;
-  const struct {
-    int tile, rows, bytes;
-  } shapes[] = {{DS_SUMS00, k_tokens, 64}, {DS_SUMS01, k_tokens, 64}, {DS_SUMS10, k_tokens, 64}, {DS_SUMS11, k_tokens, 64},
-                {DS_ACT0, k_tokens, 32},   {DS_ACT1, k_tokens, 32},   {DS_W0, 8, 64},             {DS_W1, 8, 64}};
-  for (const auto& s : shapes) {
-    c.rows[s.tile] = uint8_t(s.rows);
-    c.bytes_per_row[s.tile] = uint16_t(s.bytes);
-  }
+  for (int tile : {DS_SUMS00, DS_SUMS01, DS_SUMS10, DS_SUMS11}) c.rows[tile] = k_tokens, c.bytes_per_row[tile] = 64;
+  for (int tile : {DS_ACT0, DS_ACT1}) c.rows[tile] = k_tokens, c.bytes_per_row[tile] = uint16_t(depth);
+  for (int tile : {DS_W0, DS_W1}) c.rows[tile] = uint8_t(depth / 4), c.bytes_per_row[tile] = 64;
   return c;
 }
 
-constexpr TileConfig k_int8_tiles = int8_tile_config();
+constexpr TileConfig k_depth32 = tile_config(32), k_depth64 = tile_config(64);
 
-// The tile configuration is per thread: each loads it before its first tile.
-void configure_tiles() {
-  thread_local bool configured = false;
-  if (configured) return;
-  _tile_loadconfig(&k_int8_tiles);
-  configured = true;
+}  // namespace
+
+// The configuration is per thread: each loads it before its first tile, and
+// again where a kernel of the other depth ran last.
+void use_tile_depth(int depth) {
+  thread_local int loaded = 0;
+  if (loaded == depth) return;
+  _tile_loadconfig(depth == 64 ? &k_depth64 : &k_depth32);
+  loaded = depth;
 }
+
+namespace {
 
 // A unit of up to four groups re-laid for the tiles, in the calling thread's
 // scratch: block b's two B tiles at codes + b * 2 * k_b_tile_bytes, its 32
@@ -160,27 +142,6 @@ inline void store_rows(const float (*acc)[k_unit_rows], int n_tokens, int64_t n_
   for (int t = 0; t < n_tokens; ++t) std::memcpy(out + t * out_stride, acc[t], size_t(n_rows) * sizeof(float));
 }
 
-// The four sums tiles into `sums` (tokens j, rows i at sums[2j + i]).
-template <int TokenTiles>
-inline void store_sums(int32_t (*sums)[k_tokens * k_tokens]) {
-  _tile_stored(DS_SUMS00, sums[0], 64);
-  _tile_stored(DS_SUMS01, sums[1], 64);
-  if (TokenTiles == 2) {
-    _tile_stored(DS_SUMS10, sums[2], 64);
-    _tile_stored(DS_SUMS11, sums[3], 64);
-  }
-}
-
-template <int TokenTiles>
-inline void zero_sums() {
-  _tile_zero(DS_SUMS00);
-  _tile_zero(DS_SUMS01);
-  if (TokenTiles == 2) {
-    _tile_zero(DS_SUMS10);
-    _tile_zero(DS_SUMS11);
-  }
-}
-
 // TokenTiles (1 or 2) tiles of 16 tokens (their tile-ready codes at `act`)
 // against a prepared unit. The block types scale each block's sums into
 // float accumulators; I8 sums every block in the tiles.
@@ -189,25 +150,14 @@ void unit_tiles(int64_t n_blocks, const Unit& unit, int64_t n_rows, const int8_t
                 int64_t scale_stride, float* out, int64_t out_stride) {
   constexpr bool k_float_part = Type != DType::i8;
   alignas(64) float acc[2 * k_tokens][k_unit_rows];
-  alignas(64) int32_t sums[4][k_tokens * k_tokens];
+  alignas(64) int32_t sums[4][k_tile_sums];
   for (auto& row : acc) {
     for (int i = 0; i < k_unit_rows; i += k_tokens) _mm512_store_ps(row + i, _mm512_setzero_ps());
   }
   if constexpr (!k_float_part) zero_sums<TokenTiles>();
   for (int64_t b = 0; b < n_blocks; ++b) {
     if constexpr (k_float_part) zero_sums<TokenTiles>();
-    const int8_t* a = act + b * k_a_tile_bytes;
-    const int8_t* w = unit.codes + b * 2 * k_b_tile_bytes;
-    _tile_loadd(DS_ACT0, a, k_qk);
-    _tile_loadd(DS_W0, w, 64);
-    _tile_loadd(DS_W1, w + k_b_tile_bytes, 64);
-    _tile_dpbssd(DS_SUMS00, DS_ACT0, DS_W0);
-    _tile_dpbssd(DS_SUMS01, DS_ACT0, DS_W1);
-    if (TokenTiles == 2) {
-      _tile_loadd(DS_ACT1, a + n_blocks * k_a_tile_bytes, k_qk);
-      _tile_dpbssd(DS_SUMS10, DS_ACT1, DS_W0);
-      _tile_dpbssd(DS_SUMS11, DS_ACT1, DS_W1);
-    }
+    multiply_tiles<TokenTiles>(act + b * k_a_tile_bytes, n_blocks * k_a_tile_bytes, k_qk, unit.codes + b * 2 * k_b_tile_bytes, k_b_tile_bytes);
     if constexpr (k_float_part) {
       store_sums<TokenTiles>(sums);
       const float* rows = unit.row_scales + b * k_unit_rows;
@@ -232,17 +182,18 @@ void unit_tiles(int64_t n_blocks, const Unit& unit, int64_t n_rows, const int8_t
 }
 
 template <DType Type>
-void tiles_amx(int64_t n_groups, int64_t n_blocks, const uint8_t* groups, const int8_t* act, const float* block_scales,
-               int64_t scale_stride, int64_t n_tokens, float* out, int64_t out_stride) {
-  configure_tiles();
+void tiles_amx(int64_t n_groups, int64_t n_blocks, const uint8_t* groups, const TileActivations& act, int64_t n_tokens, float* out,
+               int64_t out_stride) {
+  use_tile_depth(k_qk);
   const int64_t group_bytes = n_blocks * int64_t(sizeof(GroupOf<Type>)), token_tile_bytes = n_blocks * k_a_tile_bytes;
   for (int64_t g = 0; g < n_groups; g += k_unit_groups) {
     const int64_t unit_groups = std::min(k_unit_groups, n_groups - g), n_rows = unit_groups * k_interleave;
     const Unit unit = prepare_unit<Type>(unit_groups, n_blocks, groups + g * group_bytes);
     float* unit_out = out + g * k_interleave;
     for (int64_t t = 0; t < n_tokens;) {
-      const int8_t* tiles = act + t / k_tokens * token_tile_bytes;
-      const float* scales = block_scales ? block_scales + t : nullptr;
+      const int8_t* tiles = act.codes + t / k_tokens * token_tile_bytes;
+      const float* scales = act.block_scales ? act.block_scales + t : nullptr;
+      const int64_t scale_stride = act.scale_stride;
       if (t + 2 * k_tokens <= n_tokens) {
         unit_tiles<Type, 2>(n_blocks, unit, n_rows, tiles, scales, scale_stride, unit_out + t * out_stride, out_stride);
         t += 2 * k_tokens;

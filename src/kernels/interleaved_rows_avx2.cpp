@@ -7,34 +7,14 @@
 
 #include <type_traits>
 
+#include "kernels/interleaved_k_groups_x86.h"
 #include "kernels/interleaved_tiles_x86.h"
 
 namespace ds {
 namespace {
 
-struct GroupQ4_K {
-  uint16_t d[k_interleave], dmin[k_interleave];
-  uint8_t scales[k_scale_bytes_k][k_interleave];  // [byte][row]
-  uint8_t qs[4][k_interleave * 32];  // per pair of sub-blocks
-};
-struct GroupQ5_K {
-  uint16_t d[k_interleave], dmin[k_interleave];
-  uint8_t scales[k_scale_bytes_k][k_interleave];
-  uint8_t qh[8][k_interleave * 4];  // per chunk c: the rows' qh bytes 4c..4c+3
-  uint8_t qs[4][k_interleave * 32];
-};
-struct GroupQ6_K {
-  uint16_t d[k_interleave];
-  int8_t scales[16][k_interleave];  // [sub-block][row]
-  // Step s: the high-bit registers 2s and 2s + 1 (chunk i + 16q's top two bits
-  // at bits 2q, 2q + 1), then the low-nibble registers 2s, 2s + 1, 16 + 2s and
-  // 17 + 2s (chunk i's low nibbles, and chunk i + 32's high ones).
-  uint8_t steps[8][6][k_interleave * 4];
-};
 static_assert(sizeof(GroupQ8_0) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0) &&
-                  sizeof(GroupMxfp4) == 8 * sizeof(BlockMxfp4) &&
-                  sizeof(GroupQ4_K) == 8 * sizeof(BlockQ4_K) && sizeof(GroupQ5_K) == 8 * sizeof(BlockQ5_K) &&
-                  sizeof(GroupQ6_K) == 8 * sizeof(BlockQ6_K),
+                  sizeof(GroupMxfp4) == 8 * sizeof(BlockMxfp4),
               "a group block holds eight row blocks");
 
 // Q4_K and Q5_K x Q8_K, the formula of the row kernel: per super-block, the
@@ -76,30 +56,17 @@ struct KScales {
 template <int T, typename Group>
 void superblock(const Group& w, const KScales& s, const uint8_t* act, int64_t act_stride, int64_t b, float* out,
                   int64_t out_stride) {
-  constexpr bool k_fifth_bit = std::is_same_v<Group, GroupQ5_K>;
-  constexpr int k_chunks_in_int16 = k_fifth_bit ? 4 : 8;
-  const __m256i low_nibbles = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(0x10);
+  constexpr int k_chunks_in_int16 = std::is_same_v<Group, GroupQ5_K> ? 4 : 8;
   __m256i sums[T];
   for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
   for (int pair = 0; pair < 4; ++pair) {
-    // qh bit 2 * pair holds the low nibbles' fifth bits, bit 2 * pair + 1 the high ones'.
-    const __m256i low_bit = _mm256_set1_epi8(char(1 << (2 * pair))), high_bit = _mm256_set1_epi8(char(2 << (2 * pair)));
-    const auto fifth = [&](__m256i qh, __m256i bit) {
-      return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen);
-    };
     for (int c0 = 0; c0 < 8; c0 += k_chunks_in_int16) {
       __m256i low16[T], high16[T];
       for (int j = 0; j < T; ++j) low16[j] = high16[j] = _mm256_setzero_si256();
 #pragma GCC unroll 1
       for (int c = c0; c < c0 + k_chunks_in_int16; ++c) {
-        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs[pair] + 32 * c));
-        __m256i low = _mm256_and_si256(packed, low_nibbles);
-        __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
-        if constexpr (k_fifth_bit) {
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh[c]));
-          low = _mm256_or_si256(low, fifth(qh, low_bit));
-          high = _mm256_or_si256(high, fifth(qh, high_bit));
-        }
+        __m256i low, high;
+        k_chunk_codes(w, pair, c, low, high);
         for (int j = 0; j < T; ++j) {
           const int8_t* qs = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b].qs + 64 * pair;
           low16[j] = _mm256_add_epi16(low16[j], _mm256_maddubs_epi16(low, broadcast_chunk(qs, c)));
@@ -160,25 +127,16 @@ struct Q6KScales {
 template <int T>
 void superblock(const GroupQ6_K& w, const Q6KScales& s, const uint8_t* act, int64_t act_stride, int64_t b,
                      float* out, int64_t out_stride) {
-  const __m256i low_nibbles = _mm256_set1_epi8(0x0F), top_bits = _mm256_set1_epi8(0x30);
   __m256i sums[T];
   for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
   // Chunks i and i + 1 of each quarter q (chunks 16q + i: sub-block 4q + i / 4).
 #pragma GCC unroll 1
   for (int i = 0; i < 16; i += 2) {
-    const auto reg = [&](int slot) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.steps[i / 2][slot])); };
-    const __m256i high0 = reg(0), high1 = reg(1);
     // Unrolled, so that every shift and slot is a constant.
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) {
-      // Quarters 0 and 1: low nibbles of registers i and 16 + i; quarters 2 and 3: their high nibbles.
-      const auto code = [&](int slot, __m256i high) {
-        const __m256i packed = reg(slot);
-        const __m256i nibble = _mm256_and_si256(q < 2 ? packed : _mm256_srli_epi16(packed, 4), low_nibbles);
-        const __m256i top = q == 3 ? _mm256_srli_epi16(high, 2) : _mm256_slli_epi16(high, 4 - 2 * q);
-        return _mm256_or_si256(nibble, _mm256_and_si256(top, top_bits));
-      };
-      const __m256i c0 = code(2 + 2 * (q % 2), high0), c1 = code(3 + 2 * (q % 2), high1);
+      __m256i c0, c1;
+      q6_k_chunk_codes(w, i, q, c0, c1);
       const __m256i scale = s.scales[4 * q + i / 4];
       for (int j = 0; j < T; ++j) {
         const int8_t* qs = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b].qs + 64 * q + 4 * i;

@@ -101,16 +101,17 @@ Activations convert_activations(ThreadPool& pool, DType act_type, const float* x
           per_token_int8 ? scratch.token_scales.data() : nullptr, with_sums ? scratch.token_sums.data() : nullptr};
 }
 
-// The AMX tiles' codes of every matrix's first n_tiled tokens (pack_tile_activations): matrix m's at m * n_tiled * n_cols.
-const int8_t* pack_tile_codes(ThreadPool& pool, DType act_type, const Activations& act, int64_t n_mats, int64_t n_tokens,
+// The AMX tiles' codes of every matrix's first n_tiled tokens (pack_tile_activations, in products of
+// `depth` codes): matrix m's at m * n_tiled * n_cols.
+const int8_t* pack_tile_codes(ThreadPool& pool, DType act_type, int64_t depth, const Activations& act, int64_t n_mats,
                               int64_t n_tiled, int64_t n_cols, MatmulScratch& scratch) {
   if (scratch.tile_codes.size() < size_t(n_mats * n_tiled * n_cols)) scratch.tile_codes.resize(size_t(n_mats * n_tiled * n_cols));
   const int64_t tiles = n_tiled / k_amx_tile_tokens;
   pool.parallel_for(n_mats * tiles, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t m = i / tiles, t0 = i % tiles * k_amx_tile_tokens;
-      pack_tile_activations(act_type, act.data + m * act.mat_stride + t0 * act.token_stride, act.token_stride, k_amx_tile_tokens,
-                            n_cols / k_qk, scratch.tile_codes.data() + m * n_tiled * n_cols + t0 * n_cols);
+      pack_tile_activations(act_type, depth, act.data + m * act.mat_stride + t0 * act.token_stride, act.token_stride,
+                            k_amx_tile_tokens, n_cols, scratch.tile_codes.data() + m * n_tiled * n_cols + t0 * n_cols);
     }
   });
   return scratch.tile_codes.data();
@@ -224,12 +225,13 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   }
   const VecDotKernel kernel = vec_dot_kernel(first.type);
   const bool needs_block_sums = first.repacked && interleaved_kernel_reads_block_sums(first.type);
-  // The AMX tiles take the step's whole tiles of 16 tokens; the interleaved kernel the rest.
-  const InterleavedTilesFn amx_tiles = first.repacked && n_tokens >= k_amx_tile_tokens ? interleaved_tiles(first.type) : nullptr;
+  // The AMX tiles take the step's whole tiles of 16 tokens (from amx_min_tokens on); the interleaved kernel the rest.
+  const InterleavedTilesFn amx_tiles = first.repacked && n_tokens >= amx_min_tokens(first.type) ? interleaved_tiles(first.type) : nullptr;
   const int64_t n_tiled = amx_tiles ? n_tokens / k_amx_tile_tokens * k_amx_tile_tokens : 0;
   const bool biased = first.repacked && interleaved_activations_biased(first.type);
   const Activations act = convert_activations(pool, kernel.activation_type, x, x_token_stride, x_mat_stride, n_mats, n_tokens,
-                                              first.n_cols, needs_block_sums, amx_tiles && first.type != DType::i8, first.input_scale,
+                                              first.n_cols, needs_block_sums, amx_tiles && kernel.activation_type == DType::q8_0,
+                                              first.input_scale,
                                               first.row_zero_points != nullptr, biased ? n_tiled : n_tokens, scratch);
   // F32, F16 and BF16 weights: their own tiles (float_rows.h), 16 rows by 30
   // tokens at a time (a multiple of both kernels' three and six tokens).
@@ -255,17 +257,20 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
     const int64_t group_bytes = k_interleave * first.row_stride_bytes(), groups = first.n_rows / k_interleave;
     const InterleavedGroupFn group_kernel = interleaved_kernel(first.type);
     const int64_t groups_per_item = amx_tiles ? k_amx_run_groups : 1, items = (groups + groups_per_item - 1) / groups_per_item;
-    const int8_t* tile_codes = n_tiled > 0 ? pack_tile_codes(pool, kernel.activation_type, act, n_mats, n_tokens, n_tiled, first.n_cols, scratch)
+    const int8_t* tile_codes = n_tiled > 0 ? pack_tile_codes(pool, kernel.activation_type, amx_tile_depth(first.type), act, n_mats,
+                                                             n_tiled, first.n_cols, scratch)
                                            : nullptr;
+    const bool k_rows = kernel.activation_type == DType::q8_k;  // the K types' tiles read the Q8_K rows' scales and sums
     for_row_tiles(pool, n_mats * items, n_tokens, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t m = i / items, g0 = i % items * groups_per_item, g1 = std::min(groups, g0 + groups_per_item);
         const uint8_t* m_act = act.data + m * act.mat_stride;
         float* y_m = y + m * y_mat_stride;
         if (n_tiled > 0) {
-          amx_tiles(g1 - g0, n_blocks, w[m].data + g0 * group_bytes, tile_codes + m * n_tiled * first.n_cols,
-                    act.block_scales ? act.block_scales + m * n_blocks * n_tokens : nullptr, n_tokens, n_tiled, y_m + g0 * k_interleave,
-                    y_token_stride);
+          const TileActivations tiles{tile_codes + m * n_tiled * first.n_cols,
+                                      act.block_scales ? act.block_scales + m * n_blocks * n_tokens : nullptr, n_tokens,
+                                      k_rows ? m_act : nullptr, act.token_stride};
+          amx_tiles(g1 - g0, n_blocks, w[m].data + g0 * group_bytes, tiles, n_tiled, y_m + g0 * k_interleave, y_token_stride);
         }
         for (int64_t g = g0; g < g1 && n_tiled < n_tokens; ++g) {
           const int32_t* block_sums = act.block_sums ? act.block_sums + (m * n_tokens + n_tiled) * n_blocks : nullptr;

@@ -226,10 +226,11 @@ class MatmulCase : public OpCase {
   float *x_dev_ = nullptr, *y_dev_ = nullptr;
 };
 
-// The AMX tiles against the VNNI ones, bit for bit: a step's whole tiles of
-// 16 tokens run on AMX and a token alone on the VNNI tiles, so every token's
-// outputs in the step must equal its outputs alone (the matmul's batch
-// invariance), besides meeting the reference's bound. Run on the CPU backend
+// The AMX tiles against the VNNI ones (AVX2's for the K types), bit for bit:
+// a step's whole tiles of 16 tokens run on AMX and a token alone on the
+// VNNI (AVX2) tiles, so every token's outputs in the step must equal its
+// outputs alone (the matmul's batch invariance), besides meeting the
+// reference's bound. Run on the CPU backend
 // with AMX only; elsewhere it says "not run: no AMX".
 class AmxTilesCase : public MatmulCase {
  public:
@@ -1737,9 +1738,9 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
     add(new MatmulCase(DType::i8, 40, 96, tokens, false));
     add(new MatmulCase(DType::i8, 19, 100, tokens, true));
   }
-  for (DType type : {DType::q8_0, DType::q4_0, DType::mxfp4, DType::i8}) {
+  for (DType type : {DType::q8_0, DType::q4_0, DType::mxfp4, DType::i8, DType::q4_k, DType::q5_k, DType::q6_k}) {
     for (auto [rows, tokens] : {std::pair{24, 16}, {40, 33}, {56, 50}}) {  // runs of four groups and fewer; pairs of token tiles, a tail
-      add(new AmxTilesCase(type, rows, 7 * 32, tokens));
+      add(new AmxTilesCase(type, rows, dtype_traits(type).block_elements == 256 ? 3 * 256 : 7 * 32, tokens));
     }
   }
   for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0}) {
@@ -1796,6 +1797,7 @@ std::vector<std::unique_ptr<OpCase>> perf_cases() {
   for (DType type : {DType::f16, DType::q8_0, DType::i8, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::mxfp4}) {
     const int copies = int((int64_t(256) << 20) / (2048 * row_bytes(type, 2048))) + 1;
     add(new MatmulCase(type, 2048, 2048, 1, true, copies));
+    for (int64_t streams : {16, 32}) add(new MatmulCase(type, 2048, 2048, streams, true, copies));  // batched decode's steps
     add(new MatmulCase(type, 2048, 2048, 128, true));
   }
   add(new MatmulBatchedCase(DType::f32, 16, 512, 128, 1));

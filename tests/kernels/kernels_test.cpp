@@ -215,17 +215,22 @@ TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
   }
 }
 
-// The AMX tiles (tdpbssd, 16 tokens by 16 rows) add each block's exact sum
-// and scale it as the VNNI tiles do, so every output agrees bit for bit:
-// runs of one, three and five groups (the tiles take four at a time, rows
-// past the last group padded), one and three tiles of tokens (they go in
-// pairs), odd and even block counts, the extreme codes.
+// The AMX tiles (tdpbssd, 16 tokens by 16 rows) add each block's (each
+// sub-block's) exact sum and scale it as the interleaved kernel does (VNNI's;
+// AVX2's for the K types), so every output agrees bit for bit: runs of one,
+// three and five groups (the tiles take four at a time, rows past the last
+// group padded), one and three tiles of tokens (they go in pairs), odd and
+// even block counts, the extreme codes.
 TEST(InterleavedRows, AmxTilesEqualVnniTilesBitForBit) {
   if (!use_amx_kernels()) GTEST_SKIP() << "no AMX-INT8 granted on this CPU (or DSINFER_ISA caps it): no AMX tiles to run";
   std::mt19937 rng(23);
-  for (DType type : {DType::q8_0, DType::q4_0, DType::mxfp4, DType::i8}) {
+  for (DType type : {DType::q8_0, DType::q4_0, DType::mxfp4, DType::i8, DType::q4_k, DType::q5_k, DType::q6_k}) {
     const DType act_type = activation_type_for(type);
-    for (auto [n_groups, n_blocks] : {std::pair{1, 1}, {3, 4}, {5, 7}}) {
+    const bool k_type = act_type == DType::q8_k;
+    const InterleavedGroupFn vnni = interleaved_kernel_vnni(type) ? interleaved_kernel_vnni(type) : interleaved_kernel_avx2(type);
+    const bool biased = interleaved_kernel_vnni(type) && interleaved_kernel_vnni_biased(type);
+    for (auto [n_groups, n_blocks] : k_type ? std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 2}, {5, 3}}
+                                            : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 4}, {5, 7}}) {
       const int64_t n_rows = k_interleave * n_groups, n_cols = interleaved_block_elements(type) * n_blocks;
       const int64_t act_stride = row_bytes(act_type, n_cols) + 6;
       std::vector<uint8_t> rows = random_weights(rng, type, n_rows, n_cols);
@@ -247,26 +252,25 @@ TEST(InterleavedRows, AmxTilesEqualVnniTilesBitForBit) {
             continue;
           }
           quantize_row(act_type, x.data() + t * n_cols, row, n_cols);
-          for (int64_t b = 0; b < n_blocks; ++b) {
+          for (int64_t b = 0; !k_type && b < n_blocks; ++b) {
             const BlockQ8_0& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
             for (int8_t q : block.qs) block_sums[size_t(t * n_blocks + b)] += q;
             block_scales[size_t(b * n_tokens + t)] = fp16_to_fp32(block.d);
           }
         }
         std::vector<uint8_t> vnni_act = act;  // the codes as the VNNI kernel reads them
-        for (int64_t t = 0; interleaved_kernel_vnni_biased(type) && t < n_tokens; ++t) {
-          bias_activation_codes(act_type, vnni_act.data() + t * act_stride, n_cols);
-        }
-        std::vector<float> vnni(size_t(n_rows * n_tokens)), amx(vnni.size());
+        for (int64_t t = 0; biased && t < n_tokens; ++t) bias_activation_codes(act_type, vnni_act.data() + t * act_stride, n_cols);
+        std::vector<float> want(size_t(n_rows * n_tokens)), amx(want.size());
         for (int64_t g = 0; g < n_groups; ++g) {
-          interleaved_kernel_vnni(type)(n_blocks, groups.data() + g * group_bytes, vnni_act.data(), act_stride, block_sums.data(),
-                                        n_tokens, vnni.data() + g * k_interleave, n_rows);
+          vnni(n_blocks, groups.data() + g * group_bytes, vnni_act.data(), act_stride, block_sums.data(), n_tokens, want.data() + g * k_interleave,
+               n_rows);
         }
         std::vector<int8_t> tile_codes(size_t(n_tokens * n_cols));
-        pack_tile_activations(act_type, act.data(), act_stride, n_tokens, n_blocks, tile_codes.data());
-        interleaved_tiles_amx(type)(n_groups, n_blocks, groups.data(), tile_codes.data(), type == DType::i8 ? nullptr : block_scales.data(),
-                                    n_tokens, n_tokens, amx.data(), n_rows);
-        ASSERT_EQ(0, std::memcmp(vnni.data(), amx.data(), vnni.size() * sizeof(float)))
+        pack_tile_activations(act_type, amx_tile_depth(type), act.data(), act_stride, n_tokens, n_cols, tile_codes.data());
+        const TileActivations tiles{tile_codes.data(), act_type == DType::q8_0 ? block_scales.data() : nullptr, n_tokens,
+                                    k_type ? act.data() : nullptr, act_stride};
+        interleaved_tiles(type)(n_groups, n_blocks, groups.data(), tiles, n_tokens, amx.data(), n_rows);
+        ASSERT_EQ(0, std::memcmp(want.data(), amx.data(), want.size() * sizeof(float)))
             << dtype_name(type) << " " << n_groups << " groups, " << n_blocks << " blocks, " << n_tokens << " tokens";
       }
     }

@@ -2,9 +2,10 @@
 
 `dsinfer logits` runs a 48-token prompt in one step twice: with the default kernels (on a CPU with AMX,
 every matrix's whole tiles of 16 tokens, the routed experts' included, go through AMX) and with
-DSINFER_ISA=avx512 (the VNNI tiles throughout). Every block's integer sum is exact and its float part
-the same operations in both, so the logits must be equal to the bit, on every family and every
-int8-product type that has AMX tiles (Q8_0, Q4_0, MXFP4 experts, W8A8). Where the CPU has no AMX, or
+DSINFER_ISA=avx512 (the VNNI tiles throughout; the AVX2 ones for the K types). Every block's integer
+sum is exact and its float part the same operations in both, so the logits must be equal to the bit, on
+every family and every int8-product type that has AMX tiles (Q8_0, Q4_0, MXFP4 experts, W8A8, and the
+K types of Q4_K_M and Q5_K_M files: Q4_K, Q5_K, Q6_K). Where the CPU has no AMX, or
 the kernel refuses the process the tile state, the tests skip and say so: nothing is compared there.
 """
 
@@ -40,7 +41,7 @@ def amx():
 def write(kind, path):
     from make_deepseek2 import write_deepseek2
     from make_deepseek4 import write_deepseek4
-    if kind in ("llama_q8_0", "llama_q4_0", "qwen2_q8_0"):
+    if kind in ("llama_q8_0", "llama_q4_0", "qwen2_q8_0", "llama_q4_k", "llama_q5_k"):
         arch, dtype = kind.split("_", 1)
         write_model(path, arch=arch, dtype=dtype, seed=5)
     elif kind == "deepseek2_q8_0":
@@ -58,8 +59,8 @@ def write(kind, path):
         run("quantize", "-m", path + ".f16", "-o", path, "--type", "W8A8", "--policy", policy)
 
 
-@pytest.mark.parametrize("kind", ["llama_q8_0", "llama_q4_0", "qwen2_q8_0", "deepseek2_q8_0", "deepseek32_q8_0",
-                                  "deepseek4_mxfp4", "llama_w8a8"])
+@pytest.mark.parametrize("kind", ["llama_q8_0", "llama_q4_0", "qwen2_q8_0", "llama_q4_k", "llama_q5_k", "deepseek2_q8_0",
+                                  "deepseek32_q8_0", "deepseek4_mxfp4", "llama_w8a8"])
 def test_amx_logits_equal_vnni_logits_bit_for_bit(amx, tmp_path, kind):
     path = str(tmp_path / f"{kind}.gguf")
     write(kind, path)
