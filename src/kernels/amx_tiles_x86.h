@@ -45,10 +45,11 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Loads the configuration for `depth` codes (32 or 64) into the calling
-// thread's tile registers unless it is loaded already (defined in
-// interleaved_rows_amx.cpp: one record of what each thread has loaded).
-void use_tile_depth(int depth);
+// Loads the configuration for `depth` codes (32 or 64) and token_rows
+// tokens (16; fewer at depth 64 only) into the calling thread's tile
+// registers unless it is loaded already (defined in interleaved_rows_amx.cpp:
+// one record of what each thread has loaded).
+void use_tile_shape(int depth, int token_rows);
 
 // The four sums tiles into `sums` (token tile j, row tile i at sums[2j + i], token-major).
 template <int TokenTiles>
@@ -71,6 +72,16 @@ inline void zero_sums() {
   }
 }
 
+// A tile load. GCC's _tile_loadd tells the compiler nothing of the memory
+// it reads, so stores before it could be moved past it, or dropped as dead
+// where only the tile reads them (a local buffer's: seen); a compiler
+// barrier first keeps them. Its cost: none at run time.
+#define DS_TILE_LOAD(tile, base, stride)  \
+  do {                                    \
+    __asm__ volatile("" ::: "memory");    \
+    _tile_loadd(tile, base, stride);      \
+  } while (0)
+
 // One product into sums register `dst`: the weights' bytes signed
 // (tdpbssd) or unsigned (tdpbsud). A macro: the tile numbers must reach the
 // intrinsics as literals.
@@ -87,13 +98,13 @@ inline void zero_sums() {
 // act_tile_stride for the second) against both weight tiles (w, w + w_tile_bytes).
 template <int TokenTiles, bool UnsignedWeights = false>
 inline void multiply_tiles(const int8_t* act, int64_t act_tile_stride, int depth, const int8_t* w, int64_t w_tile_bytes) {
-  _tile_loadd(DS_ACT0, act, depth);
-  _tile_loadd(DS_W0, w, 64);
-  _tile_loadd(DS_W1, w + w_tile_bytes, 64);
+  DS_TILE_LOAD(DS_ACT0, act, depth);
+  DS_TILE_LOAD(DS_W0, w, 64);
+  DS_TILE_LOAD(DS_W1, w + w_tile_bytes, 64);
   DS_TILE_PRODUCT(UnsignedWeights, DS_SUMS00, DS_ACT0, DS_W0);
   DS_TILE_PRODUCT(UnsignedWeights, DS_SUMS01, DS_ACT0, DS_W1);
   if (TokenTiles == 2) {
-    _tile_loadd(DS_ACT1, act + act_tile_stride, depth);
+    DS_TILE_LOAD(DS_ACT1, act + act_tile_stride, depth);
     DS_TILE_PRODUCT(UnsignedWeights, DS_SUMS10, DS_ACT1, DS_W0);
     DS_TILE_PRODUCT(UnsignedWeights, DS_SUMS11, DS_ACT1, DS_W1);
   }

@@ -35,6 +35,7 @@ CpuFeatures detect() {
   f.avx512vnni = zmm_state && (ecx & (1u << 11));
   f.amx_tile = tile_state && (edx & (1u << 24));
   f.amx_int8 = tile_state && (edx & (1u << 25));
+  f.amx_bf16 = tile_state && (edx & (1u << 22));
   if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) f.avx512bf16 = zmm_state && (eax & (1u << 5));
   if (!ymm_state) f.fma = f.f16c = false;
   return f;
@@ -104,6 +105,11 @@ bool use_amx_kernels() {
     }
     return true;
   }();
+  return enabled;
+}
+
+bool use_amx_bf16_kernels() {
+  static const bool enabled = use_amx_kernels() && use_bf16_dot_kernels() && cpu_features().amx_bf16;
   return enabled;
 }
 

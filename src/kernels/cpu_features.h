@@ -17,6 +17,7 @@ struct CpuFeatures {
   // (use_amx_kernels).
   bool amx_tile = false;
   bool amx_int8 = false;
+  bool amx_bf16 = false;
 };
 
 const CpuFeatures& cpu_features();
@@ -27,7 +28,8 @@ const CpuFeatures& cpu_features();
 //   avx2:     AVX2, FMA and F16C tiles;
 //   avx512:   the int8 tiles on AVX-512 VNNI's dpbusd, the float tiles on
 //             AVX-512F (BF16's on AVX512_BF16);
-//   amx:      the int8 tiles of 16 tokens or more on AMX's tdpbusd.
+//   amx:      the int8 tiles of 16 tokens or more on AMX's tdpbssd, BF16
+//             weights on its tdpbf16ps.
 // Each level's int8 outputs equal the one below's bit for bit.
 
 // Whether the AVX2 kernels run (AVX2, FMA and F16C present, and not capped
@@ -46,6 +48,10 @@ bool use_bf16_dot_kernels();
 // here, once, before any tile instruction; without the grant the first one
 // would raise SIGILL). A refusal is logged and the VNNI kernels run.
 bool use_amx_kernels();
+// Whether BF16 weights run on AMX-BF16's tdpbf16ps (the AMX int8 tiles and
+// the vdpbf16ps ones do, and the CPU has AMX-BF16): repacked at load into the
+// tiles' layout, every step's tokens through the tiles.
+bool use_amx_bf16_kernels();
 // Kernel ISA in use: "amx", "avx512", "avx2" or "portable".
 const char* kernel_isa_name();
 

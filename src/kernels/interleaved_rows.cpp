@@ -13,13 +13,13 @@ namespace {
 
 bool has_layout(DType type) {
   return type == DType::q8_0 || type == DType::q4_0 || type == DType::mxfp4 || type == DType::q4_k || type == DType::q5_k ||
-         type == DType::q6_k || type == DType::i8;
+         type == DType::q6_k || type == DType::i8 || type == DType::bf16;
 }
 
 // Bytes of one row's part of a group block.
 int64_t row_block_bytes(DType type) {
   DS_CHECK(has_layout(type), std::string("no interleaved layout for ") + dtype_name(type));
-  return type == DType::i8 ? k_qk : dtype_traits(type).block_bytes;
+  return type == DType::i8 ? k_qk : type == DType::bf16 ? 2 * k_qk : dtype_traits(type).block_bytes;
 }
 
 // Where the pieces of row r's block go in its group block: calls
@@ -38,6 +38,10 @@ void for_each_piece(DType type, int64_t r, Copy copy) {
     for (int64_t pair = 0; pair < 4; ++pair) {  // 32 bytes per pair of sub-blocks
       for (int64_t c = 0; c < 8; ++c) copy(group_at + 256 * pair + 32 * c + 4 * r, row_at + 32 * pair + 4 * c, 4);
     }
+    return;
+  }
+  if (type == DType::bf16) {  // a tile row per pair of columns: 16 rows x 2 values
+    for (int64_t p = 0; p < k_qk / 2; ++p) copy(64 * p + 4 * r, 4 * p, 4);
     return;
   }
   if (type == DType::i8) {  // Q8_0's quants without the scale
@@ -157,23 +161,29 @@ void bias_activation_codes(DType act_type, uint8_t* row, int64_t n_cols) {
   }
 }
 
-int64_t interleaved_block_elements(DType type) { return type == DType::i8 ? k_qk : dtype_traits(type).block_elements; }
+int64_t interleaved_block_elements(DType type) {
+  return type == DType::i8 || type == DType::bf16 ? k_qk : dtype_traits(type).block_elements;
+}
+
+int64_t interleaved_group_rows(DType type) { return type == DType::bf16 ? k_amx_tile_rows : k_interleave; }
 
 bool interleavable(DType type, int64_t n_rows, int64_t n_cols) {
+  if (type == DType::bf16) return n_rows % k_amx_tile_rows == 0 && n_cols % k_qk == 0 && use_amx_bf16_kernels();
   return n_rows % k_interleave == 0 && n_cols % interleaved_block_elements(type) == 0 && use_avx2_kernels() &&
          interleaved_kernel_avx2(type) != nullptr;
 }
 
 void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* rows, uint8_t* out) {
-  DS_CHECK(n_rows % k_interleave == 0 && n_cols % interleaved_block_elements(type) == 0,
-           "interleave_rows: rows must come in groups of 8, columns in whole group blocks");
+  const int64_t group_rows = interleaved_group_rows(type);
+  DS_CHECK(n_rows % group_rows == 0 && n_cols % interleaved_block_elements(type) == 0,
+           "interleave_rows: rows must come in whole groups, columns in whole group blocks");
   const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / interleaved_block_elements(type);
-  for (int64_t group = 0; group < n_rows / k_interleave; ++group) {
+  for (int64_t group = 0; group < n_rows / group_rows; ++group) {
     for (int64_t b = 0; b < n_blocks; ++b) {
-      uint8_t* dst = out + (group * n_blocks + b) * k_interleave * block_bytes;
+      uint8_t* dst = out + (group * n_blocks + b) * group_rows * block_bytes;
       if (type == DType::q6_k) std::memset(dst, 0, size_t(k_interleave * block_bytes));
-      for (int64_t r = 0; r < k_interleave; ++r) {
-        const uint8_t* src = rows + ((group * k_interleave + r) * n_blocks + b) * block_bytes;
+      for (int64_t r = 0; r < group_rows; ++r) {
+        const uint8_t* src = rows + ((group * group_rows + r) * n_blocks + b) * block_bytes;
         if (type == DType::q6_k) {
           interleave_q6_k(*reinterpret_cast<const BlockQ6_K*>(src), r, dst);
           continue;
@@ -185,16 +195,17 @@ void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* 
 }
 
 void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t row, uint8_t* out) {
+  const int64_t group_rows = interleaved_group_rows(type);
   const int64_t block_bytes = row_block_bytes(type), n_blocks = n_cols / interleaved_block_elements(type);
-  const int64_t group = row / k_interleave;
+  const int64_t group = row / group_rows;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* src = data + (group * n_blocks + b) * k_interleave * block_bytes;
+    const uint8_t* src = data + (group * n_blocks + b) * group_rows * block_bytes;
     uint8_t* dst = out + b * block_bytes;
     if (type == DType::q6_k) {
       deinterleave_q6_k(src, row % k_interleave, *reinterpret_cast<BlockQ6_K*>(dst));
       continue;
     }
-    for_each_piece(type, row % k_interleave,
+    for_each_piece(type, row % group_rows,
                    [&](int64_t at_group, int64_t at_row, size_t n) { std::memcpy(dst + at_row, src + at_group, n); });
   }
 }

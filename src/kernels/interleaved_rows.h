@@ -32,6 +32,9 @@
 //         six registers: high 2s, high 2s + 1, low 2s, low 2s + 1, low 16 + 2s,
 //         low 17 + 2s (one sequential stream: three streams 512 bytes apart
 //         decoded at a third of the bandwidth, measured).
+//   BF16 (16 rows x 32, only where AMX-BF16 runs: the B operand of
+//         tdpbf16ps as it is): byte 64p + 4r + 2i is row r's element 2p + i,
+//         a tile row per pair of columns.
 //   I8 (W8A8, 8 rows x 32, no scales in the matrix): 256 bytes, byte 32c +
 //         4r + i is row r's element 4c + i, as Q8_0's quants. The kernel
 //         writes each output's exact int32 sum (as a float); the row and token
@@ -45,6 +48,10 @@
 namespace ds {
 
 constexpr int64_t k_interleave = 8;
+constexpr int64_t k_amx_tile_rows = 16;  // the rows of a BF16 group: one tile's
+
+// Rows of a group block: 8, or BF16's 16.
+int64_t interleaved_group_rows(DType type);
 
 // Elements of a row in one group block: the type's block, or 32 for I8.
 int64_t interleaved_block_elements(DType type);
@@ -119,6 +126,20 @@ InterleavedTilesFn interleaved_tiles_amx(DType type);
 InterleavedTilesFn interleaved_tiles_amx_k(DType type);  // Q4_K, Q5_K, Q6_K
 // The AMX tiles for a type where use_amx_kernels(), else nullptr.
 InterleavedTilesFn interleaved_tiles(DType type);
+
+// BF16 weights on AMX-BF16 (tdpbf16ps; use_amx_bf16_kernels()): row groups
+// [group_begin, group_end) (16 rows each) of a BF16 matrix in its
+// interleaved layout against n_tokens tokens, whose bf16 rows are at act + j
+// * act_stride, zero rows after them up to a multiple of 16 (the tiles read
+// whole tiles of tokens; with fewer than 16 tokens, tiles of that many rows,
+// no padding); token j's outputs go to out + j * out_stride. Each output is
+// its products summed in f32 in the tile, 32 columns at a time in column
+// order: the same operations whatever the other tokens, so one token alone
+// and in a step of any size gives the same bits. Every step of a matrix so
+// repacked goes through here, decode included.
+using Bf16TilesFn = void (*)(int64_t n_cols, const uint8_t* groups, int64_t group_begin, int64_t group_end, const uint8_t* act,
+                             int64_t act_stride, int64_t n_tokens, float* out, int64_t out_stride);
+Bf16TilesFn bf16_tiles_amx();
 
 // The fewest tokens a step sends through the AMX tiles: a tile (16), or for
 // the K types two, since their re-laid weights (codes times scale digits)

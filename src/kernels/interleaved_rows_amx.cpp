@@ -38,25 +38,39 @@ constexpr int64_t k_unit_rows = k_unit_groups * k_interleave;
 constexpr int64_t k_b_tile_bytes = 8 * 64;  // a block of 16 rows: 8 tile rows of 16 x 4 codes
 constexpr int64_t k_a_tile_bytes = k_tokens * k_qk;  // a block of 16 tokens' codes
 
-constexpr TileConfig tile_config(int depth) {
+// Tokens in the activation and sums tiles: 16, or fewer for a step of fewer
+// tokens (a row of a tile product depends only on that row's operands).
+constexpr TileConfig tile_config(int depth, int token_rows) {
   TileConfig c;
-  for (int tile : {DS_SUMS00, DS_SUMS01, DS_SUMS10, DS_SUMS11}) c.rows[tile] = k_tokens, c.bytes_per_row[tile] = 64;
-  for (int tile : {DS_ACT0, DS_ACT1}) c.rows[tile] = k_tokens, c.bytes_per_row[tile] = uint16_t(depth);
+  for (int tile : {DS_SUMS00, DS_SUMS01, DS_SUMS10, DS_SUMS11}) c.rows[tile] = uint8_t(token_rows), c.bytes_per_row[tile] = 64;
+  for (int tile : {DS_ACT0, DS_ACT1}) c.rows[tile] = uint8_t(token_rows), c.bytes_per_row[tile] = uint16_t(depth);
   for (int tile : {DS_W0, DS_W1}) c.rows[tile] = uint8_t(depth / 4), c.bytes_per_row[tile] = 64;
   return c;
 }
 
-constexpr TileConfig k_depth32 = tile_config(32), k_depth64 = tile_config(64);
+struct TileConfigs {
+  TileConfig depth32, depth64[k_tile_tokens];  // depth 64: by tokens less one
+};
+
+constexpr TileConfigs tile_configs() {
+  TileConfigs c;
+  c.depth32 = tile_config(32, k_tile_tokens);
+  for (int rows = 1; rows <= k_tile_tokens; ++rows) c.depth64[rows - 1] = tile_config(64, rows);
+  return c;
+}
+
+constexpr TileConfigs k_tile_configs = tile_configs();
 
 }  // namespace
 
 // The configuration is per thread: each loads it before its first tile, and
-// again where a kernel of the other depth ran last.
-void use_tile_depth(int depth) {
-  thread_local int loaded = 0;
-  if (loaded == depth) return;
-  _tile_loadconfig(depth == 64 ? &k_depth64 : &k_depth32);
-  loaded = depth;
+// again where a kernel of another shape ran last.
+void use_tile_shape(int depth, int token_rows) {
+  thread_local const TileConfig* loaded = nullptr;
+  const TileConfig* wanted = depth == 64 ? &k_tile_configs.depth64[token_rows - 1] : &k_tile_configs.depth32;
+  if (loaded == wanted) return;
+  _tile_loadconfig(wanted);
+  loaded = wanted;
 }
 
 namespace {
@@ -184,7 +198,7 @@ void unit_tiles(int64_t n_blocks, const Unit& unit, int64_t n_rows, const int8_t
 template <DType Type>
 void tiles_amx(int64_t n_groups, int64_t n_blocks, const uint8_t* groups, const TileActivations& act, int64_t n_tokens, float* out,
                int64_t out_stride) {
-  use_tile_depth(k_qk);
+  use_tile_shape(k_qk, k_tile_tokens);
   const int64_t group_bytes = n_blocks * int64_t(sizeof(GroupOf<Type>)), token_tile_bytes = n_blocks * k_a_tile_bytes;
   for (int64_t g = 0; g < n_groups; g += k_unit_groups) {
     const int64_t unit_groups = std::min(k_unit_groups, n_groups - g), n_rows = unit_groups * k_interleave;

@@ -295,7 +295,7 @@ void k_superblock_tiles(const KUnit& unit, int64_t b, int64_t n_rows, const int8
 template <typename Group>
 void tiles_amx_k(int64_t n_groups, int64_t n_blocks, const uint8_t* groups, const TileActivations& act, int64_t n_tokens, float* out,
                  int64_t out_stride) {
-  use_tile_depth(k_depth);
+  use_tile_shape(k_depth, k_tile_tokens);
   const int64_t group_bytes = n_blocks * int64_t(sizeof(Group)), token_tile_bytes = n_blocks * k_products * k_a_tile_bytes;
   for (int64_t g = 0; g < n_groups; g += k_amx_run_groups) {
     const int64_t run_groups = std::min(k_amx_run_groups, n_groups - g), n_rows = run_groups * k_interleave;

@@ -230,14 +230,17 @@ class MatmulCase : public OpCase {
 // a step's whole tiles of 16 tokens run on AMX and a token alone on the
 // VNNI (AVX2) tiles, so every token's outputs in the step must equal its
 // outputs alone (the matmul's batch invariance), besides meeting the
-// reference's bound. Run on the CPU backend
-// with AMX only; elsewhere it says "not run: no AMX".
+// reference's bound. BF16 runs on AMX-BF16 at every token count, padded to
+// whole tiles: a token's outputs must not depend on the step's other tokens. Run on the CPU backend with AMX only; elsewhere it says
+// "not run: no AMX".
 class AmxTilesCase : public MatmulCase {
  public:
   AmxTilesCase(DType type, int64_t rows, int64_t cols, int64_t tokens) : MatmulCase(type, rows, cols, tokens, true) {
     op = "amx_tiles";
   }
-  bool supported(const Backend& b) const override { return use_amx_kernels() && b.name().rfind("cpu", 0) == 0 && b.supports(type_); }
+  bool supported(const Backend& b) const override {
+    return (type_ == DType::bf16 ? use_amx_bf16_kernels() : use_amx_kernels()) && b.name().rfind("cpu", 0) == 0 && b.supports(type_);
+  }
   const char* not_run_reason() const override { return "not run: no AMX"; }
   void setup(Backend& b, DeviceData& data) override {
     MatmulCase::setup(b, data);
@@ -1743,6 +1746,9 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
       add(new AmxTilesCase(type, rows, dtype_traits(type).block_elements == 256 ? 3 * 256 : 7 * 32, tokens));
     }
   }
+  for (auto [rows, tokens] : {std::pair{16, 1}, {48, 16}, {64, 33}, {32, 50}}) {  // BF16: groups of 16 rows, every token count
+    add(new AmxTilesCase(DType::bf16, rows, 7 * 32, tokens));
+  }
   for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0}) {
     for (int64_t tokens : {1, 9}) add(new MatmulBatchedCase(type, 4, 64, 64, tokens));
   }
@@ -1794,7 +1800,7 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
 std::vector<std::unique_ptr<OpCase>> perf_cases() {
   std::vector<std::unique_ptr<OpCase>> cases;
   const auto add = [&](OpCase* c) { cases.emplace_back(c); };
-  for (DType type : {DType::f16, DType::q8_0, DType::i8, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::mxfp4}) {
+  for (DType type : {DType::f16, DType::bf16, DType::q8_0, DType::i8, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::mxfp4}) {
     const int copies = int((int64_t(256) << 20) / (2048 * row_bytes(type, 2048))) + 1;
     add(new MatmulCase(type, 2048, 2048, 1, true, copies));
     for (int64_t streams : {16, 32}) add(new MatmulCase(type, 2048, 2048, streams, true, copies));  // batched decode's steps

@@ -149,8 +149,8 @@ Layouts layouts(DType type, int64_t n_rows, int64_t n_cols, const std::vector<ui
 
 TEST(InterleavedRows, EveryRowComesBackByteForByte) {
   std::mt19937 rng(5);
-  for (DType type : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::i8}) {
-    const int64_t n_rows = 24, n_cols = interleaved_block_elements(type) * 3;
+  for (DType type : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::i8, DType::bf16}) {
+    const int64_t n_rows = 3 * interleaved_group_rows(type), n_cols = interleaved_block_elements(type) * 3;
     const std::vector<uint8_t> rows = random_weights(rng, type, n_rows, n_cols);
     std::vector<uint8_t> interleaved(rows.size()), row(size_t(row_bytes(type, n_cols)));
     interleave_rows(type, n_rows, n_cols, rows.data(), interleaved.data());
@@ -165,6 +165,9 @@ TEST(InterleavedRows, EveryRowComesBackByteForByte) {
 TEST(InterleavedRows, OnlyWholeGroupsOfTheKernelTypes) {
   EXPECT_FALSE(interleavable(DType::q8_0, 12, 64));
   EXPECT_FALSE(interleavable(DType::f16, 16, 64));
+  EXPECT_FALSE(interleavable(DType::bf16, 24, 64));  // BF16 (AMX-BF16 only) in groups of 16 rows, 32 columns
+  EXPECT_FALSE(interleavable(DType::bf16, 16, 48));
+  EXPECT_EQ(interleavable(DType::bf16, 32, 96), use_amx_bf16_kernels());
   EXPECT_FALSE(interleavable(DType::q5_0, 16, 64));
   EXPECT_FALSE(interleavable(DType::q6_k, 20, 256));
   EXPECT_FALSE(interleavable(DType::i8, 16, 100));  // I8 rows in whole group blocks of 32 only

@@ -1,7 +1,8 @@
 #pragma once
 // The CPU backend: today's kernels (kernels/) on a thread pool, the ISA chosen
-// once at start-up (kernels/cpu_features.h), Q8_0/Q4_0/Q4_K/Q5_K/Q6_K matrices repacked
-// into the interleaved layout where this CPU has kernels for it, and memory
+// once at start-up (kernels/cpu_features.h), Q8_0/Q4_0/MXFP4/Q4_K/Q5_K/Q6_K/I8
+// matrices (BF16 ones where AMX-BF16 runs) repacked into the interleaved
+// layout where this CPU has kernels for it, and memory
 // in anonymous mappings backed by transparent huge pages. Device memory is
 // host memory: upload and download are copies, and the file mapping serves
 // as weight memory in place.
