@@ -11,9 +11,12 @@ engines, and 16 keeps a 32K prompt within minutes on two cores), 2048-wide
 residual stream, one dense and one MoE layer (V3's routing: sigmoid gating,
 a selection bias, groups), Q8_0 weights, an f16 cache on both sides. Each
 prompt goes in as one batch (llama.cpp's n_batch = n_ubatch = the prompt), as
-`dsinfer bench -p` does.
+`dsinfer bench -p` does. --forms picks dsinfer's MLA forms; --baseline-isa ISA
+adds the expanded form again with DSINFER_ISA=ISA (avx512: the AMX tiles
+against the VNNI ones) to the same alternation.
 
-Usage: python3 bench/long_prompt.py [--models DIR] [-p 8192,32768] [-r 1] [-t 2]
+Usage: python3 bench/long_prompt.py [--models DIR] [-p 8192,32768] [-r 1] [-t 2] [--forms auto,absorbed]
+       [--baseline-isa ISA]
 """
 
 import argparse
@@ -45,10 +48,11 @@ def ensure_model(directory, n_ctx):
     return path
 
 
-def dsinfer_pp(binary, model, n_prompt, threads, form):
+def dsinfer_pp(binary, model, n_prompt, threads, form, isa=None):
     cmd = [binary, "bench", "-m", model, "-p", str(n_prompt), "-n", "0", "-r", "1", "-t", str(threads), "-o", "json",
            "--mla-prefill", form]
-    tests = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    env = dict(os.environ, DSINFER_ISA=isa) if isa else None
+    tests = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout)
     return next(t["avg_ts"] for t in tests if t["n_prompt"] == n_prompt)
 
 
@@ -65,12 +69,21 @@ def main():
     parser.add_argument("-p", default="8192,32768", help="prompt lengths, comma-separated")
     parser.add_argument("-r", type=int, default=1)
     parser.add_argument("-t", type=int, default=2)
+    parser.add_argument("--forms", default="auto,absorbed", help="dsinfer's MLA prefill forms, comma-separated")
+    parser.add_argument("--baseline-isa", help="the expanded form again with DSINFER_ISA set to this (avx512, avx2)")
     args = parser.parse_args()
     lengths = [int(p) for p in args.p.split(",")]
+    forms = args.forms.split(",")
+    unknown = [f for f in forms if f not in ("auto", "absorbed")]
+    if unknown:
+        parser.error(f"--forms: {', '.join(unknown)} not among auto, absorbed")
     model = ensure_model(args.models, max(lengths) + 64)
-    engines = {"dsinfer (auto: expanded)": lambda n: dsinfer_pp(args.dsinfer, model, n, args.t, "auto"),
-               "dsinfer (absorbed)": lambda n: dsinfer_pp(args.dsinfer, model, n, args.t, "absorbed"),
-               "llama.cpp (flash attention)": lambda n: llama_pp(model, n, args.t)}
+    names = {"auto": "dsinfer (auto: expanded)", "absorbed": "dsinfer (absorbed)"}
+    engines = {names[f]: (lambda form: lambda n: dsinfer_pp(args.dsinfer, model, n, args.t, form))(f) for f in forms}
+    if args.baseline_isa:
+        engines[f"dsinfer (auto: expanded) DSINFER_ISA={args.baseline_isa}"] = (
+            lambda n: dsinfer_pp(args.dsinfer, model, n, args.t, "auto", args.baseline_isa))
+    engines["llama.cpp (flash attention)"] = lambda n: llama_pp(model, n, args.t)
     print(f"machine: {machine()}; {args.t} threads; mean of {args.r} alternating repetitions\n")
     print("| engine | " + " | ".join(f"pp{n} tok/s" for n in lengths) + " |")
     print("| --- |" + " --- |" * len(lengths))
@@ -88,7 +101,7 @@ def main():
     llama = means["llama.cpp (flash attention)"]
     print("\n| ratio | " + " | ".join(f"pp{n}" for n in lengths) + " |")
     print("| --- |" + " --- |" * len(lengths))
-    for engine in ("dsinfer (auto: expanded)", "dsinfer (absorbed)"):
+    for engine in (e for e in means if e.startswith("dsinfer")):
         print(f"| {engine} / llama.cpp | " + " | ".join(f"{means[engine][n] / llama[n]:.2f}x" for n in lengths) + " |")
 
 
