@@ -173,11 +173,8 @@ void put_group(const Group* w, const KUnit& unit, int64_t b, int64_t u) {
   using T = KTiles<Group>;
   const int64_t row0 = 8 * u;
   alignas(16) uint8_t scales[T::k_sub_blocks][k_interleave] = {};
-  if (w) {
-    _mm256_storeu_ps(unit.d + b * k_unit_rows + row0, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->d))));
-  } else {
-    _mm256_storeu_ps(unit.d + b * k_unit_rows + row0, _mm256_setzero_ps());
-  }
+  const __m256 d = w ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->d))) : _mm256_setzero_ps();
+  _mm256_storeu_ps(unit.d + b * k_unit_rows + row0, d);
   if constexpr (T::k_mins) {
     const __m256 dmin = w ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->dmin))) : _mm256_setzero_ps();
     _mm256_storeu_ps(unit.dmin + b * k_unit_rows + row0, dmin);

@@ -208,29 +208,36 @@ void rows_against_tokens(const WeightMatrix& w, const VecDotKernel& kernel, cons
 }
 
 // BF16 weights repacked for AMX-BF16 (interleaved_rows.h), every token
-// count: the bf16 activations copied with zero rows up to whole tiles of 16
-// tokens (the tiles read whole ones; a step of fewer tokens uses tiles of
-// that many), then runs of two groups of 16 rows to the threads.
+// count: the tiles read the converted bf16 rows as they lie, unless the
+// step's last tile of 16 tokens is partial (the tiles read whole ones; a
+// step of fewer tokens uses tiles of that many): then the rows are copied
+// with zero rows after them. Runs of two groups of 16 rows go to the threads.
 void bf16_tiles(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, const Activations& act, int64_t n_tokens, float* y,
                 int64_t y_token_stride, int64_t y_mat_stride, MatmulScratch& scratch) {
   const WeightMatrix& first = w[0];
   const int64_t n_padded = n_tokens < k_amx_tile_tokens ? n_tokens : (n_tokens + k_amx_tile_tokens - 1) / k_amx_tile_tokens * k_amx_tile_tokens;
-  const int64_t row_bytes = 2 * first.n_cols, stride = activation_row_stride(row_bytes), mat_bytes = n_padded * stride;
-  if (scratch.tile_codes.size() < size_t(n_mats * mat_bytes)) scratch.tile_codes.resize(size_t(n_mats * mat_bytes));
-  auto* padded = reinterpret_cast<uint8_t*>(scratch.tile_codes.data());
-  for (int64_t m = 0; m < n_mats; ++m) {
-    for (int64_t t = 0; t < n_padded; ++t) {
-      uint8_t* row = padded + m * mat_bytes + t * stride;
-      if (t < n_tokens) std::memcpy(row, act.data + m * act.mat_stride + t * act.token_stride, size_t(row_bytes));
-      else std::memset(row, 0, size_t(row_bytes));
+  const uint8_t* rows = act.data;
+  int64_t stride = act.token_stride, mat_bytes = act.mat_stride;
+  if (n_padded > n_tokens) {
+    const int64_t row_bytes = 2 * first.n_cols;
+    mat_bytes = n_padded * stride;
+    if (scratch.tile_codes.size() < size_t(n_mats * mat_bytes)) scratch.tile_codes.resize(size_t(n_mats * mat_bytes));
+    auto* padded = reinterpret_cast<uint8_t*>(scratch.tile_codes.data());
+    for (int64_t m = 0; m < n_mats; ++m) {
+      for (int64_t t = 0; t < n_padded; ++t) {
+        uint8_t* row = padded + m * mat_bytes + t * stride;
+        if (t < n_tokens) std::memcpy(row, act.data + m * act.mat_stride + t * act.token_stride, size_t(row_bytes));
+        else std::memset(row, 0, size_t(row_bytes));
+      }
     }
+    rows = padded;
   }
   const Bf16TilesFn tiles = bf16_tiles_amx();
   const int64_t groups = first.n_rows / k_amx_tile_rows, items = (groups + 1) / 2;
   for_row_tiles(pool, n_mats * items, n_tokens, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t m = i / items, g0 = i % items * 2;
-      tiles(first.n_cols, w[m].data, g0, std::min(groups, g0 + 2), padded + m * mat_bytes, stride, n_tokens, y + m * y_mat_stride,
+      tiles(first.n_cols, w[m].data, g0, std::min(groups, g0 + 2), rows + m * mat_bytes, stride, n_tokens, y + m * y_mat_stride,
             y_token_stride);
     }
   });
