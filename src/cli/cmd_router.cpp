@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <thread>
@@ -31,6 +32,10 @@ std::string this_binary() {
   const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
   return n > 0 ? std::string(path, size_t(n)) : "dsinfer";
 }
+
+// On SIGTERM the router stops taking connections; the streams it is relaying
+// have this long to end before they are cut (the instances drain their own).
+constexpr std::chrono::seconds k_router_stop_grace{5};
 
 }  // namespace
 
@@ -95,7 +100,7 @@ int cmd_router(int argc, char** argv) {
   http.value()->on_shutdown_signal([&](int signal) {
     if (stopper.joinable()) return;
     DS_LOG_INFO("router: signal %d: stopping; the instances drain", signal);
-    stopper = std::thread([&] { http.value()->stop(); });
+    stopper = std::thread([&] { http.value()->stop(k_router_stop_grace); });
   });
   std::printf("dsinfer router: listening on http://%s:%u, %zu instances\n", c.listen.host.c_str(), unsigned(http.value()->port()),
               c.instances.size());

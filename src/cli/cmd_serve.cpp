@@ -30,6 +30,9 @@ int fail(const std::string& message) {
 // The exit status when --drain-timeout ended requests still running (0: a full drain).
 constexpr int k_exit_drain_cut = 3;
 
+// After the drain, how long a client reading slowly has to take the last bytes of its answer.
+constexpr std::chrono::seconds k_final_bytes_grace{5};
+
 bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host == "::1" || host == "localhost"; }
 
 }  // namespace
@@ -203,9 +206,9 @@ int cmd_serve(int argc, char** argv) {
         // Each ends within an engine step and writes its error event; this only bounds the wait.
         const auto grace = Clock::now() + std::chrono::seconds(5);
         while (server.in_flight() > 0 && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the final bytes leave the socket buffers
       }
-      http.value()->stop();
+      // A request leaves the count before its answer's last bytes leave the socket.
+      http.value()->stop(k_final_bytes_grace);
     });
   });
   // The watchdog: a stall is logged once (and with --exit-on-stall ends the

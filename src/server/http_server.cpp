@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -190,6 +191,13 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
 
   void close() {
     net::post(stream_.get_executor(), [self = shared_from_this()] { self->shut(); });
+  }
+
+  // The server is stopping: an idle connection closes now; one answering
+  // finishes that answer, sends the rest of it and then closes (its head said
+  // keep-alive; the FIN after the answer says otherwise). Nothing more is read.
+  void wind_down() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] { self->close_after_answer(); });
   }
 
   // HttpExchange
@@ -490,6 +498,20 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
     return text;
   }
 
+  void close_after_answer() {
+    if (closed_) return;
+    pending_.clear();
+    pending_bytes_ = 0;
+    stop_reading_ = true;
+    if (responding_) {
+      keep_alive_ = false;  // finish_response closes once the answer is written
+    } else if (writing_) {
+      close_after_write_ = true;  // the last bytes of a finished answer
+    } else {
+      shut();
+    }
+  }
+
   void client_gone() {
     pending_.clear();
     if (responding_ && on_disconnect_) {
@@ -630,7 +652,7 @@ class BeastServer : public HttpServer {
     caps_ = std::make_shared<ConnectionCaps>(max_connections_, max_per_address_);
   }
 
-  ~BeastServer() override { stop(); }
+  ~BeastServer() override { stop(std::chrono::milliseconds(0)); }
 
   Status open() {
     beast::error_code ec;
@@ -657,24 +679,28 @@ class BeastServer : public HttpServer {
   HttpServerStats stats() const override { return HttpServerStats{caps_->open(), refused_, backoffs_}; }
   void on_shutdown_signal(std::function<void(int)> fn) override { on_signal_ = std::move(fn); }
 
-  void stop() override {
+  void stop(std::chrono::milliseconds grace) override {
     {
       std::lock_guard lock(mutex_);
       if (stopped_) return;
       stopped_ = true;
     }
-    net::post(acceptor_.get_executor(), [this] {
+    // On the acceptor's strand, where connections are admitted: none is
+    // admitted after the connections are told to wind down.
+    auto wound_down = std::make_shared<std::promise<void>>();
+    net::post(acceptor_.get_executor(), [this, wound_down] {
       beast::error_code ignored;
       acceptor_.close(ignored);
       backoff_.cancel();
       signals_.cancel(ignored);
+      for_each_connection([](Connection& c) { c.wind_down(); });
+      wound_down->set_value();
     });
-    {
-      std::lock_guard lock(connections_mutex_);
-      for (auto& weak : connections_) {
-        if (auto c = weak.lock()) c->close();
-      }
-    }
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    if (wound_down->get_future().wait_until(deadline) == std::future_status::ready) wait_for_no_connections(deadline);
+    // What is left is cut; the server threads run the closes before they stop.
+    for_each_connection([](Connection& c) { c.close(); });
+    wait_for_no_connections(std::chrono::steady_clock::now() + std::chrono::seconds(1));
     ioc_.stop();
     for (auto& t : threads_) {
       if (t.joinable() && t.get_id() != std::this_thread::get_id()) t.join();
@@ -704,6 +730,17 @@ class BeastServer : public HttpServer {
       if (!ec) admit(std::move(socket));
       accept();
     });
+  }
+
+  void wait_for_no_connections(std::chrono::steady_clock::time_point deadline) const {
+    while (caps_->open() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+  void for_each_connection(const std::function<void(Connection&)>& fn) {
+    std::lock_guard lock(connections_mutex_);
+    for (auto& weak : connections_) {
+      if (auto c = weak.lock()) fn(*c);
+    }
   }
 
   void admit(tcp::socket socket) {

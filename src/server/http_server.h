@@ -131,9 +131,11 @@ class HttpServer {
   virtual HttpServerStats stats() const = 0;
   // Calls fn (on a server thread) when SIGTERM or SIGINT arrives.
   virtual void on_shutdown_signal(std::function<void(int signal)> fn) = 0;
-  // Closes the listening socket and every connection, then returns once the
-  // server threads have stopped.
-  virtual void stop() = 0;
+  // Closes the listening socket and idle connections at once; a connection
+  // answering a request finishes that answer and then closes, for up to
+  // `grace` in all. Then closes what is left and returns once the server
+  // threads have stopped. Call it from a thread of one's own, not a server thread.
+  virtual void stop(std::chrono::milliseconds grace) = 0;
   // Blocks until stop() is called.
   virtual void wait() = 0;
 };
