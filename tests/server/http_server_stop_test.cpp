@@ -4,11 +4,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <future>
 #include <string>
@@ -44,8 +44,13 @@ std::unique_ptr<HttpServer> start_server(HttpService& service) {
   return std::move(server.value());
 }
 
+// Only a guard against a hang: a read that waits this long fails the test
+// (read_to_end's `closed` stays false) instead of blocking it for good.
+constexpr timeval k_read_guard{60, 0};
+
 int connect_to(uint16_t port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &k_read_guard, sizeof k_read_guard);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
@@ -59,12 +64,19 @@ void send_request(int fd) {
   ASSERT_EQ(write(fd, request.data(), request.size()), ssize_t(request.size()));
 }
 
+struct Received {
+  std::string bytes;
+  bool closed = false;  // the server closed the connection (not the read guard)
+};
+
 // Everything the server sends until it closes the connection.
-std::string read_to_end(int fd) {
-  std::string all;
+Received read_to_end(int fd) {
+  Received r;
   char buffer[1 << 16];
-  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) all.append(buffer, size_t(n));
-  return all;
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof buffer)) > 0) r.bytes.append(buffer, size_t(n));
+  r.closed = n == 0;
+  return r;
 }
 
 TEST(HttpServerStop, AnAnswerBeingWrittenArrivesWhole) {
@@ -75,9 +87,11 @@ TEST(HttpServerStop, AnAnswerBeingWrittenArrivesWhole) {
   service.answered.get_future().wait();  // queued, and unread: the client has not started reading
 
   std::thread stopper([&] { server->stop(std::chrono::seconds(60)); });
-  const std::string received = read_to_end(fd);
+  const Received r = read_to_end(fd);
   stopper.join();
   close(fd);
+  EXPECT_TRUE(r.closed);
+  const std::string& received = r.bytes;
 
   const size_t head_end = received.find("\r\n\r\n");
   ASSERT_NE(head_end, std::string::npos);
@@ -92,14 +106,13 @@ TEST(HttpServerStop, AnIdleConnectionIsClosedWithoutWaitingForTheGrace) {
   // The server has accepted it once a stats() call counts it (accepting is asynchronous).
   while (server->stats().open_connections == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 
-  std::atomic<bool> stopped{false};
-  std::thread stopper([&] {
-    server->stop(std::chrono::hours(1));  // were the idle connection waited for, this would hang the test
-    stopped = true;
-  });
-  EXPECT_EQ(read_to_end(fd), "");  // closed with nothing sent
+  // Were the idle connection waited for, the read guard would end the read
+  // unclosed, and stop would return only after the grace.
+  std::thread stopper([&] { server->stop(std::chrono::minutes(2)); });
+  const Received r = read_to_end(fd);
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.bytes, "");  // closed with nothing sent
   stopper.join();
-  EXPECT_TRUE(stopped);
   close(fd);
 }
 
@@ -111,8 +124,10 @@ TEST(HttpServerStop, AClientThatNeverReadsIsCutAfterTheGrace) {
   service.answered.get_future().wait();
 
   server->stop(std::chrono::milliseconds(50));  // returns: the connection is cut, not waited for
-  const std::string received = read_to_end(fd);
+  const Received r = read_to_end(fd);
   close(fd);
+  EXPECT_TRUE(r.closed);
+  const std::string& received = r.bytes;
   const size_t head_end = received.find("\r\n\r\n");
   ASSERT_NE(head_end, std::string::npos);
   EXPECT_LT(received.size() - (head_end + 4), k_answer_bytes);
