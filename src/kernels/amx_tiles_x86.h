@@ -52,6 +52,8 @@ struct alignas(64) TileConfig {
 void use_tile_shape(int depth, int token_rows);
 
 // The four sums tiles into `sums` (token tile j, row tile i at sums[2j + i], token-major).
+// GCC's _tile_stored, like _tile_loadd, declares no memory access: the
+// compiler barrier after the stores keeps the reads of `sums` after them.
 template <int TokenTiles>
 inline void store_sums(int32_t (*sums)[k_tile_sums]) {
   _tile_stored(DS_SUMS00, sums[0], 64);
@@ -60,6 +62,7 @@ inline void store_sums(int32_t (*sums)[k_tile_sums]) {
     _tile_stored(DS_SUMS10, sums[2], 64);
     _tile_stored(DS_SUMS11, sums[3], 64);
   }
+  __asm__ volatile("" ::: "memory");
 }
 
 template <int TokenTiles>

@@ -527,23 +527,27 @@ TEST(FloatTiles, Bf16SubnormalsGiveTheSameBitsInDecodeAndPrefill) {
   }
 }
 
-// The vdpbf16ps tiles add in the AVX2 BF16 tiles' order (each pair's odd
-// column, then its even one): on normal numbers, the same bits, tile shape by
-// tile shape, decode and prefill.
-TEST(FloatTiles, Bf16DotTilesAddInTheFmaTilesOrder) {
-  if (!use_bf16_dot_kernels()) GTEST_SKIP() << "the CPU lacks AVX512_BF16 (or DSINFER_ISA turns it off)";
-  const FloatRowsFn dot = float_rows_avx512(DType::bf16), fma = float_rows_avx2(DType::bf16);
+// The AVX-512 tiles add in the AVX2 tiles' order: F32 and F16 with the same
+// FMAs on twice the width, BF16's vdpbf16ps in the FMA tiles' pair order (on
+// normal numbers): the same bits, tile shape by tile shape, decode and prefill.
+TEST(FloatTiles, Avx512TilesGiveTheAvx2TilesBits) {
+  if (!use_vnni_kernels()) GTEST_SKIP() << "the CPU lacks AVX-512 VNNI (or DSINFER_ISA turns it off)";
   std::mt19937 rng(14);
-  for (int64_t n_cols : {13, 16, 31, 32, 45, 48, 2048}) {
-    for (int64_t n_tokens : {1, 2, 3, 6, 7, 11}) {
-      const int64_t n_rows = 9, row_bytes = 2 * n_cols;
-      const std::vector<uint8_t> w = random_weights(rng, DType::bf16, n_rows, n_cols);
-      const std::vector<uint8_t> x = random_weights(rng, DType::bf16, n_tokens, n_cols);
-      std::vector<float> y_dot(size_t(n_rows * n_tokens)), y_fma(y_dot.size());
-      dot(w.data(), row_bytes, n_cols, 0, n_rows, x.data(), row_bytes, n_tokens, y_dot.data(), n_rows);
-      fma(w.data(), row_bytes, n_cols, 0, n_rows, x.data(), row_bytes, n_tokens, y_fma.data(), n_rows);
-      for (size_t i = 0; i < y_dot.size(); ++i) {
-        ASSERT_EQ(y_dot[i], y_fma[i]) << "cols " << n_cols << " tokens " << n_tokens << " at " << i;
+  for (DType type : {DType::f32, DType::f16, DType::bf16}) {
+    if (type == DType::bf16 && !use_bf16_dot_kernels()) continue;  // no vdpbf16ps tiles to compare
+    const FloatRowsFn wide = float_rows_avx512(type), narrow = float_rows_avx2(type);
+    for (int64_t n_cols : {13, 16, 31, 32, 45, 48, 2048}) {
+      for (int64_t n_tokens : {1, 2, 3, 6, 7, 11}) {
+        const int64_t n_rows = 9, stride = row_bytes(type, n_cols);
+        const std::vector<uint8_t> w = random_weights(rng, type, n_rows, n_cols);
+        const std::vector<uint8_t> x = random_weights(rng, type, n_tokens, n_cols);
+        std::vector<float> y_wide(size_t(n_rows * n_tokens)), y_narrow(y_wide.size());
+        wide(w.data(), stride, n_cols, 0, n_rows, x.data(), stride, n_tokens, y_wide.data(), n_rows);
+        narrow(w.data(), stride, n_cols, 0, n_rows, x.data(), stride, n_tokens, y_narrow.data(), n_rows);
+        for (size_t i = 0; i < y_wide.size(); ++i) {
+          ASSERT_EQ(fp32_to_bits(y_wide[i]), fp32_to_bits(y_narrow[i]))
+              << dtype_name(type) << " cols " << n_cols << " tokens " << n_tokens << " at " << i;
+        }
       }
     }
   }
