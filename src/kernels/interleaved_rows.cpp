@@ -22,10 +22,12 @@ int64_t row_block_bytes(DType type) {
   return type == DType::i8 ? k_qk : type == DType::bf16 ? 2 * k_qk : dtype_traits(type).block_bytes;
 }
 
-// Where the pieces of row r's block go in its group block: calls
-// copy(offset in the group block, offset in the row's block, bytes).
+// Where the pieces of row r's block go in its group block (of
+// interleaved_group_rows(type) rows): calls copy(offset in the group block,
+// offset in the row's block, bytes).
 template <typename Copy>
 void for_each_piece(DType type, int64_t r, Copy copy) {
+  const int64_t group_rows = interleaved_group_rows(type);
   if (type == DType::q4_k || type == DType::q5_k) {
     copy(2 * r, 0, 2);                      // d
     copy(2 * k_interleave + 2 * r, 2, 2);   // dmin
@@ -45,7 +47,7 @@ void for_each_piece(DType type, int64_t r, Copy copy) {
     return;
   }
   if (type == DType::i8) {  // Q8_0's quants without the scale
-    for (int64_t c = 0; c < 8; ++c) copy(32 * c + 4 * r, 4 * c, 4);
+    for (int64_t c = 0; c < 8; ++c) copy(4 * group_rows * c + 4 * r, 4 * c, 4);
     return;
   }
   if (type == DType::mxfp4) {  // the E8M0 scale, then Q4_0's nibble layout
@@ -55,7 +57,7 @@ void for_each_piece(DType type, int64_t r, Copy copy) {
   }
   copy(2 * r, 0, 2);  // the f16 scale
   const int64_t chunks = type == DType::q8_0 ? 8 : 4;  // 4-byte chunks of quants per row
-  for (int64_t c = 0; c < chunks; ++c) copy(2 * k_interleave + 32 * c + 4 * r, 2 + 4 * c, 4);
+  for (int64_t c = 0; c < chunks; ++c) copy(2 * group_rows + 4 * group_rows * c + 4 * r, 2 + 4 * c, 4);
 }
 
 // Q6_K's group block (interleaved_rows.h): where row r's element e keeps its
@@ -165,11 +167,14 @@ int64_t interleaved_block_elements(DType type) {
   return type == DType::i8 || type == DType::bf16 ? k_qk : dtype_traits(type).block_elements;
 }
 
-int64_t interleaved_group_rows(DType type) { return type == DType::bf16 ? k_amx_tile_rows : k_interleave; }
+int64_t interleaved_group_rows(DType type) {
+  const bool tile_rows = type == DType::bf16 || ((type == DType::q8_0 || type == DType::i8) && use_amx_kernels());
+  return tile_rows ? k_amx_tile_rows : k_interleave;
+}
 
 bool interleavable(DType type, int64_t n_rows, int64_t n_cols) {
   if (type == DType::bf16) return n_rows % k_amx_tile_rows == 0 && n_cols % k_qk == 0 && use_amx_bf16_kernels();
-  return n_rows % k_interleave == 0 && n_cols % interleaved_block_elements(type) == 0 && use_avx2_kernels() &&
+  return n_rows % interleaved_group_rows(type) == 0 && n_cols % interleaved_block_elements(type) == 0 && use_avx2_kernels() &&
          interleaved_kernel_avx2(type) != nullptr;
 }
 

@@ -7,9 +7,11 @@
 // serves a whole tile of tokens. A matrix takes the same bytes in either
 // layout.
 //
-// One group block (8 rows x 32 elements):
-//   Q8_0: the eight rows' f16 scales, then 256 bytes; byte 32c + 4r + i is
-//         row r's element 4c + i.
+// One group block (8 rows x 32 elements; Q8_0 and I8 16 rows where AMX runs):
+//   Q8_0: the G rows' f16 scales (G = 8, or 16 where AMX runs), then 32G
+//         bytes; byte 4Gc + 4r + i is row r's element 4c + i. With G = 16,
+//         chunk c (64 bytes) is row c of tdpbssd's B operand for the block,
+//         so the AMX tiles load the weights as they lie (no copy per call).
 //   Q4_0: the eight scales, then 128 bytes; byte 32v + 4r + i holds row r's
 //         element 4v + i in its low nibble and element 16 + 4v + i in its
 //         high one (the unsigned 0..15 codes, as in the file).
@@ -35,8 +37,8 @@
 //   BF16 (16 rows x 32, only where AMX-BF16 runs: the B operand of
 //         tdpbf16ps as it is): byte 64p + 4r + 2i is row r's element 2p + i,
 //         a tile row per pair of columns.
-//   I8 (W8A8, 8 rows x 32, no scales in the matrix): 256 bytes, byte 32c +
-//         4r + i is row r's element 4c + i, as Q8_0's quants. The kernel
+//   I8 (W8A8, G rows x 32 as Q8_0's, no scales in the matrix): 32G bytes,
+//         byte 4Gc + 4r + i is row r's element 4c + i, as Q8_0's quants. The kernel
 //         writes each output's exact int32 sum (as a float); the row and token
 //         scales multiply afterwards (matmul.cpp), as for the row layout.
 
@@ -48,9 +50,9 @@
 namespace ds {
 
 constexpr int64_t k_interleave = 8;
-constexpr int64_t k_amx_tile_rows = 16;  // the rows of a BF16 group: one tile's
+constexpr int64_t k_amx_tile_rows = 16;  // the rows of a BF16 group, and of Q8_0's and I8's where AMX runs: one tile's
 
-// Rows of a group block: 8, or BF16's 16.
+// Rows of a group block: 8, or 16 (BF16; Q8_0 and I8 where use_amx_kernels()).
 int64_t interleaved_group_rows(DType type);
 
 // Elements of a row in one group block: the type's block, or 32 for I8.
@@ -67,8 +69,8 @@ void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* 
 // Row `row` of an interleaved matrix, written in the GGUF row layout.
 void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t row, uint8_t* out);
 
-// One group (8 rows) against n_tokens tokens: for j < n_tokens, out + j *
-// out_stride receives the 8 outputs of token j, whose activations (Q8_0, Q8_K
+// One group (interleaved_group_rows rows) against n_tokens tokens: for j <
+// n_tokens, out + j * out_stride receives the group's outputs of token j, whose activations (Q8_0, Q8_K
 // for the K types, an int8 row for I8) are at act + j * act_stride; n_blocks
 // counts group blocks. Q4_0 and MXFP4 read each activation block's code sum
 // sum(q) at block_sums[j * n_blocks + b] (their weight codes are offset to
@@ -98,8 +100,8 @@ InterleavedGroupFn interleaved_kernel_avx2(DType type);
 InterleavedGroupFn interleaved_kernel_vnni(DType type);
 bool interleaved_kernel_vnni_biased(DType type);  // the AVX2 kernels read plain codes
 
-// AMX tiles (tdpbssd): n_groups consecutive groups (rows 8 * n_groups) at
-// `groups` against n_tokens tokens, a multiple of k_amx_tile_tokens. Token
+// AMX tiles (tdpbssd): n_groups consecutive groups (interleaved_group_rows
+// rows each) at `groups` against n_tokens tokens, a multiple of k_amx_tile_tokens. Token
 // j's outputs go to out + j * out_stride, and equal the interleaved
 // kernel's (VNNI's, or AVX2's for the K types) bit for bit: every block's
 // (sub-block's) sum is exact and its float part is that kernel's, operation
@@ -119,9 +121,9 @@ struct TileActivations {
 using InterleavedTilesFn = void (*)(int64_t n_groups, int64_t n_blocks, const uint8_t* groups, const TileActivations& act,
                                     int64_t n_tokens, float* out, int64_t out_stride);
 constexpr int64_t k_amx_tile_tokens = 16;
-// The tiles re-lay and multiply groups four at a time (two tiles of 16 rows):
-// matmul hands them runs of this many.
-constexpr int64_t k_amx_run_groups = 4;
+// The tiles multiply 32 rows at a time (two tiles of 16 rows; the 8-row
+// groups re-laid together): matmul hands them runs of this many rows.
+constexpr int64_t k_amx_run_rows = 32;
 InterleavedTilesFn interleaved_tiles_amx(DType type);
 InterleavedTilesFn interleaved_tiles_amx_k(DType type);  // Q4_K, Q5_K, Q6_K
 // The AMX tiles for a type where use_amx_kernels(), else nullptr.

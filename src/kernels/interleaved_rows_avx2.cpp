@@ -13,9 +13,9 @@
 namespace ds {
 namespace {
 
-static_assert(sizeof(GroupQ8_0) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0) &&
-                  sizeof(GroupMxfp4) == 8 * sizeof(BlockMxfp4),
-              "a group block holds eight row blocks");
+static_assert(sizeof(GroupQ8_0<8>) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ8_0<16>) == 16 * sizeof(BlockQ8_0) &&
+                  sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0) && sizeof(GroupMxfp4) == 8 * sizeof(BlockMxfp4),
+              "a group block holds its rows' blocks");
 
 // Q4_K and Q5_K x Q8_K, the formula of the row kernel: per super-block, the
 // unsigned codes (4-bit, or 5-bit with the fifth from qh) times the
@@ -187,10 +187,10 @@ void group_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t
 
 InterleavedGroupFn interleaved_kernel_avx2(DType type) {
   switch (type) {
-    case DType::q8_0: return group_int8<GroupQ8_0, MaddubsDot>;
+    case DType::q8_0: return int8_group_kernel<DType::q8_0, MaddubsDot>();
     case DType::q4_0: return group_q4_0<MaddubsDot>;
     case DType::mxfp4: return group_mxfp4<MaddubsDot>;
-    case DType::i8: return group_int8<GroupI8, MaddubsDot>;
+    case DType::i8: return int8_group_kernel<DType::i8, MaddubsDot>();
     case DType::q4_k: return group_k<GroupQ4_K>;
     case DType::q5_k: return group_k<GroupQ5_K>;
     case DType::q6_k: return group_k<GroupQ6_K>;

@@ -40,7 +40,8 @@
 namespace ds {
 namespace {
 
-constexpr int64_t k_unit_rows = k_amx_run_groups * k_interleave;  // two tiles of rows
+constexpr int64_t k_unit_rows = k_amx_run_rows;                     // two tiles of rows
+constexpr int64_t k_unit_groups = k_unit_rows / k_interleave;
 constexpr int k_depth = 64;                                        // codes per product
 constexpr int k_products = k_qk_k / k_depth;                       // per super-block and digit
 constexpr int64_t k_w_tile_bytes = 16 * k_depth;                   // 16 rows x 64 codes
@@ -221,7 +222,7 @@ template <typename Group>
 KUnit prepare_k_unit(int64_t n_groups, int64_t n_blocks, const uint8_t* groups) {
   const KUnit unit = k_unit_scratch<Group>(n_blocks);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    for (int64_t u = 0; u < k_amx_run_groups; ++u) {
+    for (int64_t u = 0; u < k_unit_groups; ++u) {
       put_group<Group>(u < n_groups ? reinterpret_cast<const Group*>(groups + u * n_blocks * int64_t(sizeof(Group))) + b : nullptr, unit, b, u);
     }
   }
@@ -294,8 +295,8 @@ void tiles_amx_k(int64_t n_groups, int64_t n_blocks, const uint8_t* groups, cons
                  int64_t out_stride) {
   use_tile_shape(k_depth, k_tile_tokens);
   const int64_t group_bytes = n_blocks * int64_t(sizeof(Group)), token_tile_bytes = n_blocks * k_products * k_a_tile_bytes;
-  for (int64_t g = 0; g < n_groups; g += k_amx_run_groups) {
-    const int64_t run_groups = std::min(k_amx_run_groups, n_groups - g), n_rows = run_groups * k_interleave;
+  for (int64_t g = 0; g < n_groups; g += k_unit_groups) {
+    const int64_t run_groups = std::min(k_unit_groups, n_groups - g), n_rows = run_groups * k_interleave;
     const KUnit unit = prepare_k_unit<Group>(run_groups, n_blocks, groups + g * group_bytes);
     float* run_out = out + g * k_interleave;
     for (int64_t t = 0; t < n_tokens; ++t) std::memset(run_out + t * out_stride, 0, size_t(n_rows) * sizeof(float));

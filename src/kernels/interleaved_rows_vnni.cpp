@@ -26,10 +26,10 @@ struct VnniDot {
 
 InterleavedGroupFn interleaved_kernel_vnni(DType type) {
   switch (type) {
-    case DType::q8_0: return group_int8<GroupQ8_0, VnniDot>;
+    case DType::q8_0: return int8_group_kernel<DType::q8_0, VnniDot>();
     case DType::q4_0: return group_q4_0<VnniDot>;
     case DType::mxfp4: return group_mxfp4<VnniDot>;
-    case DType::i8: return group_int8<GroupI8, VnniDot>;
+    case DType::i8: return int8_group_kernel<DType::i8, VnniDot>();
     default: return nullptr;
   }
 }

@@ -53,9 +53,13 @@ struct MaddubsDot {
   static __m256i to_int32(__m256i acc) { return _mm256_madd_epi16(acc, _mm256_set1_epi16(1)); }
 };
 
+// Q8_0's and I8's groups hold 8 rows, or 16 where AMX runs
+// (interleaved_rows.h); a tile takes eight of them, one half of a 16-row group.
+template <int64_t Rows>
 struct GroupQ8_0 {
-  uint16_t d[k_interleave];
-  int8_t qs[k_interleave * k_qk];
+  static constexpr int64_t k_rows = Rows;
+  uint16_t d[Rows];
+  int8_t qs[Rows * k_qk];
 };
 struct GroupQ4_0 {
   uint16_t d[k_interleave];
@@ -65,9 +69,17 @@ struct GroupMxfp4 {
   uint8_t e[k_interleave];
   uint8_t qs[k_interleave * k_qk / 2];
 };
+template <int64_t Rows>
 struct GroupI8 {
-  int8_t qs[k_interleave * k_qk];
+  static constexpr int64_t k_rows = Rows;
+  int8_t qs[Rows * k_qk];
 };
+
+// Chunk c (four codes of eight rows) of a Q8_0 or I8 group block's half h.
+template <typename Group>
+inline __m256i load_chunk(const Group& w, int64_t h, int c) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 4 * Group::k_rows * c + k_qk * h));
+}
 
 // Activations 4c..4c+3 of a block, in all eight lanes.
 inline __m256i broadcast_chunk(const int8_t* qs, int c) {
@@ -146,23 +158,22 @@ inline __m256 accumulate(__m256 acc, __m256 row_scales, const BlockQ8_0& a, __m2
   return _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc);
 }
 
-// Q8_0 x Q8_0: maddubs and dpbusd want one unsigned operand: |w| or the biased codes (add_chunk_products).
-template <int T, typename Dot>
-void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, float* out,
+// Q8_0 x Q8_0, eight rows (half h of the group): maddubs and dpbusd want one
+// unsigned operand: |w| or the biased codes (add_chunk_products).
+template <int T, typename Dot, typename Group>
+void tile_q8_0(int64_t n_blocks, const uint8_t* group, int64_t h, const uint8_t* act, int64_t act_stride, float* out,
                int64_t out_stride, const uint8_t* next) {
-  const auto* w = reinterpret_cast<const GroupQ8_0*>(group);
+  const auto* w = reinterpret_cast<const Group*>(group);
   __m256 acc[T];
   for (int j = 0; j < T; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     __m256i sums[T], weight_sums = _mm256_setzero_si256();
     for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
-    prefetch_block<GroupQ8_0>(next, b);
+    prefetch_block<Group>(next, b);
     const auto codes = [&](int j) { return act_block(act, act_stride, j, b).qs; };
-    for_chunks<Dot>([&](int c) {
-      add_chunk_products<T, Dot>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c)), c, codes, sums, weight_sums);
-    });
+    for_chunks<Dot>([&](int c) { add_chunk_products<T, Dot>(load_chunk(w[b], h, c), c, codes, sums, weight_sums); });
     unbias<T, Dot>(sums, weight_sums);
-    const __m256 row_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
+    const __m256 row_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d + k_interleave * h)));
     for (int j = 0; j < T; ++j) acc[j] = accumulate(acc[j], row_scales, act_block(act, act_stride, j, b), sums[j]);
   }
   for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, acc[j]);
@@ -172,10 +183,10 @@ void tile_q8_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64
 // int32 lane over the whole row; the weights may hold -128 (|w| is then 128
 // as an unsigned byte), the activations stay within ±127, and rows are at
 // most k_max_i8_cols long, so no exact sum overflows. Writes the sums as floats.
-template <int T, typename Dot>
-void tile_i8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, float* out,
+template <int T, typename Dot, typename Group>
+void tile_i8(int64_t n_blocks, const uint8_t* group, int64_t h, const uint8_t* act, int64_t act_stride, float* out,
              int64_t out_stride, const uint8_t* next) {
-  const auto* w = reinterpret_cast<const GroupI8*>(group);
+  const auto* w = reinterpret_cast<const Group*>(group);
   __m256i totals[T], weight_totals = _mm256_setzero_si256();
   for (int j = 0; j < T; ++j) totals[j] = _mm256_setzero_si256();
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -183,11 +194,9 @@ void tile_i8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t
     // overlap the next block's (one chain over the whole row measured 26% slower).
     __m256i sums[T], weight_sums = _mm256_setzero_si256();
     for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
-    prefetch_block<GroupI8>(next, b);
+    prefetch_block<Group>(next, b);
     const auto codes = [&](int j) { return reinterpret_cast<const int8_t*>(act + j * act_stride) + b * k_qk; };
-    for_chunks<Dot>([&](int c) {
-      add_chunk_products<T, Dot>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c)), c, codes, sums, weight_sums);
-    });
+    for_chunks<Dot>([&](int c) { add_chunk_products<T, Dot>(load_chunk(w[b], h, c), c, codes, sums, weight_sums); });
     for (int j = 0; j < T; ++j) totals[j] = _mm256_add_epi32(totals[j], sums[j]);
     weight_totals = _mm256_add_epi32(weight_totals, weight_sums);
   }
@@ -310,15 +319,31 @@ inline void for_token_tiles(int64_t n_tokens, Step step) {
   }
 }
 
-// Q8_0 (Group = GroupQ8_0) or I8 (GroupI8): the two tiles read no block sums.
+// Q8_0 (Group = GroupQ8_0) or I8 (GroupI8): the two tiles read no block
+// sums. A 16-row group goes through as its two halves of eight rows.
 template <typename Group, typename Dot>
 void group_int8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
                 int64_t n_tokens, float* out, int64_t out_stride) {
   const uint8_t* next = group_to_prefetch<Group>(group, n_blocks, n_tokens);
-  for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
-    constexpr auto tile_fn = std::is_same_v<Group, GroupI8> ? tile_i8<tile.value, Dot> : tile_q8_0<tile.value, Dot>;
-    tile_fn(n_blocks, group, act + t * act_stride, act_stride, out + t * out_stride, out_stride, t == 0 ? next : nullptr);
-  });
+  for (int64_t h = 0; h < Group::k_rows / k_interleave; ++h) {
+    for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+      float* tile_out = out + t * out_stride + k_interleave * h;
+      const uint8_t* tile_next = t == 0 && h == 0 ? next : nullptr;
+      if constexpr (std::is_same_v<Group, GroupI8<Group::k_rows>>) {
+        tile_i8<tile.value, Dot, Group>(n_blocks, group, h, act + t * act_stride, act_stride, tile_out, out_stride, tile_next);
+      } else {
+        tile_q8_0<tile.value, Dot, Group>(n_blocks, group, h, act + t * act_stride, act_stride, tile_out, out_stride, tile_next);
+      }
+    });
+  }
+}
+
+// The Q8_0 or I8 kernel for the rows of the type's groups (interleaved_group_rows).
+template <DType Type, typename Dot>
+InterleavedGroupFn int8_group_kernel() {
+  const bool tile_rows = interleaved_group_rows(Type) == k_amx_tile_rows;
+  if constexpr (Type == DType::q8_0) return tile_rows ? group_int8<GroupQ8_0<16>, Dot> : group_int8<GroupQ8_0<8>, Dot>;
+  else return tile_rows ? group_int8<GroupI8<16>, Dot> : group_int8<GroupI8<8>, Dot>;
 }
 
 template <typename Dot>

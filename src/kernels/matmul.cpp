@@ -292,12 +292,12 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
     return;
   }
   if (first.repacked) {
-    // Each group of eight rows against every token (the AMX tiles: runs of
-    // k_amx_run_groups): the group's weights stay in L1/L2 while the tokens pass.
-    const int64_t n_blocks = first.n_cols / interleaved_block_elements(first.type);
-    const int64_t group_bytes = k_interleave * first.row_stride_bytes(), groups = first.n_rows / k_interleave;
+    // Each group of rows against every token (the AMX tiles: runs of
+    // k_amx_run_rows): the group's weights stay in L1/L2 while the tokens pass.
+    const int64_t n_blocks = first.n_cols / interleaved_block_elements(first.type), group_rows = interleaved_group_rows(first.type);
+    const int64_t group_bytes = group_rows * first.row_stride_bytes(), groups = first.n_rows / group_rows;
     const InterleavedGroupFn group_kernel = interleaved_kernel(first.type);
-    const int64_t groups_per_item = amx_tiles ? k_amx_run_groups : 1, items = (groups + groups_per_item - 1) / groups_per_item;
+    const int64_t groups_per_item = amx_tiles ? k_amx_run_rows / group_rows : 1, items = (groups + groups_per_item - 1) / groups_per_item;
     const int8_t* tile_codes = n_tiled > 0 ? pack_tile_codes(pool, kernel.activation_type, amx_tile_depth(first.type), act, n_mats,
                                                              n_tiled, first.n_cols, scratch)
                                            : nullptr;
@@ -311,16 +311,16 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
           const TileActivations tiles{tile_codes + m * n_tiled * first.n_cols,
                                       act.block_scales ? act.block_scales + m * n_blocks * n_tokens : nullptr, n_tokens,
                                       k_rows ? m_act : nullptr, act.token_stride};
-          amx_tiles(g1 - g0, n_blocks, w[m].data + g0 * group_bytes, tiles, n_tiled, y_m + g0 * k_interleave, y_token_stride);
+          amx_tiles(g1 - g0, n_blocks, w[m].data + g0 * group_bytes, tiles, n_tiled, y_m + g0 * group_rows, y_token_stride);
         }
         for (int64_t g = g0; g < g1 && n_tiled < n_tokens; ++g) {
           const int32_t* block_sums = act.block_sums ? act.block_sums + (m * n_tokens + n_tiled) * n_blocks : nullptr;
           group_kernel(n_blocks, w[m].data + g * group_bytes, m_act + n_tiled * act.token_stride, act.token_stride, block_sums,
-                       n_tokens - n_tiled, y_m + n_tiled * y_token_stride + g * k_interleave, y_token_stride);
+                       n_tokens - n_tiled, y_m + n_tiled * y_token_stride + g * group_rows, y_token_stride);
         }
         if (act.token_scales) {
           scale_w8a8_outputs(w[m], act.token_scales + m * n_tokens, act.token_sums ? act.token_sums + m * n_tokens : nullptr, 0,
-                             n_tokens, g0 * k_interleave, g1 * k_interleave, y_m, y_token_stride);
+                             n_tokens, g0 * group_rows, g1 * group_rows, y_m, y_token_stride);
         }
       }
     });

@@ -35,6 +35,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/flash_attention.h"
 #include "kernels/hyper_connection.h"
+#include "kernels/interleaved_rows.h"
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"
 #include "kernels/moe_route.h"
@@ -254,6 +255,7 @@ class AmxTilesCase : public MatmulCase {
     Outcome outcome = MatmulCase::check(b, data);
     const std::vector<float> step = data.read(y_dev_, size_t(rows_ * tokens_)), alone = data.read(alone_dev_, step.size());
     if (std::memcmp(step.data(), alone.data(), step.size() * sizeof(float)) != 0) outcome.note = "the step's outputs differ from each token's alone";
+    if (!w_[0].repacked) outcome.note = "the matrix was not laid out for the tiles: rows off its groups";
     return outcome;
   }
 
@@ -1730,19 +1732,23 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
   for (DType type : k_weight_types) {
     const int64_t cols = dtype_traits(type).block_elements == 256 ? 512 : 96;
     for (int64_t tokens : {1, 5, 33}) {
-      add(new MatmulCase(type, 40, cols, tokens, true));  // whole groups of eight rows: repacked where the backend does
-      add(new MatmulCase(type, 40, cols, tokens, false));
+      add(new MatmulCase(type, 48, cols, tokens, true));  // whole groups of 8 and of 16 rows: repacked where the backend does
+      add(new MatmulCase(type, 48, cols, tokens, false));
       add(new MatmulCase(type, 19, cols, tokens, true));  // rows off the group size
     }
     add(new EmbedCase(type, 50, cols, 9));
   }
   for (int64_t tokens : {1, 5, 33}) {  // W8A8, where the backend multiplies it; rows off the vector width
-    add(new MatmulCase(DType::i8, 40, 96, tokens, true));
-    add(new MatmulCase(DType::i8, 40, 96, tokens, false));
+    add(new MatmulCase(DType::i8, 48, 96, tokens, true));
+    add(new MatmulCase(DType::i8, 48, 96, tokens, false));
     add(new MatmulCase(DType::i8, 19, 100, tokens, true));
   }
   for (DType type : {DType::q8_0, DType::q4_0, DType::mxfp4, DType::i8, DType::q4_k, DType::q5_k, DType::q6_k}) {
-    for (auto [rows, tokens] : {std::pair{24, 16}, {40, 33}, {56, 50}}) {  // runs of four groups and fewer; pairs of token tiles, a tail
+    // Runs of 32 rows and less (8-row groups: 3, 5 and 7 of them; Q8_0's and I8's 16-row ones: 1, 3 and 5); pairs of
+    // token tiles, a tail.
+    const int64_t group_rows = interleaved_group_rows(type);
+    for (auto [groups, tokens] : {std::pair{3, 16}, {5, 33}, {7, 50}}) {
+      const int64_t rows = group_rows == 16 ? (groups - 2) * 16 : groups * 8;
       add(new AmxTilesCase(type, rows, dtype_traits(type).block_elements == 256 ? 3 * 256 : 7 * 32, tokens));
     }
   }

@@ -178,7 +178,8 @@ TEST(InterleavedRows, OnlyWholeGroupsOfTheKernelTypes) {
 }
 
 // The VNNI tiles (dpbusd) add the same exact integer sums as the AVX2 ones
-// (maddubs + madd), so a group's outputs agree bit for bit: every token-tile
+// (maddubs + madd), so a group's outputs agree bit for bit (a group of the
+// rows this CPU lays out: 8, or Q8_0's and I8's 16 where AMX runs): every token-tile
 // shape, with the extreme codes (a Q8_0 block and 32 I8 weights of -128
 // against activations that reach ±127) where an int16 step that saturated
 // would show.
@@ -189,11 +190,12 @@ TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
   for (DType type : {DType::q8_0, DType::q4_0, DType::mxfp4, DType::i8}) {
     const DType act_type = activation_type_for(type);
     const int64_t n_blocks = 5, n_cols = interleaved_block_elements(type) * n_blocks, act_stride = row_bytes(act_type, n_cols);
-    std::vector<uint8_t> rows = random_weights(rng, type, k_interleave, n_cols);
+    const int64_t group_rows = interleaved_group_rows(type);
+    std::vector<uint8_t> rows = random_weights(rng, type, group_rows, n_cols);
     if (type == DType::q8_0) std::memset(reinterpret_cast<BlockQ8_0*>(rows.data())[0].qs, 0x80, 32);
     if (type == DType::i8) std::memset(rows.data(), 0x80, 32);
     std::vector<uint8_t> group(rows.size());
-    interleave_rows(type, k_interleave, n_cols, rows.data(), group.data());
+    interleave_rows(type, group_rows, n_cols, rows.data(), group.data());
     for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 9}) {
       const std::vector<float> x = random_floats(rng, n_tokens * n_cols, 2.0f);
       std::vector<uint8_t> act(size_t(act_stride * n_tokens));
@@ -209,10 +211,10 @@ TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
       for (int64_t t = 0; interleaved_kernel_vnni_biased(type) && t < n_tokens; ++t) {
         bias_activation_codes(act_type, vnni_act.data() + t * act_stride, n_cols);
       }
-      std::vector<float> avx2(size_t(k_interleave * n_tokens)), vnni(avx2.size());
-      interleaved_kernel_avx2(type)(n_blocks, group.data(), act.data(), act_stride, block_sums.data(), n_tokens, avx2.data(), k_interleave);
+      std::vector<float> avx2(size_t(group_rows * n_tokens)), vnni(avx2.size());
+      interleaved_kernel_avx2(type)(n_blocks, group.data(), act.data(), act_stride, block_sums.data(), n_tokens, avx2.data(), group_rows);
       interleaved_kernel_vnni(type)(n_blocks, group.data(), vnni_act.data(), act_stride, block_sums.data(), n_tokens, vnni.data(),
-                                    k_interleave);
+                                    group_rows);
       ASSERT_EQ(0, std::memcmp(avx2.data(), vnni.data(), avx2.size() * sizeof(float))) << dtype_name(type) << " " << n_tokens << " tokens";
     }
   }
@@ -221,8 +223,9 @@ TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
 // The AMX tiles (tdpbssd, 16 tokens by 16 rows) add each block's (each
 // sub-block's) exact sum and scale it as the interleaved kernel does (VNNI's;
 // AVX2's for the K types), so every output agrees bit for bit: runs of one,
-// three and five groups (the tiles take four at a time, rows past the last
-// group padded), one and three tiles of tokens (they go in pairs), odd and
+// three and five groups (the tiles take 32 rows at a time: four 8-row groups
+// re-laid, rows past the last group padded, or two 16-row ones in place, one
+// alone at the end), one and three tiles of tokens (they go in pairs), odd and
 // even block counts, the extreme codes.
 TEST(InterleavedRows, AmxTilesEqualVnniTilesBitForBit) {
   if (!use_amx_kernels()) GTEST_SKIP() << "no AMX-INT8 granted on this CPU (or DSINFER_ISA caps it): no AMX tiles to run";
@@ -234,7 +237,8 @@ TEST(InterleavedRows, AmxTilesEqualVnniTilesBitForBit) {
     const bool biased = interleaved_kernel_vnni(type) && interleaved_kernel_vnni_biased(type);
     for (auto [n_groups, n_blocks] : k_type ? std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 2}, {5, 3}}
                                             : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 4}, {5, 7}}) {
-      const int64_t n_rows = k_interleave * n_groups, n_cols = interleaved_block_elements(type) * n_blocks;
+      const int64_t group_rows = interleaved_group_rows(type);
+      const int64_t n_rows = group_rows * n_groups, n_cols = interleaved_block_elements(type) * n_blocks;
       const int64_t act_stride = row_bytes(act_type, n_cols) + 6;
       std::vector<uint8_t> rows = random_weights(rng, type, n_rows, n_cols);
       if (type == DType::q8_0) std::memset(reinterpret_cast<BlockQ8_0*>(rows.data())[0].qs, 0x80, 32);
@@ -265,7 +269,7 @@ TEST(InterleavedRows, AmxTilesEqualVnniTilesBitForBit) {
         for (int64_t t = 0; biased && t < n_tokens; ++t) bias_activation_codes(act_type, vnni_act.data() + t * act_stride, n_cols);
         std::vector<float> want(size_t(n_rows * n_tokens)), amx(want.size());
         for (int64_t g = 0; g < n_groups; ++g) {
-          vnni(n_blocks, groups.data() + g * group_bytes, vnni_act.data(), act_stride, block_sums.data(), n_tokens, want.data() + g * k_interleave,
+          vnni(n_blocks, groups.data() + g * group_bytes, vnni_act.data(), act_stride, block_sums.data(), n_tokens, want.data() + g * group_rows,
                n_rows);
         }
         std::vector<int8_t> tile_codes(size_t(n_tokens * n_cols));
@@ -436,7 +440,7 @@ TEST_P(MatmulTest, MatchesReferenceWithGuards) {
   std::vector<int64_t> cols = {column_sizes(type)[1], column_sizes(type).back()};
   if (type == DType::i8) cols.push_back(1024);  // whole group blocks: the interleaved layout
   for (int64_t n_cols : cols) {
-    for (int64_t n_rows : {1, 5, 7, 16, 37, 38, 40}) {
+    for (int64_t n_rows : {1, 5, 7, 16, 37, 38, 40, 48}) {  // 40: whole 8-row groups; 16 and 48: whole 16-row ones
       for (int64_t n_tokens : {1, 3, 33}) {
         const std::vector<uint8_t> w_data = random_weights(rng, type, n_rows, n_cols);
         const std::vector<float> x = random_floats(rng, n_tokens * n_cols);
