@@ -158,50 +158,73 @@ inline __m256 accumulate(__m256 acc, __m256 row_scales, const BlockQ8_0& a, __m2
   return _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sums), acc);
 }
 
-// Q8_0 x Q8_0, eight rows (half h of the group): maddubs and dpbusd want one
-// unsigned operand: |w| or the biased codes (add_chunk_products).
-template <int T, typename Dot, typename Group>
-void tile_q8_0(int64_t n_blocks, const uint8_t* group, int64_t h, const uint8_t* act, int64_t act_stride, float* out,
+// Q8_0 x Q8_0, eight rows a half: `Halves` halves of the group from h0 on
+// in one pass over its blocks (the activations' chunks broadcast once for
+// them all). maddubs and dpbusd want one unsigned operand: |w| or the biased
+// codes (add_chunk_products).
+template <int T, typename Dot, typename Group, int Halves>
+void tile_q8_0(int64_t n_blocks, const uint8_t* group, int64_t h0, const uint8_t* act, int64_t act_stride, float* out,
                int64_t out_stride, const uint8_t* next) {
   const auto* w = reinterpret_cast<const Group*>(group);
-  __m256 acc[T];
-  for (int j = 0; j < T; ++j) acc[j] = _mm256_setzero_ps();
+  __m256 acc[Halves][T];
+  for (auto& half : acc) for (int j = 0; j < T; ++j) half[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
-    __m256i sums[T], weight_sums = _mm256_setzero_si256();
-    for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
+    __m256i sums[Halves][T], weight_sums[Halves];
+    for (int h = 0; h < Halves; ++h) {
+      weight_sums[h] = _mm256_setzero_si256();
+      for (int j = 0; j < T; ++j) sums[h][j] = _mm256_setzero_si256();
+    }
     prefetch_block<Group>(next, b);
     const auto codes = [&](int j) { return act_block(act, act_stride, j, b).qs; };
-    for_chunks<Dot>([&](int c) { add_chunk_products<T, Dot>(load_chunk(w[b], h, c), c, codes, sums, weight_sums); });
-    unbias<T, Dot>(sums, weight_sums);
-    const __m256 row_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d + k_interleave * h)));
-    for (int j = 0; j < T; ++j) acc[j] = accumulate(acc[j], row_scales, act_block(act, act_stride, j, b), sums[j]);
+    for_chunks<Dot>([&](int c) {
+      for (int h = 0; h < Halves; ++h) add_chunk_products<T, Dot>(load_chunk(w[b], h0 + h, c), c, codes, sums[h], weight_sums[h]);
+    });
+    for (int h = 0; h < Halves; ++h) {
+      unbias<T, Dot>(sums[h], weight_sums[h]);
+      const __m256 row_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d + k_interleave * (h0 + h))));
+      for (int j = 0; j < T; ++j) acc[h][j] = accumulate(acc[h][j], row_scales, act_block(act, act_stride, j, b), sums[h][j]);
+    }
   }
-  for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, acc[j]);
+  for (int h = 0; h < Halves; ++h) {
+    for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride + k_interleave * h, acc[h][j]);
+  }
 }
 
 // I8 x I8 (W8A8): as Q8_0 without scales, so each (row, token) sums in one
 // int32 lane over the whole row; the weights may hold -128 (|w| is then 128
 // as an unsigned byte), the activations stay within ±127, and rows are at
 // most k_max_i8_cols long, so no exact sum overflows. Writes the sums as floats.
-template <int T, typename Dot, typename Group>
-void tile_i8(int64_t n_blocks, const uint8_t* group, int64_t h, const uint8_t* act, int64_t act_stride, float* out,
+template <int T, typename Dot, typename Group, int Halves>
+void tile_i8(int64_t n_blocks, const uint8_t* group, int64_t h0, const uint8_t* act, int64_t act_stride, float* out,
              int64_t out_stride, const uint8_t* next) {
   const auto* w = reinterpret_cast<const Group*>(group);
-  __m256i totals[T], weight_totals = _mm256_setzero_si256();
-  for (int j = 0; j < T; ++j) totals[j] = _mm256_setzero_si256();
+  __m256i totals[Halves][T], weight_totals[Halves];
+  for (int h = 0; h < Halves; ++h) {
+    weight_totals[h] = _mm256_setzero_si256();
+    for (int j = 0; j < T; ++j) totals[h][j] = _mm256_setzero_si256();
+  }
   for (int64_t b = 0; b < n_blocks; ++b) {
     // Fresh sums per block, so that one block's chains of dependent adds
     // overlap the next block's (one chain over the whole row measured 26% slower).
-    __m256i sums[T], weight_sums = _mm256_setzero_si256();
-    for (int j = 0; j < T; ++j) sums[j] = _mm256_setzero_si256();
+    __m256i sums[Halves][T], weight_sums[Halves];
+    for (int h = 0; h < Halves; ++h) {
+      weight_sums[h] = _mm256_setzero_si256();
+      for (int j = 0; j < T; ++j) sums[h][j] = _mm256_setzero_si256();
+    }
     prefetch_block<Group>(next, b);
     const auto codes = [&](int j) { return reinterpret_cast<const int8_t*>(act + j * act_stride) + b * k_qk; };
-    for_chunks<Dot>([&](int c) { add_chunk_products<T, Dot>(load_chunk(w[b], h, c), c, codes, sums, weight_sums); });
-    for (int j = 0; j < T; ++j) totals[j] = _mm256_add_epi32(totals[j], sums[j]);
-    weight_totals = _mm256_add_epi32(weight_totals, weight_sums);
+    for_chunks<Dot>([&](int c) {
+      for (int h = 0; h < Halves; ++h) add_chunk_products<T, Dot>(load_chunk(w[b], h0 + h, c), c, codes, sums[h], weight_sums[h]);
+    });
+    for (int h = 0; h < Halves; ++h) {
+      for (int j = 0; j < T; ++j) totals[h][j] = _mm256_add_epi32(totals[h][j], sums[h][j]);
+      weight_totals[h] = _mm256_add_epi32(weight_totals[h], weight_sums[h]);
+    }
   }
-  unbias<T, Dot>(totals, weight_totals);
-  for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, _mm256_cvtepi32_ps(totals[j]));
+  for (int h = 0; h < Halves; ++h) {
+    unbias<T, Dot>(totals[h], weight_totals[h]);
+    for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride + k_interleave * h, _mm256_cvtepi32_ps(totals[h][j]));
+  }
 }
 
 // Q4_0 x Q8_0: the unsigned codes q = w + 8 meet the activations as they
@@ -320,22 +343,28 @@ inline void for_token_tiles(int64_t n_tokens, Step step) {
 }
 
 // Q8_0 (Group = GroupQ8_0) or I8 (GroupI8): the two tiles read no block
-// sums. A 16-row group goes through as its two halves of eight rows.
+// sums. A 16-row group's two halves of eight rows go through together in
+// tiles of up to two tokens (decode: one pass over the weights, as an 8-row
+// group's), one after the other in larger ones (their accumulators would
+// not fit the registers).
 template <typename Group, typename Dot>
 void group_int8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
                 int64_t n_tokens, float* out, int64_t out_stride) {
+  constexpr int k_halves = int(Group::k_rows / k_interleave);
   const uint8_t* next = group_to_prefetch<Group>(group, n_blocks, n_tokens);
-  for (int64_t h = 0; h < Group::k_rows / k_interleave; ++h) {
-    for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
-      float* tile_out = out + t * out_stride + k_interleave * h;
-      const uint8_t* tile_next = t == 0 && h == 0 ? next : nullptr;
+  for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+    constexpr int k_together = tile.value <= 2 ? k_halves : 1;
+    for (int64_t h0 = 0; h0 < k_halves; h0 += k_together) {
+      float* tile_out = out + t * out_stride + k_interleave * h0;
+      const uint8_t* tile_next = t == 0 && h0 == 0 ? next : nullptr;
       if constexpr (std::is_same_v<Group, GroupI8<Group::k_rows>>) {
-        tile_i8<tile.value, Dot, Group>(n_blocks, group, h, act + t * act_stride, act_stride, tile_out, out_stride, tile_next);
+        tile_i8<tile.value, Dot, Group, k_together>(n_blocks, group, h0, act + t * act_stride, act_stride, tile_out, out_stride, tile_next);
       } else {
-        tile_q8_0<tile.value, Dot, Group>(n_blocks, group, h, act + t * act_stride, act_stride, tile_out, out_stride, tile_next);
+        tile_q8_0<tile.value, Dot, Group, k_together>(n_blocks, group, h0, act + t * act_stride, act_stride, tile_out, out_stride,
+                                                      tile_next);
       }
-    });
-  }
+    }
+  });
 }
 
 // The Q8_0 or I8 kernel for the rows of the type's groups (interleaved_group_rows).
