@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "tensor/quantize.h"
@@ -61,9 +62,16 @@ AttentionTileKernels attention_tile_kernels_portable() {
 }
 
 const AttentionTileKernels& attention_tile_kernels() {
-  static const AttentionTileKernels kernels =
-      use_avx2_kernels() ? attention_tile_kernels_avx2() : attention_tile_kernels_portable();
+  static const AttentionTileKernels kernels = use_vnni_kernels()   ? attention_tile_kernels_avx512()
+                                              : use_avx2_kernels() ? attention_tile_kernels_avx2()
+                                                                   : attention_tile_kernels_portable();
   return kernels;
+}
+
+float* attention_scratch(int64_t n) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < size_t(n)) scratch.resize(size_t(n));
+  return scratch.data();
 }
 
 }  // namespace ds

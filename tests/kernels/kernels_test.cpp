@@ -835,7 +835,39 @@ namespace {
 std::vector<AttentionTileKernels> attention_tile_isas() {
   std::vector<AttentionTileKernels> isas = {attention_tile_kernels_portable()};
   if (use_avx2_kernels()) isas.push_back(attention_tile_kernels_avx2());
+  if (use_vnni_kernels()) isas.push_back(attention_tile_kernels_avx512());
   return isas;
+}
+
+// The AVX-512 scores and weighted sums give the AVX2 ones' bits at every tile
+// shape: queries and keys 1-11 (whole tiles of pairs and of four keys, every
+// remainder, an odd query beside a zero one), dims on and off the 8- and
+// 16-element chunks, and a step's positions split across calls.
+TEST(AttentionTiles, Avx512TilesGiveTheAvx2TilesBits) {
+  if (!use_vnni_kernels()) GTEST_SKIP() << "the CPU lacks AVX-512 VNNI (or DSINFER_ISA turns it off)";
+  const AttentionTileKernels wide = attention_tile_kernels_avx512(), narrow = attention_tile_kernels_avx2();
+  std::mt19937 rng(15);
+  for (int64_t dim : {7, 8, 24, 64, 72, 128, 192, 576}) {
+    for (int64_t n_q : {1, 2, 3, 7, 8, 9, 11}) {
+      for (int64_t n_k : {1, 3, 4, 5, 11}) {
+        const std::vector<float> q = random_floats(rng, n_q * dim), k = random_floats(rng, n_k * dim);
+        const int64_t stride = n_k + 2;
+        std::vector<float> s_wide(size_t(n_q * stride), k_guard), s_narrow = s_wide;
+        wide.scores(dim, q.data(), n_q, k.data(), n_k, 0.125f, s_wide.data(), stride);
+        narrow.scores(dim, q.data(), n_q, k.data(), n_k, 0.125f, s_narrow.data(), stride);
+        for (size_t i = 0; i < s_wide.size(); ++i) {
+          ASSERT_EQ(fp32_to_bits(s_wide[i]), fp32_to_bits(s_narrow[i])) << "scores dim " << dim << " " << n_q << "x" << n_k << " at " << i;
+        }
+        const std::vector<float> p = random_floats(rng, n_q * stride), out0 = random_floats(rng, n_q * dim);
+        std::vector<float> o_wide = out0, o_narrow = out0;
+        wide.weighted_sum(dim, p.data(), stride, n_q, k.data(), n_k, o_wide.data());
+        narrow.weighted_sum(dim, p.data(), stride, n_q, k.data(), n_k, o_narrow.data());
+        for (size_t i = 0; i < o_wide.size(); ++i) {
+          ASSERT_EQ(fp32_to_bits(o_wide[i]), fp32_to_bits(o_narrow[i])) << "weighted sum dim " << dim << " " << n_q << "x" << n_k << " at " << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(AttentionTiles, ScoresMatchFormulaAndDoNotDependOnTheTile) {
