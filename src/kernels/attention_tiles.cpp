@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "tensor/quantize.h"
@@ -66,12 +65,6 @@ const AttentionTileKernels& attention_tile_kernels() {
                                               : use_avx2_kernels() ? attention_tile_kernels_avx2()
                                                                    : attention_tile_kernels_portable();
   return kernels;
-}
-
-float* attention_scratch(int64_t n) {
-  thread_local std::vector<float> scratch;
-  if (scratch.size() < size_t(n)) scratch.resize(size_t(n));
-  return scratch.data();
 }
 
 }  // namespace ds

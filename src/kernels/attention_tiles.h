@@ -60,9 +60,5 @@ AttentionTileKernels attention_tile_kernels_avx2();
 // only where use_vnni_kernels().
 AttentionTileKernels attention_tile_kernels_avx512();
 
-// The calling thread's scratch of at least n floats, kept for its next call
-// (the AVX-512 scores' queries in pairs). Here, in the baseline object, so
-// that no library template is instantiated in an ISA object.
-float* attention_scratch(int64_t n);
 
 }  // namespace ds

@@ -9,6 +9,7 @@
 #include "kernels/attention_tiles.h"
 #include "kernels/exp_avx2.h"
 #include "kernels/hsum_avx2.h"
+#include "kernels/tiles_of_four.h"
 #include "tensor/quantize.h"
 
 namespace ds {
@@ -72,16 +73,9 @@ void scores_rows(int64_t dim, const float* q, const float* k, int64_t n_k, float
 
 void scores_avx2(int64_t dim, const float* q, int64_t n_q, const float* k, int64_t n_k, float scale, float* scores,
                  int64_t scores_stride) {
-  int64_t i = 0;
-  for (; i + 4 <= n_q; i += 4) scores_rows<4>(dim, q + i * dim, k, n_k, scale, scores + i * scores_stride, scores_stride);
-  const float* q_rest = q + i * dim;
-  float* s_rest = scores + i * scores_stride;
-  switch (n_q - i) {
-    case 3: scores_rows<3>(dim, q_rest, k, n_k, scale, s_rest, scores_stride); break;
-    case 2: scores_rows<2>(dim, q_rest, k, n_k, scale, s_rest, scores_stride); break;
-    case 1: scores_rows<1>(dim, q_rest, k, n_k, scale, s_rest, scores_stride); break;
-    default: break;
-  }
+  for_tiles_of_four(n_q, [&](auto rows, int64_t i) {
+    scores_rows<rows.value>(dim, q + i * dim, k, n_k, scale, scores + i * scores_stride, scores_stride);
+  });
 }
 
 // NQ output rows x W chunks of 8 elements held in registers while every
@@ -126,16 +120,7 @@ void weighted_sum_rows(int64_t dim, const float* p, int64_t p_stride, const floa
 
 void weighted_sum_avx2(int64_t dim, const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t n_v,
                        float* out) {
-  int64_t i = 0;
-  for (; i + 4 <= n_q; i += 4) weighted_sum_rows<4>(dim, p + i * p_stride, p_stride, v, n_v, out + i * dim);
-  const float* p_rest = p + i * p_stride;
-  float* out_rest = out + i * dim;
-  switch (n_q - i) {
-    case 3: weighted_sum_rows<3>(dim, p_rest, p_stride, v, n_v, out_rest); break;
-    case 2: weighted_sum_rows<2>(dim, p_rest, p_stride, v, n_v, out_rest); break;
-    case 1: weighted_sum_rows<1>(dim, p_rest, p_stride, v, n_v, out_rest); break;
-    default: break;
-  }
+  for_tiles_of_four(n_q, [&](auto rows, int64_t i) { weighted_sum_rows<rows.value>(dim, p + i * p_stride, p_stride, v, n_v, out + i * dim); });
 }
 
 void to_f32_avx2(DType type, const void* x, float* y, int64_t n) {

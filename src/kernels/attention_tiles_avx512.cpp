@@ -2,8 +2,8 @@
 // bits, for long prompts, where attention is most of a step. Scores: a zmm
 // holds two queries' 8-lane accumulators against one key side by side, each
 // lane adding the AVX2 tile's products in its order, and hsum8 sums each half
-// as it sums theirs, so one FMA does the work of two (the queries are laid in
-// pairs once per call, the keys broadcast to both halves as they are loaded).
+// as it sums theirs, so one FMA does the work of two (each pair of query chunks
+// joined once per key tile, the keys broadcast to both halves as they load).
 // The weighted sum is elementwise, so 16 elements a register add what 8 did.
 // Softmax and the cache conversions are the AVX2 kernels'. Compiled with
 // -mavx512f (and AVX2, FMA, F16C); called only where use_vnni_kernels().
@@ -15,6 +15,7 @@
 
 #include "kernels/attention_tiles.h"
 #include "kernels/hsum_avx2.h"
+#include "kernels/tiles_of_four.h"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a variable
 // initialised from itself, and warn about it at every inlining site.
@@ -24,24 +25,28 @@
 namespace ds {
 namespace {
 
-// QP pairs of queries x NK keys. Query pair p's chunk c (8 elements of each
-// query) is 16 floats at pairs + (p * n_chunks + c) * 16.
+// QP pairs of queries (rows 2p and 2p + 1 of q, put side by side in a zmm
+// chunk by chunk; an odd last query is paired with itself, the copy's sums
+// unused) x NK keys.
 template <int QP, int NK>
-void scores_tile(int64_t dim, const float* pairs, int64_t n_chunks, const float* q, int64_t n_q, const float* k, float scale,
-                 float* scores, int64_t scores_stride) {
+void scores_tile(int64_t dim, const float* q, int64_t n_q, const float* k, float scale, float* scores, int64_t scores_stride) {
+  const float* second[QP];
+  for (int p = 0; p < QP; ++p) second[p] = q + std::min<int64_t>(2 * p + 1, n_q - 1) * dim;
   __m512 acc[QP][NK];
 #pragma GCC unroll 8
   for (int p = 0; p < QP; ++p) {
 #pragma GCC unroll 8
     for (int j = 0; j < NK; ++j) acc[p][j] = _mm512_setzero_ps();
   }
-  for (int64_t c = 0; c < n_chunks; ++c) {
+  const int64_t d = dim / 8 * 8;
+  for (int64_t c = 0; c < d; c += 8) {
     __m512 keys[NK];
 #pragma GCC unroll 8
-    for (int j = 0; j < NK; ++j) keys[j] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(k + j * dim + 8 * c))));
+    for (int j = 0; j < NK; ++j) keys[j] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(k + j * dim + c))));
 #pragma GCC unroll 8
     for (int p = 0; p < QP; ++p) {
-      const __m512 queries = _mm512_loadu_ps(pairs + (p * n_chunks + c) * 16);
+      const __m512d first = _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(q + 2 * p * dim + c)));
+      const __m512 queries = _mm512_castpd_ps(_mm512_insertf64x4(first, _mm256_castps_pd(_mm256_loadu_ps(second[p] + c)), 1));
 #pragma GCC unroll 8
       for (int j = 0; j < NK; ++j) acc[p][j] = _mm512_fmadd_ps(queries, keys[j], acc[p][j]);
     }
@@ -63,7 +68,6 @@ void scores_tile(int64_t dim, const float* pairs, int64_t n_chunks, const float*
     }
     _mm256_store_ps(sums + start, hsum8(batch));
   }
-  const int64_t d = 8 * n_chunks;
   for (int p = 0; p < QP; ++p) {
     for (int h = 0; h < 2 && 2 * p + h < n_q; ++h) {
       const int64_t i = 2 * p + h;
@@ -76,48 +80,14 @@ void scores_tile(int64_t dim, const float* pairs, int64_t n_chunks, const float*
   }
 }
 
-template <int QP>
-void scores_rows(int64_t dim, const float* pairs, int64_t n_chunks, const float* q, int64_t n_q, const float* k, int64_t n_k,
-                 float scale, float* scores, int64_t scores_stride) {
-  int64_t j = 0;
-  for (; j + 4 <= n_k; j += 4) scores_tile<QP, 4>(dim, pairs, n_chunks, q, n_q, k + j * dim, scale, scores + j, scores_stride);
-  const float* k_rest = k + j * dim;
-  float* s_rest = scores + j;
-  switch (n_k - j) {
-    case 3: scores_tile<QP, 3>(dim, pairs, n_chunks, q, n_q, k_rest, scale, s_rest, scores_stride); break;
-    case 2: scores_tile<QP, 2>(dim, pairs, n_chunks, q, n_q, k_rest, scale, s_rest, scores_stride); break;
-    case 1: scores_tile<QP, 1>(dim, pairs, n_chunks, q, n_q, k_rest, scale, s_rest, scores_stride); break;
-    default: break;
-  }
-}
-
 void scores_avx512(int64_t dim, const float* q, int64_t n_q, const float* k, int64_t n_k, float scale, float* scores,
                    int64_t scores_stride) {
-  // The queries in pairs, chunk by chunk (an odd last query beside zeros).
-  const int64_t n_chunks = dim / 8, n_pairs = (n_q + 1) / 2;
-  float* pairs = attention_scratch(n_pairs * n_chunks * 16);
-  for (int64_t p = 0; p < n_pairs; ++p) {
-    for (int64_t c = 0; c < n_chunks; ++c) {
-      float* to = pairs + (p * n_chunks + c) * 16;
-      const __m256 first = _mm256_loadu_ps(q + 2 * p * dim + 8 * c);
-      const __m256 second = 2 * p + 1 < n_q ? _mm256_loadu_ps(q + (2 * p + 1) * dim + 8 * c) : _mm256_setzero_ps();
-      _mm256_storeu_ps(to, first);
-      _mm256_storeu_ps(to + 8, second);
-    }
-  }
-  constexpr int64_t k_pairs_per_tile = 4;
-  for (int64_t p = 0; p < n_pairs; p += k_pairs_per_tile) {
-    const float* pairs_at = pairs + p * n_chunks * 16;
-    const float* q_at = q + 2 * p * dim;
-    const int64_t q_left = n_q - 2 * p;
-    float* s_at = scores + 2 * p * scores_stride;
-    switch (std::min(k_pairs_per_tile, n_pairs - p)) {
-      case 4: scores_rows<4>(dim, pairs_at, n_chunks, q_at, q_left, k, n_k, scale, s_at, scores_stride); break;
-      case 3: scores_rows<3>(dim, pairs_at, n_chunks, q_at, q_left, k, n_k, scale, s_at, scores_stride); break;
-      case 2: scores_rows<2>(dim, pairs_at, n_chunks, q_at, q_left, k, n_k, scale, s_at, scores_stride); break;
-      default: scores_rows<1>(dim, pairs_at, n_chunks, q_at, q_left, k, n_k, scale, s_at, scores_stride); break;
-    }
-  }
+  for_tiles_of_four((n_q + 1) / 2, [&](auto pairs, int64_t p) {
+    for_tiles_of_four(n_k, [&](auto keys, int64_t j) {
+      scores_tile<pairs.value, keys.value>(dim, q + 2 * p * dim, n_q - 2 * p, k + j * dim, scale, scores + 2 * p * scores_stride + j,
+                                           scores_stride);
+    });
+  });
 }
 
 // NQ output rows x W registers of 16 elements held while every value row passes.
@@ -161,16 +131,7 @@ void weighted_sum_rows(int64_t dim, const float* p, int64_t p_stride, const floa
 
 void weighted_sum_avx512(int64_t dim, const float* p, int64_t p_stride, int64_t n_q, const float* v, int64_t n_v,
                          float* out) {
-  int64_t i = 0;
-  for (; i + 4 <= n_q; i += 4) weighted_sum_rows<4>(dim, p + i * p_stride, p_stride, v, n_v, out + i * dim);
-  const float* p_rest = p + i * p_stride;
-  float* out_rest = out + i * dim;
-  switch (n_q - i) {
-    case 3: weighted_sum_rows<3>(dim, p_rest, p_stride, v, n_v, out_rest); break;
-    case 2: weighted_sum_rows<2>(dim, p_rest, p_stride, v, n_v, out_rest); break;
-    case 1: weighted_sum_rows<1>(dim, p_rest, p_stride, v, n_v, out_rest); break;
-    default: break;
-  }
+  for_tiles_of_four(n_q, [&](auto rows, int64_t i) { weighted_sum_rows<rows.value>(dim, p + i * p_stride, p_stride, v, n_v, out + i * dim); });
 }
 
 }  // namespace

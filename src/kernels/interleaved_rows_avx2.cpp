@@ -177,7 +177,7 @@ void group_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t
   for (int64_t b = 0; b < n_blocks; ++b) {
     prefetch_block<Group>(next, b);
     const auto scales = scales_of(w[b]);
-    for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+    for_tiles_of_four(n_tokens, [&](auto tile, int64_t t) {
       superblock<tile.value>(w[b], scales, act + t * act_stride, act_stride, b, out + t * out_stride, out_stride);
     });
   }

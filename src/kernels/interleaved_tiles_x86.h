@@ -20,6 +20,7 @@
 
 #include "base/fp16.h"
 #include "kernels/interleaved_rows.h"
+#include "kernels/tiles_of_four.h"
 #include "tensor/quant_blocks.h"
 
 namespace ds {
@@ -328,20 +329,6 @@ void tile_mxfp4(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int6
   for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, acc[j]);
 }
 
-// step(std::integral_constant<int, T>{}, t) for the tiles of T tokens
-// starting at t: fours, then one tile of the remaining one to three.
-template <typename Step>
-inline void for_token_tiles(int64_t n_tokens, Step step) {
-  int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4) step(std::integral_constant<int, 4>{}, t);
-  switch (n_tokens - t) {
-    case 3: step(std::integral_constant<int, 3>{}, t); break;
-    case 2: step(std::integral_constant<int, 2>{}, t); break;
-    case 1: step(std::integral_constant<int, 1>{}, t); break;
-    default: break;
-  }
-}
-
 // Q8_0 (Group = GroupQ8_0) or I8 (GroupI8): the two tiles read no block
 // sums. A 16-row group's two halves of eight rows go through together in
 // tiles of up to two tokens (decode: one pass over the weights, as an 8-row
@@ -352,7 +339,7 @@ void group_int8(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int6
                 int64_t n_tokens, float* out, int64_t out_stride) {
   constexpr int k_halves = int(Group::k_rows / k_interleave);
   const uint8_t* next = group_to_prefetch<Group>(group, n_blocks, n_tokens);
-  for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+  for_tiles_of_four(n_tokens, [&](auto tile, int64_t t) {
     constexpr int k_together = tile.value <= 2 ? k_halves : 1;
     for (int64_t h0 = 0; h0 < k_halves; h0 += k_together) {
       float* tile_out = out + t * out_stride + k_interleave * h0;
@@ -379,7 +366,7 @@ template <typename Dot>
 void group_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
                 int64_t n_tokens, float* out, int64_t out_stride) {
   const uint8_t* next = group_to_prefetch<GroupQ4_0>(group, n_blocks, n_tokens);
-  for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+  for_tiles_of_four(n_tokens, [&](auto tile, int64_t t) {
     tile_q4_0<tile.value, Dot>(n_blocks, group, act + t * act_stride, act_stride, block_sums + t * n_blocks,
                           out + t * out_stride, out_stride, t == 0 ? next : nullptr);
   });
@@ -389,7 +376,7 @@ template <typename Dot>
 void group_mxfp4(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
                  int64_t n_tokens, float* out, int64_t out_stride) {
   const uint8_t* next = group_to_prefetch<GroupMxfp4>(group, n_blocks, n_tokens);
-  for_token_tiles(n_tokens, [&](auto tile, int64_t t) {
+  for_tiles_of_four(n_tokens, [&](auto tile, int64_t t) {
     tile_mxfp4<tile.value, Dot>(n_blocks, group, act + t * act_stride, act_stride, block_sums + t * n_blocks,
                                 out + t * out_stride, out_stride, t == 0 ? next : nullptr);
   });
