@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "kernels/attention_tiles.h"
-#include "kernels/exp_avx2.h"
 #include "kernels/hsum_avx2.h"
+#include "kernels/online_softmax_x86.h"
 #include "kernels/tiles_of_four.h"
 #include "tensor/quantize.h"
 
@@ -141,52 +141,7 @@ void round_to_cache_avx2(DType type, const float* x, float* y, int64_t n) {
   if (i < n) round_to_cache_portable(type, x + i, y + i, n - i);
 }
 
-// The largest of init and x[0..n).
-float row_max(const float* x, int64_t n, float init) {
-  const int64_t n8 = n / 8 * 8;
-  __m256 max8 = _mm256_set1_ps(init);
-  for (int64_t i = 0; i < n8; i += 8) max8 = _mm256_max_ps(max8, _mm256_loadu_ps(x + i));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, max8);
-  float max = init;
-  for (float lane : lanes) max = std::max(max, lane);
-  for (int64_t i = n8; i < n; ++i) max = std::max(max, x[i]);
-  return max;
-}
-
-// x[i] = exp(x[i] - max) in place; returns their sum. Eight lanes of running
-// sums; the tail (n % 8) goes through lane arithmetic too, masked, so every
-// element takes the same exp.
-float exp_in_place(float* x, int64_t n, float max) {
-  const int64_t n8 = n / 8 * 8;
-  const __m256 shift = _mm256_set1_ps(max);
-  __m256 sum8 = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n8; i += 8) {
-    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
-    _mm256_storeu_ps(x + i, e);
-    sum8 = _mm256_add_ps(sum8, e);
-  }
-  float sum = hsum(sum8);
-  if (n8 < n) {
-    alignas(32) float tail[8];
-    for (int i = 0; i < 8; ++i) tail[i] = n8 + i < n ? x[n8 + i] - max : -INFINITY;
-    _mm256_store_ps(tail, exp_nonpositive(_mm256_load_ps(tail)));
-    for (int64_t i = n8; i < n; ++i) {
-      x[i] = tail[i - n8];
-      sum += x[i];
-    }
-  }
-  return sum;
-}
-
-float online_softmax_avx2(float* x, int64_t n, float* max, float* sum) {
-  if (n == 0) return 1.0f;
-  const float new_max = row_max(x, n, *max);
-  const float correction = *max == -INFINITY ? 0.0f : std::exp(*max - new_max);
-  *sum = *sum * correction + exp_in_place(x, n, new_max);
-  *max = new_max;
-  return correction;
-}
+float online_softmax_avx2(float* x, int64_t n, float* max, float* sum) { return online_softmax_x86<NoPrefix>(x, n, max, sum); }
 
 }  // namespace
 

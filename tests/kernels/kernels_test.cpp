@@ -839,17 +839,18 @@ std::vector<AttentionTileKernels> attention_tile_isas() {
   return isas;
 }
 
-// The AVX-512 scores and weighted sums give the AVX2 ones' bits at every tile
-// shape: queries and keys 1-11 (whole tiles of pairs and of four keys, every
-// remainder, an odd query beside a zero one), dims on and off the 8- and
-// 16-element chunks, and a step's positions split across calls.
+// The AVX-512 scores, weighted sums and softmax give the AVX2 ones' bits at
+// every tile shape: queries 1-3 (pairs of queries, an odd one beside a zero
+// one) and 4-35 (keys transposed: tiles of three queries and each remainder),
+// keys 1-33 (tiles of four and of 16 keys, every remainder), dims on and off
+// the 8- and 16-element chunks; softmax rows on and off 8 and 16 elements.
 TEST(AttentionTiles, Avx512TilesGiveTheAvx2TilesBits) {
   if (!use_vnni_kernels()) GTEST_SKIP() << "the CPU lacks AVX-512 VNNI (or DSINFER_ISA turns it off)";
   const AttentionTileKernels wide = attention_tile_kernels_avx512(), narrow = attention_tile_kernels_avx2();
   std::mt19937 rng(15);
   for (int64_t dim : {7, 8, 24, 64, 72, 128, 192, 576}) {
-    for (int64_t n_q : {1, 2, 3, 7, 8, 9, 11}) {
-      for (int64_t n_k : {1, 3, 4, 5, 11}) {
+    for (int64_t n_q : {1, 2, 3, 4, 5, 7, 8, 9, 11, 32, 35}) {
+      for (int64_t n_k : {1, 3, 4, 5, 11, 16, 17, 33}) {
         const std::vector<float> q = random_floats(rng, n_q * dim), k = random_floats(rng, n_k * dim);
         const int64_t stride = n_k + 2;
         std::vector<float> s_wide(size_t(n_q * stride), k_guard), s_narrow = s_wide;
@@ -865,6 +866,21 @@ TEST(AttentionTiles, Avx512TilesGiveTheAvx2TilesBits) {
         for (size_t i = 0; i < o_wide.size(); ++i) {
           ASSERT_EQ(fp32_to_bits(o_wide[i]), fp32_to_bits(o_narrow[i])) << "weighted sum dim " << dim << " " << n_q << "x" << n_k << " at " << i;
         }
+      }
+    }
+  }
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 24, 31, 33, 100, 512}) {
+    for (float spread : {0.5f, 200.0f}) {
+      std::vector<float> x_wide = random_floats(rng, n, spread), x_narrow = x_wide;
+      // A running state (as from an earlier tile) and a fresh one.
+      for (float start_max : {-INFINITY, 0.25f}) {
+        float max_wide = start_max, sum_wide = 3.0f, max_narrow = start_max, sum_narrow = 3.0f;
+        const float c_wide = wide.online_softmax(x_wide.data(), n, &max_wide, &sum_wide);
+        const float c_narrow = narrow.online_softmax(x_narrow.data(), n, &max_narrow, &sum_narrow);
+        ASSERT_EQ(fp32_to_bits(c_wide), fp32_to_bits(c_narrow)) << "softmax correction " << n;
+        ASSERT_EQ(fp32_to_bits(max_wide), fp32_to_bits(max_narrow)) << "softmax max " << n;
+        ASSERT_EQ(fp32_to_bits(sum_wide), fp32_to_bits(sum_narrow)) << "softmax sum " << n << " spread " << spread;
+        ASSERT_EQ(0, std::memcmp(x_wide.data(), x_narrow.data(), size_t(n) * sizeof(float))) << "softmax weights " << n;
       }
     }
   }
