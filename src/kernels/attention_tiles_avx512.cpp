@@ -111,9 +111,10 @@ constexpr int k_key_columns = 16;  // keys side by side in a register
 // keys: from four queries, on short rows. Per FMA the columns load 4/3 times
 // (a broadcast per product, a key register per three) and the pairs 3/4 plus
 // a quarter shuffle, so long rows, where the sums are few, go to the pairs
-// (backend-ops paged_attention, 2 threads: 512 x 512 prefill of heads of 64
-// 9.9 ms on columns against 12.4 on pairs, MLA's expanded prefill, rows of
-// 192, 134 against 137; latent decode, rows of 576, 16.2 against 12.8).
+// (backend-ops perf, 2 threads, paged attention's query blocks then of 4
+// tokens: 512 x 512 prefill of heads of 64 9.9 ms on columns against 12.4 on
+// pairs, MLA's expanded prefill, rows of 192, 134 against 137; latent decode,
+// rows of 576, 16.2 against 12.8).
 constexpr int64_t k_queries_for_columns = 4, k_longest_rows_for_columns = 256;
 
 // The 16 x 16 floats of r (row i: register i) transposed in place: register c
@@ -216,7 +217,6 @@ void scores_of_columns(int64_t dim, const float* q, int64_t n_q, const float* k,
     if (n_q - i == 1) rows(std::integral_constant<int, 1>{});
   }
 }
-
 
 void scores_avx512(int64_t dim, const float* q, int64_t n_q, const float* k, int64_t n_k, float scale, float* scores,
                    int64_t scores_stride) {
