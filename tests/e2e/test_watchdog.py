@@ -2,9 +2,11 @@
 and /ready answer 503 "stalled" with the reason, a metric and a log line,
 while they keep answering quickly (they never wait on the engine thread);
 when the step ends they are 200 again. With --exit-on-stall the process
-exits with code 4 for its supervisor. The stall is a real one: a 2,000-token
-prefill of a random-weight model taking seconds in one step (the timeouts
-here only bound the test against a hang)."""
+exits with code 4 for its supervisor. The stall is a real one: a 4,000-token
+prefill of a random-weight model in one step, several times the 0.5 s stall
+timeout even on the fastest kernels measured (2,000 tokens of 6 layers had
+come down to 0.8 s, a stall too short for the watchdog's 250 ms looks to be
+sure of seeing it). The timeouts here only bound the test against a hang."""
 
 import json
 import os
@@ -21,13 +23,13 @@ from server_process import ServerProcess
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
 from make_model import write_model  # noqa: E402
 
-PROMPT = [1] + [3 + (i * 37) % 500 for i in range(2000)]
+PROMPT = [1] + [3 + (i * 37) % 500 for i in range(4000)]
 
 
 @pytest.fixture(scope="module")
 def slow_model(tmp_path_factory):
     return write_model(str(tmp_path_factory.mktemp("slow") / "slow.gguf"), n_embd=512, n_ff=1536, n_head=8, n_head_kv=8,
-                       n_layer=6, n_ctx=4096, dtype="f32")
+                       n_layer=12, n_ctx=4096, dtype="f32")
 
 
 def get(url):
