@@ -56,9 +56,8 @@ const AttentionTileKernels& attention_tile_kernels();
 
 AttentionTileKernels attention_tile_kernels_portable();
 AttentionTileKernels attention_tile_kernels_avx2();
-// AVX-512 scores and weighted sums with the AVX2 ones' bits (the rest AVX2's);
-// only where use_vnni_kernels().
+// AVX-512 scores, weighted sums and online softmax with the AVX2 ones' bits
+// (the cache conversions AVX2's); only where use_vnni_kernels().
 AttentionTileKernels attention_tile_kernels_avx512();
-
 
 }  // namespace ds
