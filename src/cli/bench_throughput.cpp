@@ -205,6 +205,9 @@ int run_throughput_bench(const Args& a, CommonModelOptions options) {
     draft_model = loaded.take();
   }
   config.draft_model = draft_model.get();
+  auto mtp = load_mtp_drafter(config.speculation, options, m, *memory.value());
+  if (!mtp.ok()) return fail(mtp.message());
+  config.mtp_drafter = mtp.value().get();
   const bool speculative = config.speculation.n_draft > 0;
 
   // With speculation, the same requests decoded plainly first, over the same
@@ -214,6 +217,7 @@ int run_throughput_bench(const Args& a, CommonModelOptions options) {
     EngineCoreConfig plain_config = config;
     plain_config.speculation = SpeculationConfig{};
     plain_config.draft_model = nullptr;
+    plain_config.mtp_drafter = nullptr;
     EngineCore plain_core(m, *memory.value(), plain_config, nullptr);
     auto figures = serve_requests(plain_core, requests, concurrency.value());
     if (!figures.ok()) return fail(figures.message());
@@ -248,7 +252,7 @@ int run_throughput_bench(const Args& a, CommonModelOptions options) {
     // A drafted sequence-step emits its accepted tokens and one of the target's own.
     std::printf("speculative decoding (%s, up to %d drafts): %lld draft tokens verified in %lld drafts, %lld accepted (%.1f%%), "
                 "%.2f tokens per drafted step\n",
-                draft_model ? "draft model" : "prompt lookup", config.speculation.n_draft, (long long)stats.draft_tokens,
+                drafter_name(config), config.speculation.n_draft, (long long)stats.draft_tokens,
                 (long long)stats.drafts, (long long)stats.accepted_draft_tokens,
                 stats.draft_tokens ? 100.0 * double(stats.accepted_draft_tokens) / double(stats.draft_tokens) : 0.0,
                 stats.drafts ? 1.0 + double(stats.accepted_draft_tokens) / double(stats.drafts) : 1.0);

@@ -117,8 +117,8 @@ int cmd_bench(int argc, char** argv) {
   const Args& a = args.value();
   const std::initializer_list<const char*> throughput_options = {"--concurrency", "--requests", "--prompt-len", "--gen-len",
                                                                  "--max-num-batched-tokens", "--prompts", "--trace",
-                                                                 "--speculative-ngram", "--draft-model", "--draft-tokens",
-                                                                 "--draft-p-min"};
+                                                                 "--speculative-ngram", "--speculative-mtp", "--draft-model",
+                                                                 "--draft-tokens", "--draft-p-min"};
   const std::initializer_list<const char*> sequence_options = {"-p", "--n-prompt", "-d", "--n-depth", "-o", "--output",
                                                                "--membw", "--bandwidth"};
   if (a.has("--membw") && first_value(a, {"-m", "--model"}).empty()) {

@@ -198,8 +198,16 @@ int cmd_info(int argc, char** argv) {
                 (long long)x.n_head, (long long)x.key_dim, (long long)x.top_k);
   }
   if (c.n_nextn_layer > 0) {
-    std::printf("multi-token prediction: %lld layer(s) after the %lld run, not run\n", (long long)c.n_nextn_layer,
-                (long long)c.n_layer);
+    ModelConfig drafting = c;
+    const Status usable = drafting.cache_nextn_rows();
+    if (usable.ok()) {
+      std::printf("multi-token prediction: %lld layer after the %lld, drafting with --speculative-mtp N; its rows in the "
+                  "same pages make them %lld bytes per token (f16)\n",
+                  (long long)c.n_nextn_layer, (long long)c.n_layer, (long long)KvCache::bytes_per_token(drafting, DType::f16));
+    } else {
+      std::printf("multi-token prediction: %lld layer(s) after the %lld, not run (%s)\n", (long long)c.n_nextn_layer,
+                  (long long)c.n_layer, usable.message().c_str());
+    }
   }
   if (c.moe.n_expert > 0) {
     const MoeConfig& e = c.moe;

@@ -1,6 +1,8 @@
 // dsinfer logits: run a token sequence teacher-forced (every position sees the
 // given tokens before it) and write the logits at every position, and on
 // request each layer's output, as .npy files for comparison with a reference.
+// --mtp-out FILE: also the file's multi-token-prediction layer's logits,
+// row p predicting token p + 2 from token p + 1 and the model's hidden state at p.
 
 #include <sys/stat.h>
 
@@ -40,7 +42,7 @@ Result<std::vector<int32_t>> parse_tokens(const std::string& list) {
 int cmd_logits(int argc, char** argv) {
   auto values = model_value_options();
   values.merge(device_value_options());
-  values.insert({"--tokens", "--out", "--dump-layers", "-b", "--batch-size"});
+  values.insert({"--tokens", "--out", "--dump-layers", "-b", "--batch-size", "--mtp-out"});
   auto args = Args::parse(argc, argv, values, model_flags());
   if (!args.ok()) return fail(args.message());
   // The device first: the threads started from here on inherit its cores.
@@ -54,6 +56,8 @@ int cmd_logits(int argc, char** argv) {
   auto batch_size = a.get_int(a.has("-b") ? "-b" : "--batch-size", 0);
   if (!batch_size.ok()) return fail(batch_size.message());
 
+  const std::string mtp_out = a.get("--mtp-out");
+  options.value().model.nextn_rows = !mtp_out.empty();
   auto model = load_model(options.value());
   if (!model.ok()) return fail(model.message());
   const ModelConfig& config = model.value()->config();
@@ -76,8 +80,20 @@ int cmd_logits(int argc, char** argv) {
       out.insert(out.end(), hidden, hidden + n_tokens * config.n_embd);
     };
   }
-  const Status status = run.value()->run(tokens.value().data(), n, batch_size.value(), logits.data(), observer);
+  std::vector<float> hidden(mtp_out.empty() ? 0 : size_t(n * config.n_embd));
+  const Status status = run.value()->run(tokens.value().data(), n, batch_size.value(), logits.data(), observer,
+                                         hidden.empty() ? nullptr : hidden.data());
   if (!status.ok()) return fail(status.message());
+  if (!mtp_out.empty()) {
+    auto nextn = Model::load_nextn(options.value().model, *model.value());
+    if (!nextn.ok()) return fail("--mtp-out: " + nextn.message());
+    std::vector<float> mtp_logits(size_t((n - 1) * config.n_vocab));
+    const Status ran = run.value()->run_nextn(*nextn.value(), tokens.value().data(), n, batch_size.value(), hidden.data(),
+                                              mtp_logits.data());
+    if (!ran.ok()) return fail("--mtp-out: " + ran.message());
+    const Status written = write_npy(mtp_out, mtp_logits.data(), n - 1, config.n_vocab);
+    if (!written.ok()) return fail(written.message());
+  }
 
   const std::string out = a.get("--out", "logits.npy");
   const Status written = write_npy(out, logits.data(), n, config.n_vocab);

@@ -155,6 +155,9 @@ int cmd_run(int argc, char** argv) {
   auto draft_model = load_draft_model(config.speculation, options.value(), *model.value(), tok.vocab(), n_ctx);
   if (!draft_model.ok()) return fail(draft_model.message());
   config.draft_model = draft_model.value().get();
+  auto mtp = load_mtp_drafter(config.speculation, options.value(), *model.value(), *memory.value());
+  if (!mtp.ok()) return fail(mtp.message());
+  config.mtp_drafter = mtp.value().get();
   EngineCore core(*model.value(), *memory.value(), config, &tok);
   auto id = core.add(tokens, params);
   if (!id.ok()) return fail(id.message());
@@ -198,7 +201,7 @@ int cmd_run(int argc, char** argv) {
   if (config.speculation.n_draft > 0) {
     const EngineStats stats = core.stats();
     std::fprintf(stderr, "speculative decoding (%s): %lld draft tokens verified, %lld accepted, in %lld steps\n",
-                 config.draft_model ? "draft model" : "prompt lookup", (long long)stats.draft_tokens,
+                 drafter_name(config), (long long)stats.draft_tokens,
                  (long long)stats.accepted_draft_tokens, (long long)stats.steps);
   }
   return 0;

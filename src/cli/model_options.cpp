@@ -50,28 +50,46 @@ std::string first_value(const Args& args, std::initializer_list<const char*> nam
 }
 
 std::set<std::string> speculation_value_options() {
-  return {"--speculative-ngram", "--draft-model", "--draft-tokens", "--draft-p-min"};
+  return {"--speculative-ngram", "--speculative-mtp", "--draft-model", "--draft-tokens", "--draft-p-min"};
 }
+
+namespace {
+
+Status read_draft_p_min(const Args& args, SpeculationConfig& config) {
+  auto p_min = args.get_float("--draft-p-min", config.draft_p_min);
+  if (!p_min.ok()) return p_min.status();
+  if (!(p_min.value() >= 0 && p_min.value() <= 1)) return Status::error("--draft-p-min must be in [0, 1]");
+  config.draft_p_min = float(p_min.value());
+  return Status();
+}
+
+}  // namespace
 
 Result<SpeculationConfig> parse_speculation(const Args& args) {
   SpeculationConfig config;
+  const int drafters = int(args.has("--draft-model")) + int(args.has("--speculative-ngram")) + int(args.has("--speculative-mtp"));
+  if (drafters > 1) return Status::error("--draft-model, --speculative-ngram and --speculative-mtp are three drafters: give one");
   if (args.has("--draft-model")) {
-    if (args.has("--speculative-ngram")) return Status::error("--draft-model and --speculative-ngram are two drafters: give one");
     config.draft_model = args.get("--draft-model");
     if (config.draft_model.empty()) return Status::error("--draft-model needs a GGUF file");
     auto n = args.get_int("--draft-tokens", 4);
     if (!n.ok()) return n.status();
     if (n.value() < 1 || n.value() > 16) return Status::error("--draft-tokens must be 1..16");
     config.n_draft = int32_t(n.value());
-    auto p_min = args.get_float("--draft-p-min", config.draft_p_min);
-    if (!p_min.ok()) return p_min.status();
-    if (!(p_min.value() >= 0 && p_min.value() <= 1)) return Status::error("--draft-p-min must be in [0, 1]");
-    config.draft_p_min = float(p_min.value());
+    DS_RETURN_IF_ERROR(read_draft_p_min(args, config));
     return config;
   }
-  for (const char* option : {"--draft-tokens", "--draft-p-min"}) {
-    if (args.has(option)) return Status::error(std::string(option) + " applies to --draft-model: give --draft-model");
+  if (args.has("--draft-tokens")) return Status::error("--draft-tokens applies to --draft-model: give --draft-model");
+  if (args.has("--speculative-mtp")) {
+    auto n = args.get_int("--speculative-mtp", 0);
+    if (!n.ok()) return n.status();
+    if (n.value() < 1 || n.value() > 16) return Status::error("--speculative-mtp must be 1..16 draft tokens");
+    config.n_draft = int32_t(n.value());
+    config.mtp = true;
+    DS_RETURN_IF_ERROR(read_draft_p_min(args, config));
+    return config;
   }
+  if (args.has("--draft-p-min")) return Status::error("--draft-p-min applies to --draft-model and --speculative-mtp: give one");
   auto n = args.get_int("--speculative-ngram", 0);
   if (!n.ok()) return n.status();
   if (n.value() < 0 || n.value() > 16) return Status::error("--speculative-ngram must be 0..16 draft tokens");
@@ -105,8 +123,18 @@ Result<std::unique_ptr<DraftModel>> load_draft_model(const SpeculationConfig& sp
   return DraftModel::create(model.take(), kv, speculation.draft_p_min);
 }
 
+Result<std::unique_ptr<MtpDrafter>> load_mtp_drafter(const SpeculationConfig& speculation, const CommonModelOptions& options,
+                                                     Model& target, KvCache& memory) {
+  if (!speculation.mtp) return std::unique_ptr<MtpDrafter>();
+  auto drafter = MtpDrafter::create(target, memory, options.model, speculation.draft_p_min);
+  if (!drafter.ok()) return Status::error("--speculative-mtp: " + drafter.message());
+  return drafter;
+}
+
 Result<CommonModelOptions> parse_model_options(const Args& args) {
   CommonModelOptions o;
+  // The KV pages keep the multi-token-prediction layer's rows beside the model's.
+  o.model.nextn_rows = args.has("--speculative-mtp");
   o.path = first_value(args, {"-m", "--model"});
   if (o.path.empty()) return Status::error("missing -m MODEL.gguf");
   // Default: every CPU this process may run on (its --device, taskset or cpuset).

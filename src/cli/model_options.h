@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "device/device.h"
 #include "engine/draft_model.h"
+#include "engine/mtp_drafter.h"
 #include "engine/ngram_drafter.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -62,7 +63,9 @@ Result<std::optional<DeviceClaim>> claim_device(const Args& args);
 // lookup (engine/ngram_drafter.h), 0..16; absent or 0: off. Or --draft-model
 // FILE with --draft-tokens N (1..16, default 4) and --draft-p-min P (0..1,
 // default 0.75): drafts from that model (engine/draft_model.h), which must
-// have the target's vocabulary.
+// have the target's vocabulary. Or --speculative-mtp N (1..16), with
+// --draft-p-min as above: drafts from the model file's multi-token-prediction
+// layer (engine/mtp_drafter.h; parse_model_options then has the KV pages keep its rows).
 Result<SpeculationConfig> parse_speculation(const Args& args);
 // The options above that take a value.
 std::set<std::string> speculation_value_options();
@@ -73,6 +76,10 @@ std::set<std::string> speculation_value_options();
 // positions for all the sequences it drafts for.
 Result<std::unique_ptr<DraftModel>> load_draft_model(const SpeculationConfig& speculation, const CommonModelOptions& options,
                                                      Model& target, const Vocab& target_vocab, int64_t n_positions);
+// The multi-token-prediction drafter of `speculation` (nullptr when it asks
+// for none) over target's file and its KV pages `memory`.
+Result<std::unique_ptr<MtpDrafter>> load_mtp_drafter(const SpeculationConfig& speculation, const CommonModelOptions& options,
+                                                     Model& target, KvCache& memory);
 
 // First value given among aliases (e.g. "-m", "--model").
 std::string first_value(const Args& args, std::initializer_list<const char*> names, const std::string& fallback = "");

@@ -76,6 +76,7 @@ Result<Settings> settle(const Args& args) {
   if (!file.ok()) return file.status();
   auto config = ModelConfig::from_gguf(*file.value());
   if (!config.ok()) return config.status();
+  if (s.options.model.nextn_rows) DS_RETURN_IF_ERROR(config.value().cache_nextn_rows());
   s.file_bytes = int64_t(file.value()->file_bytes());
   settle_page_tokens(s.options, config.value());
   s.n_ctx = s.options.n_ctx > 0 ? s.options.n_ctx : std::min<int64_t>(config.value().n_ctx_train, 4096);
@@ -207,6 +208,10 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
     v->draft_model = draft.take();
     engine.draft_model = v->draft_model.get();
   }
+  auto mtp = load_mtp_drafter(engine.speculation, s.options, *v->model, *v->memory);
+  if (!mtp.ok()) return mtp.status();
+  v->mtp_drafter = mtp.take();
+  engine.mtp_drafter = v->mtp_drafter.get();
   v->engine = std::make_unique<Engine>(*v->model, *v->memory, engine, *v->tokenizer);
   phase("kv_pool_and_engine");
   if (Status checked = warm_up_and_check(*v, request, v->load_phases); !checked.ok()) return checked;

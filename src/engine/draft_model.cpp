@@ -14,8 +14,8 @@ namespace {
 constexpr int32_t k_catch_up_tokens = 512;
 constexpr int k_catch_up_forwards = 4;
 
-// The lowest-numbered token of the largest logit, if its probability is at
-// least min_probability; -1 if not.
+}  // namespace
+
 int32_t confident_token(const float* logits, int64_t n_vocab, float min_probability) {
   const float* top = std::max_element(logits, logits + n_vocab);
   if (min_probability <= 0.0f) return int32_t(top - logits);
@@ -23,8 +23,6 @@ int32_t confident_token(const float* logits, int64_t n_vocab, float min_probabil
   for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i]) - double(*top));
   return 1.0 / sum >= min_probability ? int32_t(top - logits) : -1;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<DraftModel>> DraftModel::create(std::unique_ptr<Model> model, const KvCacheOptions& kv,
                                                       float min_probability) {

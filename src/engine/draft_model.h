@@ -30,6 +30,10 @@
 
 namespace ds {
 
+// A greedy drafter's token: the lowest-numbered token of the largest logit,
+// if its probability is at least min_probability; -1 if not.
+int32_t confident_token(const float* logits, int64_t n_vocab, float min_probability);
+
 struct DraftRequest {
   int64_t id;                          // the sequence
   const std::vector<int32_t>* tokens;  // its tokens so far (prompt and output)

@@ -9,6 +9,10 @@
 
 namespace ds {
 
+const char* drafter_name(const EngineCoreConfig& config) {
+  return config.mtp_drafter ? "multi-token prediction" : config.draft_model ? "draft model" : "prompt lookup";
+}
+
 EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& config, const Tokenizer* tokenizer)
     : model_(model),
       memory_(memory),
@@ -21,7 +25,8 @@ EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& co
       tokenizer_(tokenizer),
       end_of_generation_(tokenizer ? tokenizer->vocab().end_of_generation : std::vector<int32_t>{}),
       speculation_(config.speculation),
-      draft_model_(config.draft_model) {}
+      draft_model_(config.draft_model),
+      mtp_drafter_(config.mtp_drafter) {}
 
 Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationParams& params) {
   if (params.max_tokens < 0) return Status::error("max_tokens must not be negative");
@@ -46,6 +51,7 @@ RequestMetrics EngineCore::end(int64_t id) {
   const RequestMetrics metrics = it->second->metrics(Clock::now());
   scheduler_.finish(&it->second->seq);
   if (draft_model_) draft_model_->forget(id);
+  if (mtp_drafter_) mtp_drafter_->forget(id);
   requests_.erase(it);
   return metrics;
 }
@@ -65,7 +71,22 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   return outputs;
 }
 
+void EngineCore::write_nextn_rows(const std::vector<int64_t>& ids) {
+  if (!mtp_drafter_) return;
+  std::vector<MtpSequence> sequences;
+  for (int64_t id : ids) {
+    const auto it = requests_.find(id);
+    if (it == requests_.end() || !kv_.has(id) || !mtp_drafter_->has_hidden(id)) continue;
+    const std::vector<int32_t>& table = kv_.block_table(id);
+    sequences.push_back({id, &it->second->seq.tokens, {table.data(), int32_t(table.size())}, 0, nullptr});
+  }
+  if (sequences.empty()) return;
+  const Status status = mtp_drafter_->propose(sequences);
+  if (!status.ok()) DS_LOG_WARN("multi-token prediction: %s; the rows of ending requests are not written", status.message().c_str());
+}
+
 void EngineCore::end_cancelled(std::vector<StepOutput>& outputs) {
+  write_nextn_rows(cancelled_);
   for (int64_t id : cancelled_) {
     auto it = requests_.find(id);
     if (it == requests_.end()) continue;
@@ -93,24 +114,44 @@ StepPlan EngineCore::schedule(Clock::time_point now) {
 
 void EngineCore::propose_drafts() {
   std::vector<DraftRequest> for_draft_model;
+  std::vector<MtpSequence> for_mtp;
   for (auto& [id, request] : requests_) {
     Sequence& seq = request->seq;
     seq.draft.clear();
     // Decoding (one token left to compute), unconstrained, generating: the
     // draft leaves room for the token sampled after it within max_tokens.
     const int32_t room = seq.max_new_tokens - request->n_generated() - 1;
-    if (seq.n_computed + 1 != int32_t(seq.tokens.size()) || request->params.grammar || request->embeds() || room <= 0) continue;
-    const int32_t n = std::min(room, speculation_.n_draft);
-    if (draft_model_) {
+    const bool decoding = seq.n_computed + 1 == int32_t(seq.tokens.size()) && !request->params.grammar && !request->embeds() && room > 0;
+    int32_t n = decoding ? std::min(room, speculation_.n_draft) : 0;
+    if (mtp_drafter_) {
+      // Every sequence's rows are written, decoding or not; a chained draft's
+      // provisional rows need the pages of the positions it verifies.
+      if (!kv_.has(id) || (!mtp_drafter_->has_hidden(id) && n == 0)) continue;
+      const int32_t n_tokens = int32_t(seq.tokens.size());
+      while (n > 1 && !kv_.can_grow(id, n_tokens + n - 2)) --n;
+      if (n > 1) kv_.grow(id, n_tokens + n - 2);
+      for_mtp.push_back({id, &seq.tokens, {}, n, &seq.draft});
+    } else if (n == 0) {
+      continue;
+    } else if (draft_model_) {
       for_draft_model.push_back({id, &seq.tokens, n, &seq.draft});
     } else {
       seq.draft = propose_ngram_draft(speculation_, seq.tokens, n);
     }
   }
-  if (!draft_model_) return;
   // A draft is only ever an offer: a failed draft forward costs this step its drafts, nothing else.
-  const Status status = draft_model_->propose(for_draft_model);
-  if (!status.ok()) DS_LOG_WARN("draft model: %s; this step decodes without drafts", status.message().c_str());
+  Status status;
+  if (mtp_drafter_) {
+    for (MtpSequence& s : for_mtp) {
+      const std::vector<int32_t>& table = kv_.block_table(s.id);  // after every grow: the tables are final
+      s.table = {table.data(), int32_t(table.size())};
+    }
+    TraceScope scope(&trace_, "draft");
+    status = mtp_drafter_->propose(for_mtp, trace_.on() ? &trace_ : nullptr);
+  } else if (draft_model_) {
+    status = draft_model_->propose(for_draft_model);
+  }
+  if (!status.ok()) DS_LOG_WARN("drafter: %s; this step decodes without drafts", status.message().c_str());
 }
 
 // Each chunk's tokens at their positions through its block table, and the
@@ -119,7 +160,7 @@ EngineCore::StepRows EngineCore::build_batch(const StepPlan& plan) {
   TraceScope stage(&trace_, "batch");
   runner_.begin(trace_.on() ? &trace_ : nullptr);
   StepRows rows;
-  int64_t n_logit_rows = 0;
+  int64_t n_logit_rows = 0, n_hidden_rows = 0;
   std::vector<int32_t> input;
   for (const ScheduledChunk& chunk : plan.chunks) {
     Sequence& seq = *chunk.seq;
@@ -139,13 +180,18 @@ EngineCore::StepRows EngineCore::build_batch(const StepPlan& plan) {
       if ((pooling == GenerationParams::Pooling::mean && position >= request.n_pooled) ||
           (pooling == GenerationParams::Pooling::last && position + 1 == seq.n_prompt)) {
         runner_.want_hidden(first + i);
-        rows.pool.push_back({&request, int64_t(rows.pool.size()), position});
+        rows.pool.push_back({&request, n_hidden_rows++, position});
       }
       // Positions scored before a preemption are not scored again.
       if (request.params.prompt_logprobs >= 0 && position + 1 < seq.n_prompt && position >= int32_t(request.prompt_logprobs.size())) {
         runner_.want_logits(first + i);
         rows.score.push_back({&request, n_logit_rows++, position});
       }
+    }
+    if (mtp_drafter_ && !request.embeds()) {
+      rows.nextn.push_back({seq.id, seq.n_computed, n_hidden_rows, int32_t(input.size())});
+      for (int32_t i = 0; i < int32_t(input.size()); ++i) runner_.want_hidden(first + i);
+      n_hidden_rows += int64_t(input.size());
     }
     if (seq.n_computed + chunk.n_tokens == int32_t(seq.tokens.size()) && !request.embeds()) {
       for (int32_t k = 0; k <= chunk.n_draft; ++k) {
@@ -177,6 +223,8 @@ void EngineCore::commit(const StepPlan& plan, const StepRows& rows, std::vector<
     for (int64_t d = 0; d < n_embd; ++d) request.pooled[size_t(d)] += hidden[d];
     request.n_pooled = row.position + 1;
   }
+  // Every computed position's, the drafts' too: the drafter keeps those whose next token is known by its proposal.
+  for (const NextnRows& row : rows.nextn) mtp_drafter_->take_hidden(row.id, row.first_position, runner_.hidden(row.hidden_row), row.n);
   for (const ScheduledChunk& chunk : plan.chunks) {
     chunk.seq->n_computed += chunk.n_tokens;
     kv_.commit(chunk.seq->id, chunk.seq->tokens, chunk.seq->n_computed);
@@ -212,6 +260,7 @@ void EngineCore::sample(const StepRows& rows, std::vector<StepOutput>& outputs) 
   // Sequences whose verification has stopped: a draft token was not the one
   // sampled, or the request ended (and is gone).
   std::vector<int64_t> done_verifying;
+  std::vector<std::pair<size_t, int64_t>> ending;  // (output, request)
   for (const SampleRow& row : rows.sample) {
     const int64_t id = row.request->seq.id;
     if (row.draft_row > 0 && std::find(done_verifying.begin(), done_verifying.end(), id) != done_verifying.end()) continue;
@@ -234,8 +283,12 @@ void EngineCore::sample(const StepRows& rows, std::vector<StepOutput>& outputs) 
         if (!finished) kv_.commit(id, seq.tokens, seq.n_computed);
       }
     }
-    if (finished) outputs.back().metrics = end(id);
+    if (finished) ending.emplace_back(outputs.size() - 1, id);
   }
+  std::vector<int64_t> ending_ids;
+  for (const auto& [output, id] : ending) ending_ids.push_back(id);
+  write_nextn_rows(ending_ids);
+  for (const auto& [output, id] : ending) outputs[output].metrics = end(id);
 }
 
 StepOutput EngineCore::take_token(Request& request, int32_t token, const float* logits) {

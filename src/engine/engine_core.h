@@ -2,7 +2,8 @@
 // One engine step at a time, single-threaded, as a list of named stages
 // (step()). Each kind of request is handled in the stage it concerns:
 // generation in build_batch (its last position's logits) and sample; drafts
-// in propose_drafts, schedule (room for them) and sample (verified);
+// in propose_drafts, schedule (room for them) and sample (verified), the
+// multi-token-prediction drafter's hidden states in build_batch and commit;
 // prompt logprobs in build_batch and commit (scored); embeddings in
 // build_batch and commit (pooled, finished); grammars in mask_grammar and
 // sample (the token accepted). Whether a token ends its request (an end or
@@ -24,6 +25,7 @@
 #include "engine/draft_model.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/model_runner.h"
+#include "engine/mtp_drafter.h"
 #include "engine/ngram_drafter.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -43,7 +45,13 @@ struct EngineCoreConfig {
   // forward is batch-invariant), for greedy and seeded sampling alike.
   SpeculationConfig speculation;
   DraftModel* draft_model = nullptr;  // not owned; outlives the core
+  // Or by the model file's multi-token-prediction layer, whose rows the
+  // model's KV pages hold (engine/mtp_drafter.h); not owned, outlives the core.
+  MtpDrafter* mtp_drafter = nullptr;
 };
+
+// What drafts under `config`, as reports name it.
+const char* drafter_name(const EngineCoreConfig& config);
 
 // A snapshot of the engine for operators (the server exports it as metrics).
 struct EngineStats {
@@ -122,10 +130,19 @@ class EngineCore {
     int64_t hidden_row;
     int32_t position;
   };
+  // A chunk's final hidden states, rows [hidden_row, hidden_row + n) for
+  // positions [first_position, ...), for the multi-token-prediction drafter.
+  struct NextnRows {
+    int64_t id;
+    int32_t first_position;
+    int64_t hidden_row;
+    int32_t n;
+  };
   struct StepRows {
     std::vector<SampleRow> sample;
     std::vector<ScoreRow> score;
     std::vector<HiddenRow> pool;
+    std::vector<NextnRows> nextn;
   };
 
   // The stages of step(), in order.
@@ -145,6 +162,9 @@ class EngineCore {
   StepOutput embedding_output(Request& request);
   // Removes a request and says how it went.
   RequestMetrics end(int64_t id);
+  // Before requests end: the drafter writes the rows of their last step,
+  // which their pages carry into the prefix cache.
+  void write_nextn_rows(const std::vector<int64_t>& ids);
 
   Model& model_;
   KvCache& memory_;
@@ -164,6 +184,7 @@ class EngineCore {
   double grammar_mask_seconds_ = 0.0;
   SpeculationConfig speculation_;
   DraftModel* draft_model_;
+  MtpDrafter* mtp_drafter_;
   int64_t drafts_ = 0, draft_tokens_ = 0, accepted_draft_tokens_ = 0;
   StepTrace trace_;
 };

@@ -11,6 +11,7 @@ void ModelRunner::begin(StepTrace* trace) {
   batch_.window_tables.clear();
   batch_.logit_tokens.clear();
   batch_.hidden_tokens.clear();
+  previous_hidden_.clear();
 }
 
 int32_t ModelRunner::add(const int32_t* tokens, int32_t first_position, int32_t n, BlockTableView table, BlockTableView window_table) {
@@ -26,6 +27,10 @@ int32_t ModelRunner::add(const int32_t* tokens, int32_t first_position, int32_t 
   return first;
 }
 
+void ModelRunner::add_previous_hidden(const float* rows, int32_t n) {
+  previous_hidden_.insert(previous_hidden_.end(), rows, rows + int64_t(n) * model_.config().n_embd);
+}
+
 void ModelRunner::want_logits(int32_t step_token) { batch_.logit_tokens.push_back(step_token); }
 
 void ModelRunner::want_hidden(int32_t step_token) { batch_.hidden_tokens.push_back(step_token); }
@@ -33,6 +38,10 @@ void ModelRunner::want_hidden(int32_t step_token) { batch_.hidden_tokens.push_ba
 Status ModelRunner::run(const LayerObserver& observer) {
   logits_.resize(batch_.logit_tokens.size() * size_t(model_.config().n_vocab));
   hidden_.resize(batch_.hidden_tokens.size() * size_t(model_.config().n_embd));
+  if (!previous_hidden_.empty() && previous_hidden_.size() != size_t(batch_.n_tokens() * model_.config().n_embd)) {
+    return Status::error("forward: previous hidden states given for some of the step's tokens only");
+  }
+  batch_.previous_hidden = previous_hidden_.empty() ? nullptr : previous_hidden_.data();
   return model_.forward(batch_, memory_, logits_.data(), observer, hidden_.data());
 }
 

@@ -27,10 +27,13 @@ class ModelRunner {
   // window pool, its windowed streams in window_table's (both must live until
   // run() returns); returns the step index of its first token.
   int32_t add(const int32_t* tokens, int32_t first_position, int32_t n, BlockTableView table, BlockTableView window_table = {});
+  // For a multi-token-prediction layer (Model::load_nextn): the previous
+  // hidden states [n, n_embd] of the tokens just added, copied.
+  void add_previous_hidden(const float* rows, int32_t n);
   // A token of the step whose logits (its next-token distribution) are
   // wanted; rows are numbered in the order they are asked for.
   void want_logits(int32_t step_token);
-  // A token whose final hidden state (after the output norm) is wanted, for embeddings.
+  // A token whose final hidden state (Model::forward says which) is wanted.
   void want_hidden(int32_t step_token);
   // The forward over every token added; the cache is untouched when it fails.
   Status run(const LayerObserver& observer = nullptr);
@@ -45,7 +48,7 @@ class ModelRunner {
   Model& model_;
   KvCache& memory_;
   Batch batch_;
-  std::vector<float> logits_, hidden_;
+  std::vector<float> logits_, hidden_, previous_hidden_;
 };
 
 }  // namespace ds

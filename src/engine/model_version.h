@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/draft_model.h"
+#include "engine/mtp_drafter.h"
 #include "engine/engine.h"
 #include "grammar/token_matcher.h"
 #include "grammar/vocab_trie.h"
@@ -50,6 +51,7 @@ class ModelVersion {
   std::vector<std::pair<std::string, double>> load_phases;  // seconds by phase, in order: where the load went
   double load_seconds = 0;  // all of them
   std::unique_ptr<DraftModel> draft_model;  // --draft-model's, when given: the engine drafts with it
+  std::unique_ptr<MtpDrafter> mtp_drafter;  // --speculative-mtp's, when given
   std::unique_ptr<Engine> engine;
 
   // Generation and embedding requests admitted on this version and not yet finished.

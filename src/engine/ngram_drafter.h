@@ -19,6 +19,7 @@ struct SpeculationConfig {
   int32_t ngram_max = 4;
   std::string draft_model;  // a GGUF file: draft with that model (engine/draft_model.h) instead of prompt lookup
   float draft_p_min = 0.75f;  // ... whose drafts stop before a token it gives less probability (llama.cpp's default)
+  bool mtp = false;  // draft with the model file's multi-token-prediction layer (engine/mtp_drafter.h), draft_p_min as above
 };
 
 // Up to max_tokens draft tokens continuing `tokens`; empty when no n-gram recurs.

@@ -20,18 +20,35 @@ TeacherForcing::TeacherForcing(Model& model, std::unique_ptr<KvCache> cache, int
 }
 
 Status TeacherForcing::run(const int32_t* tokens, int64_t n, int64_t step_tokens, float* logits,
-                           const LayerObserver& observer) {
+                           const LayerObserver& observer, float* hidden) {
+  return run_steps(runner_, tokens, n, step_tokens, logits, observer, hidden, nullptr);
+}
+
+Status TeacherForcing::run_nextn(Model& nextn, const int32_t* tokens, int64_t n, int64_t step_tokens, const float* hidden,
+                                 float* logits) {
+  if (n < 2) return Status::error("a multi-token-prediction layer's first row needs two tokens");
+  ModelRunner runner(nextn, *cache_);
+  return run_steps(runner, tokens + 1, n - 1, step_tokens, logits, nullptr, nullptr, hidden);
+}
+
+Status TeacherForcing::run_steps(ModelRunner& runner, const int32_t* tokens, int64_t n, int64_t step_tokens, float* logits,
+                                 const LayerObserver& observer, float* hidden, const float* previous_hidden) {
   if (n > max_tokens_) return Status::error("the sequence is longer than the cache made for it");
-  const int64_t n_vocab = model_.config().n_vocab;
+  const int64_t n_vocab = model_.config().n_vocab, n_embd = model_.config().n_embd;
   const int64_t step = step_tokens > 0 ? step_tokens : n;
   for (int64_t begin = 0; begin < n; begin += step) {
     const int64_t end = std::min(n, begin + step);
-    runner_.begin();
-    runner_.add(tokens + begin, int32_t(begin), int32_t(end - begin), {pages_.data(), int32_t(pages_.size())});
-    for (int64_t t = 0; t < end - begin; ++t) runner_.want_logits(int32_t(t));
-    const Status status = runner_.run(observer);
+    runner.begin();
+    runner.add(tokens + begin, int32_t(begin), int32_t(end - begin), {pages_.data(), int32_t(pages_.size())});
+    if (previous_hidden) runner.add_previous_hidden(previous_hidden + begin * n_embd, int32_t(end - begin));
+    for (int64_t t = 0; t < end - begin; ++t) {
+      runner.want_logits(int32_t(t));
+      if (hidden) runner.want_hidden(int32_t(t));
+    }
+    const Status status = runner.run(observer);
     if (!status.ok()) return status;
-    std::copy(runner_.logits(0), runner_.logits(0) + (end - begin) * n_vocab, logits + begin * n_vocab);
+    std::copy(runner.logits(0), runner.logits(0) + (end - begin) * n_vocab, logits + begin * n_vocab);
+    if (hidden) std::copy(runner.hidden(0), runner.hidden(0) + (end - begin) * n_embd, hidden + begin * n_embd);
   }
   return Status();
 }

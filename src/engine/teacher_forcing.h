@@ -17,14 +17,23 @@ class TeacherForcing {
   static Result<std::unique_ptr<TeacherForcing>> create(Model& model, KvCacheOptions kv, int64_t max_tokens);
 
   // logits [n, n_vocab] for tokens[0..n), n <= max_tokens, in forward steps
-  // of at most `step_tokens` tokens (0: one step).
+  // of at most `step_tokens` tokens (0: one step); and, where `hidden` is
+  // given, the final hidden states [n, n_embd] (Model::forward).
   Status run(const int32_t* tokens, int64_t n, int64_t step_tokens, float* logits,
-             const LayerObserver& observer = nullptr);
+             const LayerObserver& observer = nullptr, float* hidden = nullptr);
+  // After run() over the same tokens, the model's multi-token-prediction
+  // layer `nextn` (Model::load_nextn of it; the model loaded with
+  // nextn_rows) over the same pages: logits [n - 1, n_vocab], row p from
+  // tokens[p + 1] and hidden[p] (run()'s), predicting tokens[p + 2].
+  Status run_nextn(Model& nextn, const int32_t* tokens, int64_t n, int64_t step_tokens, const float* hidden, float* logits);
 
   Model& model() { return model_; }
 
  private:
   TeacherForcing(Model& model, std::unique_ptr<KvCache> cache, int64_t max_tokens);
+  // tokens[0..n) at positions [0, n) through `runner`, in steps; previous_hidden: their rows of a nextn layer's second input.
+  Status run_steps(ModelRunner& runner, const int32_t* tokens, int64_t n, int64_t step_tokens, float* logits,
+                   const LayerObserver& observer, float* hidden, const float* previous_hidden);
   Model& model_;
   std::unique_ptr<KvCache> cache_;
   std::vector<int32_t> pages_;

@@ -22,8 +22,11 @@ struct Batch {
   std::vector<BlockTableView> window_tables;
   // Tokens whose logits are wanted, in the order the logits are returned.
   std::vector<int32_t> logit_tokens;
-  // Tokens whose final hidden states (after the output norm) are wanted, for embeddings.
+  // Tokens whose final hidden states are wanted (Model::forward says which).
   std::vector<int32_t> hidden_tokens;
+  // A multi-token-prediction layer's second input (Model::load_nextn): for
+  // each token, in host memory, the hidden state [n_embd] of the position before it.
+  const float* previous_hidden = nullptr;
   // The engine's profiler, when it records this step: the forward's layers and ops become its spans.
   StepTrace* trace = nullptr;
 

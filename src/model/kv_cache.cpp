@@ -12,7 +12,7 @@ int64_t KvCache::bytes_per_token(const ModelConfig& config, DType dtype) {
     }
     return bytes;
   }
-  return (row_bytes(dtype, config.kv.k_dim) + row_bytes(dtype, config.kv.v_dim)) * config.n_layer;
+  return (row_bytes(dtype, config.kv.k_dim) + row_bytes(dtype, config.kv.v_dim)) * (config.n_layer + config.kv.nextn_layers);
 }
 
 namespace {
@@ -70,6 +70,9 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   }
   if (options.page_tokens <= 0 || options.page_tokens > 4096) return Status::error("kv cache: page size must be 1..4096 tokens");
   if (options.n_pages <= 0) return Status::error("kv cache: the pool needs at least one page");
+  if (config.kv.nextn_layers > 0 && !config.kv.layer_streams.empty()) {
+    return Status::error("kv cache: rows of multi-token-prediction layers beside per-layer streams are not implemented");
+  }
   const int64_t window_bytes = window_page_bytes(config, options.dtype, options.page_tokens);
   const int64_t n_window_pages = window_bytes == 0 ? 0 : options.n_window_pages > 0 ? options.n_window_pages : options.n_pages;
   for (const auto& layer : config.kv.layer_streams) {
@@ -85,7 +88,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   std::unique_ptr<KvCache> cache(new KvCache());
   cache->options_ = options;
   cache->options_.n_window_pages = n_window_pages;
-  cache->n_layer_ = config.n_layer;
+  cache->n_layer_ = config.n_layer + config.kv.nextn_layers;
   cache->k_dim_ = config.kv.k_dim;
   cache->v_dim_ = config.kv.v_dim;
   cache->n_kv_heads_ = config.kv.n_heads;

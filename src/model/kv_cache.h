@@ -30,6 +30,8 @@ class KvCache {
   KvCache& operator=(const KvCache&) = delete;
 
   KvLayerView layer(int64_t index) const;
+  // The model's layers and, after them, the multi-token-prediction layers it keeps rows for (KvRowShape::nextn_layers).
+  int64_t n_layers() const { return n_layer_; }
   // Stream s of layer `index` of a family with per-layer streams
   // (KvRowShape::layer_streams): page_tokens there is its rows per page; a
   // windowed stream's pages are window pages.

@@ -20,17 +20,38 @@ Result<std::unique_ptr<Model>> Model::load_on(const std::string& path, const Mod
     if (!file.ok()) return file.status();
     auto config = ModelConfig::from_gguf(*file.value());
     if (!config.ok()) return config.status();
-    std::unique_ptr<Model> model(new Model(config.value(), std::move(backend)));
-    DS_RETURN_IF_ERROR(check_forward_ops(model->config_, *model->backend_));
-    auto layers = model->config_.family->make_layers(model->config_, options, *model->backend_);
-    if (!layers.ok()) return layers.status();
-    model->layers_ = layers.take();
-    auto weights = ModelWeights::load(file.take(), model->config_, *model->layers_, options.load_mode, options.interleave,
-                                      *model->backend_);
-    if (!weights.ok()) return weights.status();
-    model->weights_ = weights.take();
-    return model;
+    if (options.nextn_rows) DS_RETURN_IF_ERROR(config.value().cache_nextn_rows());
+    return build(file.take(), config.value(), options, std::move(backend), nullptr);
   });
+}
+
+Result<std::unique_ptr<Model>> Model::load_nextn(const ModelOptions& options, Model& target) {
+  const ModelConfig& t = target.config_;
+  if (t.kv.nextn_layers == 0) return Status::error("model: the target keeps no rows for its multi-token-prediction layer (nextn_rows)");
+  return catching_exceptions("model", [&]() -> Result<std::unique_ptr<Model>> {
+    auto file = GgufFile::open(target.file().path());
+    if (!file.ok()) return file.status();
+    ModelConfig c = t;
+    c.first_block = t.n_layer;
+    c.n_layer = t.n_nextn_layer;
+    c.n_nextn_layer = 0;
+    c.moe.leading_dense = std::max<int64_t>(0, c.moe.leading_dense - c.first_block);
+    return build(file.take(), c, options, target.backend_, target.weights_.get());
+  });
+}
+
+Result<std::unique_ptr<Model>> Model::build(std::unique_ptr<GgufFile> file, const ModelConfig& config, const ModelOptions& options,
+                                            std::shared_ptr<Backend> backend, const ModelWeights* target) {
+  std::unique_ptr<Model> model(new Model(config, std::move(backend)));
+  DS_RETURN_IF_ERROR(check_forward_ops(model->config_, *model->backend_));
+  auto layers = model->config_.family->make_layers(model->config_, options, *model->backend_);
+  if (!layers.ok()) return layers.status();
+  model->layers_ = layers.take();
+  auto weights = ModelWeights::load(std::move(file), model->config_, *model->layers_, options.load_mode, options.interleave,
+                                    *model->backend_, target);
+  if (!weights.ok()) return weights.status();
+  model->weights_ = weights.take();
+  return model;
 }
 
 Model::Model(const ModelConfig& config, std::shared_ptr<Backend> backend) : config_(config), backend_(std::move(backend)) {}
@@ -43,6 +64,7 @@ Status Model::ensure_workspace(int64_t n, int64_t n_logits, int64_t n_hidden) {
   DS_RETURN_IF_ERROR(h_.reserve(b, n * c.n_embd));
   DS_RETURN_IF_ERROR(out_.reserve(b, n * c.n_embd));
   DS_RETURN_IF_ERROR(last_.reserve(b, std::max(n_logits, n_hidden) * c.n_embd));
+  if (is_nextn()) DS_RETURN_IF_ERROR(pair_.reserve(b, n * 2 * c.n_embd));
   return logits_.reserve(b, n_logits * c.n_vocab);
 }
 
@@ -90,6 +112,14 @@ Status Model::validate(const Batch& batch, const KvCache& cache) const {
     }
   }
   DS_RETURN_IF_ERROR(validate_window_tables(batch, cache));
+  if (cache.n_layers() < config_.first_block + config_.n_layer) {
+    return Status::error("forward: the cache holds rows for " + std::to_string(cache.n_layers()) + " layers, not block " +
+                         std::to_string(config_.first_block + config_.n_layer - 1) + "'s");
+  }
+  if (is_nextn() != (batch.previous_hidden != nullptr)) {
+    return Status::error(is_nextn() ? "forward: a multi-token-prediction layer needs the previous hidden states"
+                                    : "forward: previous hidden states are a multi-token-prediction layer's input");
+  }
   for (int32_t t : batch.logit_tokens) {
     if (t < 0 || t >= n) return Status::error("forward: logit row outside the batch");
   }
@@ -123,6 +153,7 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
   }
 
   const ForwardContext ctx{b, c, batch.trace, x_.data(), h_.data(), out_.data()};
+  if (is_nextn()) mix_previous_hidden(batch, ctx);
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     TraceScope scope(batch.trace, "layer", layers_->layer_kind(layer));
     layers_->run_layer(layer, ctx, step, cache);
@@ -139,7 +170,11 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
     b.rms_norm(last_.data(), c.n_embd, weights_->output_norm.data, c.norm_eps, int64_t(rows.size()), c.n_embd, out, c.n_embd);
   };
   if (hidden && !batch.hidden_tokens.empty()) {
-    final_norm(batch.hidden_tokens, last_.data());
+    if (is_nextn()) {
+      b.gather_rows(x_.data(), c.n_embd, batch.hidden_tokens.data(), int64_t(batch.hidden_tokens.size()), last_.data());
+    } else {
+      final_norm(batch.hidden_tokens, last_.data());
+    }
     b.download(hidden, last_.data(), batch.hidden_tokens.size() * size_t(c.n_embd) * sizeof(float));
   }
   if (n_logits == 0) return Status();
@@ -147,6 +182,18 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
   ctx.matmul(weights_->output, last_.data(), n_logits, logits_.data());
   b.download(logits, logits_.data(), size_t(n_logits * c.n_vocab) * sizeof(float));
   return Status();
+}
+
+void Model::mix_previous_hidden(const Batch& batch, const ForwardContext& ctx) {
+  TraceScope scope(batch.trace, "nextn_input");
+  const int64_t n = batch.n_tokens(), d = config_.n_embd;
+  const NextnInput& w = weights_->nextn;
+  // [enorm(embedding); hnorm(hidden)], in that order as vLLM's and SGLang's DeepSeek MTP concatenate them.
+  Backend& b = *backend_;
+  b.rms_norm(x_.data(), d, w.enorm.data, config_.norm_eps, n, d, pair_.data(), 2 * d);
+  b.upload(out_.data(), batch.previous_hidden, size_t(n * d) * sizeof(float));
+  b.rms_norm(out_.data(), d, w.hnorm.data, config_.norm_eps, n, d, pair_.data() + d, 2 * d);
+  ctx.matmul(w.eh_proj, pair_.data(), n, x_.data());
 }
 
 }  // namespace ds

@@ -42,6 +42,14 @@ class Model {
   // backend and thread count are not read): a draft model beside its target,
   // which on a backend of its own would contend with it for the same cores.
   static Result<std::unique_ptr<Model>> load_beside(const std::string& path, const ModelOptions& options, Model& other);
+  // The multi-token-prediction layer of `target`'s file (DeepSeek-V3's MTP
+  // module: blk.{n_layer}.* with its nextn.* input projection and head norm)
+  // as a model of one layer on target's backend, sharing its embedding and
+  // output. Its cache is the target's: target must be loaded with
+  // nextn_rows, and the layer keeps its rows after the target's layers.
+  // Each of its tokens at position p is the token at p + 1 with the target's
+  // hidden state at p as Batch::previous_hidden; its logits predict the token at p + 2.
+  static Result<std::unique_ptr<Model>> load_nextn(const ModelOptions& options, Model& target);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return *weights_; }
@@ -50,7 +58,9 @@ class Model {
   Backend& backend() { return *backend_; }
 
   // Runs every token of the batch; writes logits [batch.logit_tokens.size(), n_vocab]
-  // and, where batch.hidden_tokens asks, final hidden states [hidden_tokens.size(), n_embd].
+  // and, where batch.hidden_tokens asks, final hidden states [hidden_tokens.size(), n_embd]:
+  // after the output norm, or a multi-token-prediction layer's before its
+  // head norm (what a chained draft takes as its previous hidden state).
   // Fails (without touching the cache) when the batch is malformed.
   Status forward(const Batch& batch, KvCache& cache, float* logits, const LayerObserver& observer = nullptr,
                  float* hidden = nullptr);
@@ -63,9 +73,15 @@ class Model {
   Model(const ModelConfig& config, std::shared_ptr<Backend> backend);
   static Result<std::unique_ptr<Model>> load_on(const std::string& path, const ModelOptions& options,
                                                 std::shared_ptr<Backend> backend);
+  // The model of `config` from `file`: its layers and weights (a multi-token-prediction layer's beside `target`'s).
+  static Result<std::unique_ptr<Model>> build(std::unique_ptr<GgufFile> file, const ModelConfig& config, const ModelOptions& options,
+                                              std::shared_ptr<Backend> backend, const ModelWeights* target);
   Status validate(const Batch& batch, const KvCache& cache) const;
   Status validate_window_tables(const Batch& batch, const KvCache& cache) const;
   Status ensure_workspace(int64_t n_tokens, int64_t n_logits, int64_t n_hidden);
+  bool is_nextn() const { return weights_->nextn.eh_proj.data != nullptr; }
+  // A multi-token-prediction layer's input into x_ from the embedded tokens there (NextnInput).
+  void mix_previous_hidden(const Batch& batch, const ForwardContext& ctx);
 
   ModelConfig config_;
   std::shared_ptr<Backend> backend_;        // declared before the weights: their memory is the backend's
@@ -78,6 +94,7 @@ class Model {
   DeviceArray out_;     // [n, n_embd] a block's output
   DeviceArray last_;    // [n_logits, n_embd]
   DeviceArray logits_;  // [n_logits, n_vocab]
+  DeviceArray pair_;    // [n, 2 n_embd] a multi-token-prediction layer's normalised token and hidden state
   std::vector<float> host_rows_;  // layer outputs copied back for an observer
 };
 

@@ -8,6 +8,22 @@ namespace ds {
 
 const char* ModelConfig::arch_name() const { return family ? family->name : "?"; }
 
+Status ModelConfig::cache_nextn_rows() {
+  const std::string key = std::string(arch_name()) + ".nextn_predict_layers";
+  if (n_nextn_layer == 0) {
+    return Status::error("multi-token prediction: the model has no such layer (" + key + " is absent or 0; llama.cpp's "
+                         "converter keeps it in deepseek32 files, and drops DeepSeek-V3's and V4's)");
+  }
+  if (family != &deepseek32_family()) {
+    return Status::error(std::string("multi-token prediction: drafting with the layers of a ") + arch_name() + " file is not implemented");
+  }
+  if (n_nextn_layer != 1) {
+    return Status::error("multi-token prediction drafts with one layer, chained; " + key + " is " + std::to_string(n_nextn_layer));
+  }
+  kv.nextn_layers = n_nextn_layer;
+  return Status();
+}
+
 Status read_rope(const ConfigReader& r, int64_t default_n_rot, ModelConfig& c) {
   RopeParams& rope = c.rope;
   rope.layout = c.family->rope_layout;

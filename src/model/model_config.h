@@ -98,6 +98,10 @@ struct KvRowShape {
   int64_t horizon = 0;
   // The page size these rows fit (--kv-page-tokens' default).
   int64_t page_tokens = 16;
+  // Layers after the model's whose rows the pages hold too: the file's
+  // multi-token-prediction layer, when it drafts (engine/mtp_drafter.h), so
+  // that its rows are paged, shared and preempted with the model's.
+  int64_t nextn_layers = 0;
 };
 
 struct ModelConfig {
@@ -119,10 +123,18 @@ struct ModelConfig {
   IndexerConfig indexer;
   Deepseek4Config v4;
   int64_t n_nextn_layer = 0;  // multi-token-prediction layers the file holds after the n_layer run here
+  // The file's block number of layer 0: 0, or n_layer of the model whose
+  // multi-token-prediction layer this is (Model::load_nextn).
+  int64_t first_block = 0;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
   const char* arch_name() const;
+  // "blk.N." of layer `layer` (N counts from first_block).
+  std::string block_prefix(int64_t layer) const { return "blk." + std::to_string(first_block + layer) + "."; }
+  // Keeps the multi-token-prediction layer's rows in the KV pages
+  // (kv.nextn_layers); refused, saying why, for a file that has none to run.
+  Status cache_nextn_rows();
 
   static Result<ModelConfig> from_gguf(const GgufFile& file);
 };

@@ -19,6 +19,9 @@ struct ModelOptions {
   bool interleave = true;       // matrices stored in the backend's own layout where it has one
   std::string backend = "cpu";  // create_backend's device: "cpu" or "cuda:N"
   MlaPrefill mla_prefill = MlaPrefill::automatic;  // other than automatic: refused by families without MLA
+  // The KV pages hold rows for the file's multi-token-prediction layer too,
+  // which then drafts (Model::load_nextn, engine/mtp_drafter.h).
+  bool nextn_rows = false;
 };
 
 }  // namespace ds

@@ -4,16 +4,45 @@
 
 namespace ds {
 
+namespace {
+
+// A multi-token-prediction layer's own tensors; the target's embedding and
+// output where the file gives it none (llama.cpp's converter writes neither:
+// DeepSeek's checkpoints repeat the target's).
+Status load_nextn(TensorLoader& loader, const ModelConfig& c, const ModelWeights& target, ModelWeights& w) {
+  const std::string p = c.block_prefix(0) + "nextn.";
+  if (loader.find(p + "embed_tokens.weight")) {
+    DS_RETURN_IF_ERROR(loader.matrix(p + "embed_tokens.weight", c.n_vocab, c.n_embd, &w.token_embd, /*for_matmul=*/false));
+  } else {
+    w.token_embd = target.token_embd;
+  }
+  if (loader.find(p + "shared_head_head.weight")) {
+    DS_RETURN_IF_ERROR(loader.matrix(p + "shared_head_head.weight", c.n_vocab, c.n_embd, &w.output));
+  } else {
+    w.output = target.output;
+  }
+  DS_RETURN_IF_ERROR(loader.vector(p + "shared_head_norm.weight", c.n_embd, &w.output_norm));
+  DS_RETURN_IF_ERROR(loader.matrix(p + "eh_proj.weight", c.n_embd, 2 * c.n_embd, &w.nextn.eh_proj));
+  DS_RETURN_IF_ERROR(loader.vector(p + "enorm.weight", c.n_embd, &w.nextn.enorm));
+  return loader.vector(p + "hnorm.weight", c.n_embd, &w.nextn.hnorm);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFile> file, const ModelConfig& c, LayerStack& layers,
-                                                         LoadMode mode, bool interleave, Backend& backend) {
+                                                         LoadMode mode, bool interleave, Backend& backend, const ModelWeights* target) {
   std::unique_ptr<ModelWeights> w(new ModelWeights());
   w->file_ = std::move(file);
   TensorLoader loader(*w->file_, backend);
   if (c.n_vocab <= 0) return Status::error("model: tensor 'token_embd.weight' is missing");
-  DS_RETURN_IF_ERROR(loader.matrix("token_embd.weight", c.n_vocab, c.n_embd, &w->token_embd, /*for_matmul=*/false));
-  DS_RETURN_IF_ERROR(loader.vector("output_norm.weight", c.n_embd, &w->output_norm));
-  w->tied_output = w->file_->find_tensor("output.weight") == nullptr;
-  DS_RETURN_IF_ERROR(loader.matrix(w->tied_output ? "token_embd.weight" : "output.weight", c.n_vocab, c.n_embd, &w->output));
+  if (c.first_block > 0) {
+    DS_RETURN_IF_ERROR(load_nextn(loader, c, *target, *w));
+  } else {
+    DS_RETURN_IF_ERROR(loader.matrix("token_embd.weight", c.n_vocab, c.n_embd, &w->token_embd, /*for_matmul=*/false));
+    DS_RETURN_IF_ERROR(loader.vector("output_norm.weight", c.n_embd, &w->output_norm));
+    w->tied_output = w->file_->find_tensor("output.weight") == nullptr;
+    DS_RETURN_IF_ERROR(loader.matrix(w->tied_output ? "token_embd.weight" : "output.weight", c.n_vocab, c.n_embd, &w->output));
+  }
   DS_RETURN_IF_ERROR(layers.load(loader));
   DS_RETURN_IF_ERROR(loader.place(mode, interleave, &w->memory_, &w->weight_bytes));
   w->named_matrices = loader.take_named();

@@ -31,17 +31,28 @@ namespace ds {
 
 class LayerStack;
 
+// What a multi-token-prediction layer (DeepSeek-V3's MTP module, blk.N.nextn.*)
+// makes its input from: x = eh_proj [enorm(embed(token)); hnorm(previous hidden)].
+struct NextnInput {
+  WeightMatrix eh_proj;  // [n_embd, 2 n_embd]
+  WeightVector enorm, hnorm;
+};
+
 class ModelWeights {
  public:
-  // Reads the model's tensors, the layers' through `layers`, and places them all.
+  // Reads the model's tensors, the layers' through `layers`, and places them
+  // all. A multi-token-prediction layer's (config.first_block > 0) are its
+  // nextn.* tensors, with `target`'s embedding and output where it has none of its own.
   static Result<std::unique_ptr<ModelWeights>> load(std::unique_ptr<GgufFile> file, const ModelConfig& config,
-                                                    LayerStack& layers, LoadMode mode, bool interleave, Backend& backend);
+                                                    LayerStack& layers, LoadMode mode, bool interleave, Backend& backend,
+                                                    const ModelWeights* target = nullptr);
 
   const GgufFile& file() const { return *file_; }
   WeightMatrix token_embd;  // [n_vocab, n_embd], rows as in the file (looked up, not multiplied)
-  WeightVector output_norm;
+  WeightVector output_norm;  // a multi-token-prediction layer's: nextn.shared_head_norm
   WeightMatrix output;      // [n_vocab, n_embd]; the embedding's tensor when tied
   bool tied_output = false;
+  NextnInput nextn;  // a multi-token-prediction layer's; empty (eh_proj.data null) in a model
   size_t weight_bytes = 0;  // bytes of all matrices in the file
   std::vector<NamedMatrix> named_matrices;  // every matrix read from the file (not those made at load)
   // The matrix read from rows [first_row, ...) of the file's tensor `tensor`; nullptr if none.

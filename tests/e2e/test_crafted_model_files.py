@@ -11,6 +11,7 @@ where the memory bound is not checked: ASan's shadow memory is not ours)."""
 import concurrent.futures
 import math
 import os
+import struct
 import subprocess
 import sys
 
@@ -128,7 +129,8 @@ def keys_read(path):
 def bases(tmp_path_factory):
     """stories260K (llama, SPM vocabulary), a small qwen2 with a BPE vocabulary,
     a DeepSeek-V3-shaped deepseek2 with YaRN (reaches the MLA, MoE and
-    rope-scaling keys), a DeepSeek-V3.2-shaped deepseek32 (the indexer's), and
+    rope-scaling keys), a DeepSeek-V3.2-shaped deepseek32 (the indexer's, and
+    nextn_predict_layers: it carries the multi-token-prediction layer), and
     a DeepSeek-V4-shaped deepseek4 (hyper-connections, compression ratios,
     output groups, hash routing and the clamps)."""
     from make_deepseek2 import write_deepseek2
@@ -137,7 +139,8 @@ def bases(tmp_path_factory):
     d = tmp_path_factory.mktemp("bases")
     qwen = write_model(str(d / "qwen2.gguf"), arch="qwen2", dtype="f32", n_embd=64, n_ff=128, n_head=4, n_head_kv=2, n_layer=1)
     v3 = write_deepseek2(str(d / "v3.gguf"), shape="v3", n_layer=2, yarn=(4.0, 512, 0.707))
-    v32 = write_deepseek2(str(d / "v32.gguf"), shape="v3", layout="split", n_layer=2, yarn=(4.0, 512, 0.707), indexer=(16, 64, 8))
+    v32 = write_deepseek2(str(d / "v32.gguf"), shape="v3", layout="split", n_layer=2, yarn=(4.0, 512, 0.707), indexer=(16, 64, 8),
+                          nextn=True)
     v4 = write_deepseek4(str(d / "v4.gguf"), ratios=[0, 4, 128])
     return {"stories": STORIES, "qwen2": qwen or str(d / "qwen2.gguf"), "v3": v3 or str(d / "v3.gguf"), "v32": v32, "v4": v4}
 
@@ -171,6 +174,49 @@ def test_every_key_the_loaders_read(bases, base_name, tmp_path):
             problems.append(f"{key}: values of the wrong type were accepted")
     print(f"{base_name}: {len(keys)} keys read, {n_cases} crafted files, {len(problems)} problems")
     assert not problems, "\n".join(problems)
+
+
+def with_tensor_info(model, name, new_name=None, dims=None):
+    """The model with tensor `name` renamed (to a name of the same length) or given other dimensions."""
+    crafted = model.copy()
+    for i, info in enumerate(crafted.tensor_infos):
+        n = struct.unpack_from("<Q", info, 0)[0]
+        if bytes(info[8:8 + n]).decode() != name:
+            continue
+        info = bytes(info)
+        if new_name:
+            assert len(new_name) == len(name)
+            info = info[:8] + new_name.encode() + info[8 + n:]
+        if dims:
+            n_dims = struct.unpack_from("<I", info, 8 + n)[0]
+            assert len(dims) == n_dims
+            info = info[:12 + n] + b"".join(struct.pack("<Q", d) for d in dims) + info[12 + n + 8 * n_dims:]
+        crafted.tensor_infos[i] = info
+        return crafted
+    raise AssertionError(f"no tensor {name}")
+
+
+def test_multi_token_prediction_tensors_and_key(bases, tmp_path):
+    """--speculative-mtp reads the NextN layer's tensors: one missing or of the wrong shape is refused naming
+    it, as is the option on a file whose nextn_predict_layers is 0 (blk.2 is then a layer of the model);
+    without the option each runs."""
+    base = g.read(bases["v32"])
+    n_embd = base.fields["deepseek32.embedding_length"].value
+    cases = {"missing": with_tensor_info(base, "blk.2.nextn.shared_head_norm.weight", new_name="blk.2.nextn.shared_head_nor_.weight"),
+             "transposed": with_tensor_info(base, "blk.2.nextn.eh_proj.weight", dims=[n_embd, 2 * n_embd])}
+    without = base.copy()
+    without.fields["deepseek32.nextn_predict_layers"] = g.Field(g.U32, 0)
+    cases["without"] = without
+    expected = {"missing": "blk.2.nextn.shared_head_norm.weight", "transposed": "blk.2.nextn.eh_proj.weight",
+                "without": "multi-token prediction: the model has no such layer"}
+    for label, crafted in cases.items():
+        path = str(tmp_path / f"mtp-{label}.gguf")
+        g.write(crafted, path)
+        rc, stderr, _ = measured("run", "-p", "Once upon a time", "-n", "2", "--temp", "0", "-t", "1", "--speculative-mtp", "2",
+                                 "-m", path)
+        assert rc == 1 and expected[label] in stderr, (label, rc, stderr[-500:])
+        rc, stderr, _ = measured("run", "-p", "Once upon a time", "-n", "2", "--temp", "0", "-t", "1", "-m", path)
+        assert rc == 0, (label, stderr[-500:])
 
 
 def test_huge_unread_arrays_cost_no_more_than_their_bytes(tmp_path):

@@ -1,7 +1,8 @@
-"""`dsinfer serve --speculative-ngram N` and `--draft-model FILE`: the replies are the ones plain decoding
-gives (greedy, seeded sampling, streamed, with stop strings and logprobs), and /metrics counts the draft
-tokens verified and accepted; `dsinfer run --draft-model` prints plain decoding's text; a draft model
-with another vocabulary is refused."""
+"""`dsinfer serve --speculative-ngram N`, `--draft-model FILE` and `--speculative-mtp N`: the replies are
+the ones plain decoding gives (greedy, seeded sampling, streamed, with stop strings and logprobs), and
+/metrics counts the draft tokens verified and accepted; `dsinfer run --draft-model` prints plain
+decoding's text; a draft model with another vocabulary is refused, and so is --speculative-mtp for a
+model without a multi-token-prediction layer."""
 
 import os
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 from server_process import DSINFER, STORIES, ServerProcess
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from make_deepseek2 import write_deepseek2  # noqa: E402
 from make_model import FIXTURES, write_model  # noqa: E402
 
 # Text that quotes itself, as the summarise/quote requests speculation is for.
@@ -87,7 +89,33 @@ def test_a_draft_model_of_another_vocabulary_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="must share the vocabulary"):
         ServerProcess("--draft-model", other)
     both = run("--draft-model", STORIES, "--speculative-ngram", "4")
-    assert both.returncode == 1 and "two drafters" in both.stderr
+    assert both.returncode == 1 and "drafters: give one" in both.stderr
+
+
+def test_multi_token_prediction_serves_plain_decodings_replies(tmp_path):
+    """A DeepSeek-V3.2-shaped random model with its NextN layer, served plainly and drafting with the layer,
+    8 requests at once: the same replies, greedy and seeded; /metrics counts the layer's drafts (its random
+    weights draft what the model rarely takes: acceptance is not asserted here)."""
+    from concurrent.futures import ThreadPoolExecutor
+    path = write_deepseek2(str(tmp_path / "v32_nextn.gguf"), shape="v3", layout="split", seed=3, n_ctx=1024,
+                           indexer=(16, 64, 64), nextn=True)
+    plain, mtp = ServerProcess("--ctx-size", "512", model=path), ServerProcess("--ctx-size", "512", "--speculative-mtp", "3",
+                                                                            "--draft-p-min", "0", model=path)
+    try:
+        def replies(server):
+            c = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0, timeout=60)
+            ask = lambda i: c.completions.create(model="v32_nextn", prompt=PROMPT[: 40 + 7 * i], max_tokens=32, seed=i,
+                                                 temperature=0 if i % 2 else 0.8).choices[0].text
+            with ThreadPoolExecutor(8) as pool:
+                return list(pool.map(ask, range(8)))
+        assert replies(mtp) == replies(plain)
+        verified, accepted = mtp.metric("dsinfer:spec_draft_tokens"), mtp.metric("dsinfer:spec_accepted_tokens")
+        assert verified > 0 and 0 <= accepted <= verified
+    finally:
+        plain.stop()
+        mtp.stop()
+    with pytest.raises(RuntimeError, match="multi-token prediction: the model has no such layer"):
+        ServerProcess("--speculative-mtp", "2")
 
 
 def test_out_of_range_is_refused():

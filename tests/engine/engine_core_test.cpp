@@ -35,6 +35,7 @@ struct RunShape {
   int32_t n_draft = 0;       // speculative decoding by prompt lookup
   float temperature = 0.0f;  // > 0: seeded sampling
   DraftModel* draft_model = nullptr;  // with n_draft: drafts from this model instead
+  bool mtp = false;  // with n_draft: from the model's multi-token-prediction layer instead (loaded with nextn_rows)
 };
 
 std::vector<std::vector<int32_t>> prompts() {
@@ -74,6 +75,13 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
   config.prefix_cache = s.prefix_cache;
   config.speculation.n_draft = s.n_draft;
   config.draft_model = s.draft_model;
+  std::unique_ptr<MtpDrafter> mtp;
+  if (s.mtp) {
+    auto drafter = MtpDrafter::create(model, *memory.value(), ModelOptions{2, LoadMode::mmap}, 0.0f);
+    EXPECT_TRUE(drafter.ok()) << drafter.message();
+    mtp = drafter.take();
+    config.mtp_drafter = mtp.get();
+  }
   EngineCore core(model, *memory.value(), config, nullptr);
   GenerationParams params;
   params.sampling.temperature = s.temperature;
@@ -229,6 +237,48 @@ TEST_P(EngineCoreTest, DraftModelGivesPlainDecodingsTokens) {
   RunShape sampled = shape(16, 256, 512, true), sampled_speculative = s;
   sampled.temperature = sampled_speculative.temperature = 0.9f;
   EXPECT_EQ(generate(*model_, sampled_speculative, false), generate(*model_, sampled, false));
+}
+
+// DeepSeek-V3.2's multi-token-prediction layer drafts with its rows in the
+// model's pages: greedy and sampled outputs are plain decoding's, alone and
+// 16 at once, with shared prefixes, chunked prompts, and sequences preempted
+// and recomputed with their drafts' pages held. Its random weights draft what
+// the model rarely takes; the drafts themselves are MtpDrafter's tests'.
+TEST(EngineCoreMtp, MultiTokenPredictionGivesPlainDecodingsTokens) {
+  RandomModelShape shape;
+  shape.arch = "deepseek32";
+  shape.weight_type = DType::q8_0;
+  shape.n_embd = 128;
+  shape.n_ff = 256;
+  shape.n_vocab = 512;
+  shape.n_layer = 3;
+  shape.nextn = true;
+  ModelOptions options{2, LoadMode::mmap};
+  options.nextn_rows = true;
+  auto model = Model::load(write_random_model(shape, "engine_core_mtp.gguf"), options);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const RunShape plain{DType::f16, 16, 256, 512, true};
+  const auto reference = generate(*model.value(), plain, true);
+  RunShape mtp = plain;
+  mtp.n_draft = 3;
+  mtp.mtp = true;
+  RunStats stats;
+  EXPECT_EQ(generate(*model.value(), mtp, true, &stats), reference);
+  EXPECT_GT(stats.draft_tokens, 0);
+  EXPECT_GT(stats.prefix_hits, 0);
+  EXPECT_EQ(generate(*model.value(), mtp, false, &stats), reference);
+  RunShape chunked = mtp;
+  chunked.max_batched_tokens = 7;
+  EXPECT_EQ(generate(*model.value(), chunked, false), reference);
+  RunShape tight = mtp;  // as PreemptedAndRecomputed...
+  tight.page_tokens = 4;
+  tight.n_pages = 24;
+  tight.max_batched_tokens = 24;
+  EXPECT_EQ(generate(*model.value(), tight, false, &stats), reference);
+  EXPECT_GT(stats.preemptions, 0);
+  RunShape sampled = plain, sampled_mtp = mtp;
+  sampled.temperature = sampled_mtp.temperature = 0.9f;
+  EXPECT_EQ(generate(*model.value(), sampled_mtp, false), generate(*model.value(), sampled, false));
 }
 
 TEST_P(EngineCoreTest, ConcurrentRequestsEqualSingleRuns) {

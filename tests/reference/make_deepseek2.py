@@ -35,7 +35,7 @@ V32_WIDTHS = dict(n_embd=7168, n_head=128, q_lora_rank=1536, kv_lora_rank=512, q
 
 
 def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_ctx=512, vocab_path=DEFAULT_VOCAB,
-                    scale=0.08, yarn=None, weights=None, indexer=None, indexer_dtype=None,
+                    scale=0.08, yarn=None, weights=None, indexer=None, indexer_dtype=None, nextn=False, nextn_dtype=None, head_dtype=None,
                     **overrides):
     """Writes the model; returns its path. `shape` names a SHAPES entry;
     keyword overrides replace any of its fields. yarn: None or (factor,
@@ -43,7 +43,11 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
     weights: None for seeded random weights, or every tensor by name (kv_b
     as attn_kv_b [n_head * (nope + v_head), kv_lora]; train_models.py).
     indexer: None, or (heads, key length, top_k) for a deepseek32 model; indexer_dtype: its
-    matrices' type where not dtype."""
+    matrices' type where not dtype. nextn: a deepseek32 model also carries one multi-token-prediction
+    layer, blk.{n_layer}, as llama.cpp's converter keeps DeepSeek-V3.2's: a layer like the others
+    plus nextn.eh_proj, enorm, hnorm and shared_head_norm (no embed_tokens or shared_head_head of
+    its own: the model's are used); nextn_dtype: its matrices' type where not dtype. head_dtype: the
+    output matrix's type where not dtype."""
     s = dict(SHAPES[shape], **overrides)
     rng = np.random.default_rng(seed)
     arch = "deepseek32" if indexer else "deepseek2"
@@ -55,7 +59,10 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
     nope, rope, v_head, kv_lora = s["qk_nope"], s["qk_rope"], s["v_head"], s["kv_lora_rank"]
     writer.add_context_length(n_ctx)
     writer.add_embedding_length(s["n_embd"])
-    writer.add_block_count(s["n_layer"])
+    assert not nextn or indexer, "the NextN layer is written for deepseek32 files"
+    writer.add_block_count(s["n_layer"] + int(nextn))
+    if nextn:
+        writer.add_uint32(p + "nextn_predict_layers", 1)
     writer.add_feed_forward_length(s["n_ff"])
     writer.add_head_count(s["n_head"])
     writer.add_head_count_kv(s["n_head"] if layout == "kv_b" else 1)
@@ -95,9 +102,14 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
         writer.add_uint32(p + "attention.indexer.key_length", indexer[1])
         writer.add_uint32(p + "attention.indexer.top_k", indexer[2])
 
-    def weight(name, *shape_, dtype_=dtype):
+    def dtype_of(name):
+        if head_dtype and name == "output.weight":
+            return head_dtype
+        return nextn_dtype if nextn_dtype and name.startswith(f"blk.{s['n_layer']}.") else dtype
+
+    def weight(name, *shape_, dtype_=None):
         data = weights[name] if weights is not None else rng.standard_normal(shape_, dtype=np.float32) * np.float32(scale)
-        add_weight(writer, name, np.asarray(data, np.float32).reshape(shape_), dtype_)
+        add_weight(writer, name, np.asarray(data, np.float32).reshape(shape_), dtype_ or dtype_of(name))
 
     def vector(name, n, around=1.0, spread=0.1):
         data = weights[name] if weights is not None else around + rng.standard_normal(n) * spread
@@ -107,8 +119,13 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
     weight("token_embd.weight", n_vocab, n_embd)
     vector("output_norm.weight", n_embd)
     weight("output.weight", n_vocab, n_embd)
-    for i in range(s["n_layer"]):
+    for i in range(s["n_layer"] + int(nextn)):
         b = f"blk.{i}."
+        if i == s["n_layer"]:
+            weight(b + "nextn.eh_proj.weight", n_embd, 2 * n_embd)
+            vector(b + "nextn.enorm.weight", n_embd)
+            vector(b + "nextn.hnorm.weight", n_embd)
+            vector(b + "nextn.shared_head_norm.weight", n_embd)
         vector(b + "attn_norm.weight", n_embd)
         if s["q_lora_rank"]:
             weight(b + "attn_q_a.weight", s["q_lora_rank"], n_embd)
@@ -121,19 +138,19 @@ def write_deepseek2(path, shape="v2lite", dtype="f32", layout="kv_b", seed=0, n_
         kv_b = (np.asarray(weights[b + "attn_kv_b.weight"], np.float32).reshape(n_head, nope + v_head, kv_lora)
                 if weights is not None else rng.standard_normal((n_head, nope + v_head, kv_lora)) * scale)
         if layout == "kv_b":
-            add_weight(writer, b + "attn_kv_b.weight", kv_b.reshape(n_head * (nope + v_head), kv_lora), dtype)
+            add_weight(writer, b + "attn_kv_b.weight", kv_b.reshape(n_head * (nope + v_head), kv_lora), dtype_of(b))
         else:
-            add_weight(writer, b + "attn_k_b.weight", np.ascontiguousarray(kv_b[:, :nope, :].transpose(0, 2, 1)), dtype)
-            add_weight(writer, b + "attn_v_b.weight", np.ascontiguousarray(kv_b[:, nope:, :]), dtype)
+            add_weight(writer, b + "attn_k_b.weight", np.ascontiguousarray(kv_b[:, :nope, :].transpose(0, 2, 1)), dtype_of(b))
+            add_weight(writer, b + "attn_v_b.weight", np.ascontiguousarray(kv_b[:, nope:, :]), dtype_of(b))
         weight(b + "attn_output.weight", n_embd, n_head * v_head)
         vector(b + "ffn_norm.weight", n_embd)
         if indexer:
             index_heads, index_dim, _ = indexer
             vector(b + "indexer.k_norm.weight", index_dim)
             vector(b + "indexer.k_norm.bias", index_dim, 0.0, 0.1)
-            weight(b + "indexer.proj.weight", index_heads, n_embd, dtype_=indexer_dtype or dtype)
-            weight(b + "indexer.attn_k.weight", index_dim, n_embd, dtype_=indexer_dtype or dtype)
-            weight(b + "indexer.attn_q_b.weight", index_heads * index_dim, s["q_lora_rank"], dtype_=indexer_dtype or dtype)
+            weight(b + "indexer.proj.weight", index_heads, n_embd, dtype_=indexer_dtype)
+            weight(b + "indexer.attn_k.weight", index_dim, n_embd, dtype_=indexer_dtype)
+            weight(b + "indexer.attn_q_b.weight", index_heads * index_dim, s["q_lora_rank"], dtype_=indexer_dtype)
         if i < s["leading_dense"]:
             weight(b + "ffn_gate.weight", s["n_ff"], n_embd)
             weight(b + "ffn_up.weight", s["n_ff"], n_embd)

@@ -92,7 +92,8 @@ def test_info_reports_deepseek_v32s_kv_memory_from_its_real_config(dsinfer, tmp_
     in a file of metadata alone: 61 layers run (block_count 62 counts the
     multi-token-prediction layer), each caching a latent row of 512 + 64 and an
     indexer key of 128 per token: 61 x (576 + 128) x 2 bytes = 85,888 bytes per
-    token in f16, the notes' 85.9 KB."""
+    token in f16, the notes' 85.9 KB; 62 x that row when the multi-token-prediction
+    layer drafts, its rows in the same pages."""
     path = str(tmp_path / "v32_config.gguf")
     write_metadata_only(path, "deepseek32", uints={"context_length": 163840, "embedding_length": 7168, "block_count": 62, "feed_forward_length": 18432,
                        "attention.head_count": 128, "attention.head_count_kv": 1, "attention.q_lora_rank": 1536,
@@ -106,7 +107,8 @@ def test_info_reports_deepseek_v32s_kv_memory_from_its_real_config(dsinfer, tmp_
     out = dsinfer("info", "-m", path).stdout.decode()
     assert "kv bytes per token (f16) 85888," in out, out
     assert "an indexer of 64 heads of 128 picks 2048 positions per query" in out
-    assert "multi-token prediction: 1 layer(s) after the 61 run, not run" in out
+    assert "multi-token prediction: 1 layer after the 61, drafting with --speculative-mtp N; its rows in the same pages " \
+           "make them 87296 bytes per token (f16)" in out, out
 
 
 def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer, tmp_path):

@@ -63,7 +63,15 @@ CONFIGS = {
                                      n_group=1, n_group_used=1, probs_bias=False),
     "deepseek2_v3_routing": dict(arch="deepseek2", **MLA, n_shared=1, gating=2, weights_norm=True, weights_scale=2.5,
                                  n_group=4, n_group_used=2, probs_bias=True),
+    # DeepSeek-V3.2's file with its multi-token-prediction layer, trained beside the model as DeepSeek-V3 was
+    # (the layer's loss weighted 0.3): what --speculative-mtp drafts with (bench/speculative_decoding.py).
+    # Four layers for the one of the layer: its draft costs a quarter of a forward (V3.2's, a 61st). The
+    # indexer keeps every position of the 256 (its weights random, untrained): the attention is V3's.
+    "deepseek32_mtp": dict(arch="deepseek32", **dict(MLA, n_layer=4), n_shared=1, gating=2, weights_norm=True,
+                           weights_scale=2.5, n_group=4, n_group_used=2, probs_bias=True, nextn=True),
 }
+MTP_LOSS_WEIGHT = 0.3
+INDEXER = (4, 64)  # a deepseek32 file's indexer heads and key length; it keeps N_CTX positions
 # What tests/reference/test_trained_models.py checks: one dense model (Qwen2's
 # biases and NeoX RoPE are the longer path) and one MoE (V3's routing, what
 # V3 to V3.2 deploy). The other two train when bench/quant_accuracy.py asks:
@@ -196,17 +204,41 @@ def mla_attention(jnp, c, p, b, h):
     return causal_attention(jnp, q, k, kv_up[..., nope:], 1.0 / np.sqrt(nope + r)) @ p[b + "attn_output.weight"].T
 
 
-def forward(jax, jnp, c, p, fixed, tokens):
-    """Logits [T, n_vocab] of one sequence."""
+def is_mla(c):
+    return c["arch"] in ("deepseek2", "deepseek32")
+
+
+def layer(jax, jnp, c, p, fixed, i, x):
+    """Block i (blk.{i}.) over the residual stream x [T, n_embd]."""
+    b = f"blk.{i}."
+    h = rms_norm(jnp, x, p[b + "attn_norm.weight"])
+    x = x + (mla_attention if is_mla(c) else dense_attention)(jnp, c, p, b, h)
+    h = rms_norm(jnp, x, p[b + "ffn_norm.weight"])
+    moe = is_mla(c) and i >= c["leading_dense"]
+    return x + (moe_ffn(jax, jnp, c, p, fixed, b, h) if moe else dense_ffn(jnp, p, b, h))
+
+
+def hidden_states(jax, jnp, c, p, fixed, tokens):
+    """The final hidden states [T, n_embd] of one sequence, after the output norm."""
     x = p["token_embd.weight"][tokens]
     for i in range(c["n_layer"]):
-        b = f"blk.{i}."
-        h = rms_norm(jnp, x, p[b + "attn_norm.weight"])
-        x = x + (mla_attention if c["arch"] == "deepseek2" else dense_attention)(jnp, c, p, b, h)
-        h = rms_norm(jnp, x, p[b + "ffn_norm.weight"])
-        moe = c["arch"] == "deepseek2" and i >= c["leading_dense"]
-        x = x + (moe_ffn(jax, jnp, c, p, fixed, b, h) if moe else dense_ffn(jnp, p, b, h))
-    return rms_norm(jnp, x, p["output_norm.weight"]) @ p["output.weight"].T
+        x = layer(jax, jnp, c, p, fixed, i, x)
+    return rms_norm(jnp, x, p["output_norm.weight"])
+
+
+def forward(jax, jnp, c, p, fixed, tokens):
+    """Logits [T, n_vocab] of one sequence."""
+    return hidden_states(jax, jnp, c, p, fixed, tokens) @ p["output.weight"].T
+
+
+def mtp_forward(jax, jnp, c, p, fixed, tokens, hidden):
+    """The multi-token-prediction layer's logits [T - 1, n_vocab]: row t from token t + 1 and the hidden
+    state at t, predicting token t + 2 (src/engine/mtp_drafter.h)."""
+    b = f"blk.{c['n_layer']}.nextn."
+    pair = jnp.concatenate([rms_norm(jnp, p["token_embd.weight"][tokens[1:]], p[b + "enorm.weight"]),
+                            rms_norm(jnp, hidden[:-1], p[b + "hnorm.weight"])], axis=-1)
+    x = layer(jax, jnp, c, p, fixed, c["n_layer"], pair @ p[b + "eh_proj.weight"].T)
+    return rms_norm(jnp, x, p[b + "shared_head_norm.weight"]) @ p["output.weight"].T
 
 
 # ---- parameters --------------------------------------------------------------------------------
@@ -216,11 +248,15 @@ def shapes(c, n_vocab):
     e = c["n_embd"]
     s = {"token_embd.weight": ((n_vocab, e), "matrix"), "output_norm.weight": ((e,), "norm"),
          "output.weight": ((n_vocab, e), "matrix")}
-    for i in range(c["n_layer"]):
+    for i in range(c["n_layer"] + int(c.get("nextn", False))):
         b = f"blk.{i}."
+        if i == c["n_layer"]:
+            s[b + "nextn.eh_proj.weight"] = ((e, 2 * e), "matrix")
+            for name in ("enorm", "hnorm", "shared_head_norm"):
+                s[f"{b}nextn.{name}.weight"] = ((e,), "norm")
         s[b + "attn_norm.weight"] = ((e,), "norm")
         s[b + "ffn_norm.weight"] = ((e,), "norm")
-        if c["arch"] == "deepseek2":
+        if is_mla(c):
             nh, qh = c["n_head"], c["qk_nope"] + c["qk_rope"]
             s[b + "attn_q_a.weight"] = ((c["q_lora_rank"], e), "matrix")
             s[b + "attn_q_a_norm.weight"] = ((c["q_lora_rank"],), "norm")
@@ -236,7 +272,7 @@ def shapes(c, n_vocab):
                 if c["arch"] == "qwen2":
                     s[f"{b}attn_{name}.bias"] = ((rows,), "bias")
             s[b + "attn_output.weight"] = ((e, c["n_head"] * hd), "matrix")
-        if c["arch"] == "deepseek2" and i >= c["leading_dense"]:
+        if is_mla(c) and i >= c["leading_dense"]:
             ne, ff = c["n_expert"], c["expert_ff"]
             s[b + "ffn_gate_inp.weight"] = ((ne, e), "matrix")
             s[b + "ffn_gate_exps.weight"] = ((ne, ff, e), "matrix")
@@ -252,11 +288,22 @@ def shapes(c, n_vocab):
 
 
 def fixed_tensors(c, rng):
-    """Tensors the model uses but training does not move: V3's expert selection bias (set by load balancing there)."""
-    if not c.get("probs_bias"):
-        return {}
-    return {f"blk.{i}.exp_probs_b.bias": (rng.standard_normal(c["n_expert"]) * 0.05).astype(np.float32)
-            for i in range(c["leading_dense"], c["n_layer"])}
+    """Tensors the model uses but training does not move: V3's expert selection bias (set by load balancing there),
+    and a deepseek32 file's indexer, which keeps every position here."""
+    blocks = range(c["n_layer"] + int(c.get("nextn", False)))
+    fixed = {}
+    if c.get("probs_bias"):
+        fixed.update({f"blk.{i}.exp_probs_b.bias": (rng.standard_normal(c["n_expert"]) * 0.05).astype(np.float32)
+                      for i in blocks if i >= c["leading_dense"]})
+    if c["arch"] == "deepseek32":
+        heads, dim = INDEXER
+        for i in blocks:
+            b = f"blk.{i}.indexer."
+            fixed.update({b + "k_norm.weight": np.ones(dim, np.float32), b + "k_norm.bias": np.zeros(dim, np.float32),
+                          b + "proj.weight": (rng.standard_normal((heads, c["n_embd"])) * 0.02).astype(np.float32),
+                          b + "attn_k.weight": (rng.standard_normal((dim, c["n_embd"])) * 0.02).astype(np.float32),
+                          b + "attn_q_b.weight": (rng.standard_normal((heads * dim, c["q_lora_rank"])) * 0.02).astype(np.float32)})
+    return fixed
 
 
 def train(name, c, tokens, bos, n_vocab, log):
@@ -276,10 +323,16 @@ def train(name, c, tokens, bos, n_vocab, log):
     optimizer = optax.adamw(schedule, weight_decay=0.01)
     state = optimizer.init(params)
 
+    def cross_entropy(logits, targets):
+        return -jnp.take_along_axis(jax.nn.log_softmax(logits, -1), targets[..., None], -1).mean()
+
     def loss_fn(p, batch):
-        logits = jax.vmap(lambda seq: forward(jax, jnp, c, p, fixed, seq[:-1]))(batch)
-        logp = jax.nn.log_softmax(logits, -1)
-        return -jnp.take_along_axis(logp, batch[:, 1:, None], -1).mean()
+        hidden = jax.vmap(lambda seq: hidden_states(jax, jnp, c, p, fixed, seq[:-1]))(batch)
+        loss = cross_entropy(hidden @ p["output.weight"].T, batch[:, 1:])
+        if c.get("nextn"):  # rows 0 .. T-3 of the layer over inputs 0 .. T-2 predict tokens 2 .. T-1
+            mtp = jax.vmap(lambda seq, h: mtp_forward(jax, jnp, c, p, fixed, seq[:-1], h))(batch, hidden)
+            loss = loss + MTP_LOSS_WEIGHT * cross_entropy(mtp, batch[:, 2:])
+        return loss
 
     @jax.jit
     def step(p, s, batch):
@@ -301,6 +354,10 @@ def train(name, c, tokens, bos, n_vocab, log):
 
 
 def write(path, c, weights):
+    if c["arch"] == "deepseek32":
+        overrides = {k: v for k, v in c.items() if k not in ("arch", "nextn")}
+        return write_deepseek2(path, shape="v3", dtype="f32", layout="split", n_ctx=N_CTX, weights=weights,
+                               indexer=(*INDEXER, N_CTX), nextn=c.get("nextn", False), **overrides)
     if c["arch"] == "deepseek2":
         overrides = {k: v for k, v in c.items() if k != "arch"}
         return write_deepseek2(path, shape="v3", dtype="f32", layout="kv_b", n_ctx=N_CTX, weights=weights, **overrides)
@@ -340,17 +397,30 @@ def trained_model(name, out_dir=DEFAULT_OUT, log=lambda m: print(m, file=sys.std
     return path
 
 
-def jax_logits(name, tokens, out_dir=DEFAULT_OUT):
-    """The forward above on the written file's weights: what llama.cpp must give for the file."""
+def file_weights(name, out_dir=DEFAULT_OUT):
+    """The written file's tensors by name as JAX arrays, MLA's kv_b whole again where the file splits it."""
     import gguf
+    import jax.numpy as jnp
+    reader = gguf.GGUFReader(os.path.join(out_dir, f"{name}.gguf"))
+    p = {t.name: np.asarray(t.data, np.float32).reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
+    for k_b in [k for k in p if k.endswith("attn_k_b.weight")]:
+        v_b = p.pop(k_b.replace("attn_k_b", "attn_v_b"))  # [h, kv_lora, nope] and [h, v, kv_lora]
+        p[k_b.replace("attn_k_b", "attn_kv_b")] = np.concatenate([p.pop(k_b).transpose(0, 2, 1), v_b], 1).reshape(-1, v_b.shape[2])
+    return {k: jnp.asarray(v) for k, v in p.items()}
+
+
+def jax_logits(name, tokens, out_dir=DEFAULT_OUT, mtp=False):
+    """The forward above on the written file's weights: what llama.cpp must give for the file; with `mtp`, the
+    multi-token-prediction layer's logits instead (mtp_forward)."""
     import jax
     import jax.numpy as jnp
     c = CONFIGS[name]
-    reader = gguf.GGUFReader(os.path.join(out_dir, f"{name}.gguf"))
-    p = {t.name: jnp.asarray(np.asarray(t.data, np.float32).reshape(tuple(reversed([int(d) for d in t.shape]))))
-         for t in reader.tensors}
+    p = file_weights(name, out_dir)
     fixed = {k: v for k, v in p.items() if k.endswith("exp_probs_b.bias")}
-    return np.asarray(forward(jax, jnp, c, p, fixed, jnp.asarray(tokens, jnp.int32)))
+    tokens = jnp.asarray(tokens, jnp.int32)
+    if mtp:
+        return np.asarray(mtp_forward(jax, jnp, c, p, fixed, tokens, hidden_states(jax, jnp, c, p, fixed, tokens)))
+    return np.asarray(forward(jax, jnp, c, p, fixed, tokens))
 
 
 def main():

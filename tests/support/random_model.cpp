@@ -132,7 +132,9 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
   const std::string p = s.arch + ".";
   w.add_string("general.architecture", s.arch);
   w.add_uint32(p + "embedding_length", uint32_t(s.n_embd));
-  w.add_uint32(p + "block_count", uint32_t(s.n_layer));
+  EXPECT_TRUE(!s.nextn || s.arch == "deepseek32") << "the NextN layer is written for deepseek32 files";
+  w.add_uint32(p + "block_count", uint32_t(s.n_layer + (s.nextn ? 1 : 0)));
+  if (s.nextn) w.add_uint32(p + "nextn_predict_layers", 1);
   if (s.arch != "deepseek4") w.add_uint32(p + "feed_forward_length", uint32_t(s.n_ff));  // V4 has no dense layers
   w.add_uint32(p + "attention.head_count", uint32_t(s.n_head));
   const bool sparse = s.arch == "deepseek32";  // V3.2: MLA's latent rows are one key head
@@ -207,8 +209,14 @@ std::string write_random_model(const RandomModelShape& s, const std::string& fil
     w.add_float32(p + "expert_weights_scale", 2.0f);
     w.add_uint32(p + "expert_group_count", 4);
     w.add_uint32(p + "expert_group_used_count", 2);
-    for (int64_t i = 0; i < s.n_layer; ++i) {
+    for (int64_t i = 0; i < s.n_layer + (s.nextn ? 1 : 0); ++i) {
       const std::string b = "blk." + std::to_string(i) + ".";
+      if (i == s.n_layer) {
+        matrix(b + "nextn.eh_proj.weight", s.n_embd, 2 * s.n_embd, s.weight_type);
+        vector(b + "nextn.enorm.weight", s.n_embd, 1.0f, 0.1f);
+        vector(b + "nextn.hnorm.weight", s.n_embd, 1.0f, 0.1f);
+        vector(b + "nextn.shared_head_norm.weight", s.n_embd, 1.0f, 0.1f);
+      }
       vector(b + "attn_norm.weight", s.n_embd, 1.0f, 0.1f);
       matrix(b + "attn_q_a.weight", q_lora, s.n_embd, s.weight_type);
       vector(b + "attn_q_a_norm.weight", q_lora, 1.0f, 0.1f);

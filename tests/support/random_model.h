@@ -29,6 +29,9 @@ struct RandomModelShape {
   int64_t n_vocab = 300;
   int64_t n_ctx = 4096;
   uint32_t seed = 1;
+  // deepseek32 only: one multi-token-prediction layer after the n_layer
+  // (blk.{n_layer}: a MoE layer and nextn.eh_proj, enorm, hnorm, shared_head_norm).
+  bool nextn = false;
 };
 
 // Writes the model under the test temp directory; returns its path.

@@ -19,7 +19,7 @@ Status Deepseek2Layers::load(TensorLoader& loader) {
   const ModelConfig& c = config_;
   std::vector<const MlaWeights*> attention;
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    const std::string b = "blk." + std::to_string(i) + ".";
+    const std::string b = c.block_prefix(i);
     Layer& l = layers_[size_t(i)];
     DS_RETURN_IF_ERROR(loader.vector(b + "attn_norm.weight", c.n_embd, &l.attn_norm));
     DS_RETURN_IF_ERROR(loader.vector(b + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
@@ -48,7 +48,7 @@ void Deepseek2Layers::begin_step(const Batch& batch) {
 }
 
 void Deepseek2Layers::attention(int64_t layer, const ForwardContext& ctx, const StepIndex& step, KvCache& cache) {
-  attention_.run(ctx, layers_[size_t(layer)].attention, step, cache.layer(layer));
+  attention_.run(ctx, layers_[size_t(layer)].attention, step, cache.layer(config_.first_block + layer));
 }
 
 void Deepseek2Layers::run_layer(int64_t layer, const ForwardContext& ctx, const StepIndex& step, KvCache& cache) {

@@ -84,7 +84,7 @@ class Deepseek32Layers : public Deepseek2Layers {
     const ModelConfig& c = config_;
     const IndexerConfig& x = c.indexer;
     for (int64_t i = 0; i < c.n_layer; ++i) {
-      const std::string b = "blk." + std::to_string(i) + ".indexer.";
+      const std::string b = c.block_prefix(i) + "indexer.";
       Indexer& w = indexers_[size_t(i)];
       DS_RETURN_IF_ERROR(loader.vector(b + "k_norm.weight", x.key_dim, &w.k_norm));
       DS_RETURN_IF_ERROR(loader.vector(b + "k_norm.bias", x.key_dim, &w.k_norm_bias));
@@ -108,7 +108,7 @@ class Deepseek32Layers : public Deepseek2Layers {
  protected:
   void attention(int64_t layer, const ForwardContext& ctx, const StepIndex& step, KvCache& cache) override {
     const MlaWeights& w = layers_[size_t(layer)].attention;
-    KvLayerView latent = cache.layer(layer);
+    KvLayerView latent = cache.layer(config_.first_block + layer);
     const KvLayerView index_keys{latent.dtype, latent.v, nullptr, latent.page_tokens, config_.indexer.key_dim, 1};
     latent.v = nullptr;
     attention_.project(ctx, w, step, latent);

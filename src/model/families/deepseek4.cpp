@@ -257,7 +257,7 @@ class Deepseek4Layers : public LayerStack {
     const int64_t d = c.n_embd, hd = c.head_dim, hc_width = v.hc_streams * d, n_mix = v.hc_streams * (2 + v.hc_streams);
     DS_RETURN_IF_ERROR(load_hyper_connection(loader, "output_hc", v.hc_streams, 1, hc_width, &head_));
     for (int64_t i = 0; i < c.n_layer; ++i) {
-      const std::string b = "blk." + std::to_string(i) + ".";
+      const std::string b = c.block_prefix(i);
       Layer& w = layers_[size_t(i)];
       DS_RETURN_IF_ERROR(loader.vector(b + "attn_norm.weight", d, &w.attn_norm));
       DS_RETURN_IF_ERROR(loader.vector(b + "ffn_norm.weight", d, &w.ffn_norm));

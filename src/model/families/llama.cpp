@@ -21,7 +21,7 @@ class LlamaLayers : public LayerStack {
   Status load(TensorLoader& loader) override {
     const ModelConfig& c = config_;
     for (int64_t i = 0; i < c.n_layer; ++i) {
-      const std::string b = "blk." + std::to_string(i) + ".";
+      const std::string b = c.block_prefix(i);
       Layer& l = layers_[size_t(i)];
       DS_RETURN_IF_ERROR(loader.vector(b + "attn_norm.weight", c.n_embd, &l.attn_norm));
       DS_RETURN_IF_ERROR(loader.vector(b + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
