@@ -2,7 +2,7 @@
 // `dsinfer bench --concurrency C`: offline serving throughput. N requests with
 // given prompt and output lengths run through the engine with at most C in
 // flight; prints request throughput, output tokens/s, TTFT and TPOT percentiles.
-// With a drafter (--speculative-ngram, --draft-model) the same requests are
+// With a drafter (--speculative-ngram, --draft-model, --speculative-mtp) the same requests are
 // served without one first, for the speedup and the check that the greedy
 // outputs are the same.
 
