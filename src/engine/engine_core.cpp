@@ -124,9 +124,10 @@ void EngineCore::propose_drafts() {
     const bool decoding = seq.n_computed + 1 == int32_t(seq.tokens.size()) && !request->params.grammar && !request->embeds() && room > 0;
     int32_t n = decoding ? std::min(room, speculation_.n_draft) : 0;
     if (mtp_drafter_) {
-      // Every sequence's rows are written, decoding or not; a chained draft's
+      // Every sequence with hidden states to take writes its rows, decoding or
+      // not (without, it has nothing to draft from); a chained draft's
       // provisional rows need the pages of the positions it verifies.
-      if (!kv_.has(id) || (!mtp_drafter_->has_hidden(id) && n == 0)) continue;
+      if (!kv_.has(id) || !mtp_drafter_->has_hidden(id)) continue;
       const int32_t n_tokens = int32_t(seq.tokens.size());
       while (n > 1 && !kv_.can_grow(id, n_tokens + n - 2)) --n;
       if (n > 1) kv_.grow(id, n_tokens + n - 2);

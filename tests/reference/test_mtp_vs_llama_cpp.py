@@ -96,7 +96,7 @@ def rms_norm(x, weight):
     return x / np.sqrt((x.astype(np.float64) ** 2).mean(axis=-1, keepdims=True) + NORM_EPS).astype(np.float32) * weight
 
 
-def mtp_reference(model_dir, path, tokens, dtype, indexer, yarn):
+def mtp_reference(path, tokens, dtype, indexer, yarn):
     """The reference MTP logits [len(tokens) - 1, n_vocab] for the model file at `path` (module docstring),
     and the reference under each deliberate mistake, by name."""
     tensors = read_tensors(path)
@@ -136,7 +136,7 @@ def test_mtp_layer_matches_llama_cpp(dsinfer, model_dir, dtype):
     tokens = LONG_TOKENS
     path = write_deepseek2(os.path.join(model_dir, f"deepseek32_nextn_{dtype}.gguf"), shape="v3", dtype="f32", nextn_dtype=dtype,
                            layout="split", seed=13, n_ctx=1024, indexer=indexer, yarn=yarn, nextn=True)
-    ref, mistakes = mtp_reference(model_dir, path, tokens, dtype, indexer, yarn)
+    ref, mistakes = mtp_reference(path, tokens, dtype, indexer, yarn)
     scale = np.abs(ref).max()
     tolerance = TOLERANCE.get(dtype, QUANT_TOLERANCE)
     best_two = np.sort(ref, axis=1)[:, -2:]
