@@ -81,6 +81,14 @@ void print_deepseek4(const ModelConfig& c) {
   // The compact layout's fixed state: the window's raw rows and the projections' rings (f32).
   const int64_t window_state = c.n_layer * v.window * hd;
   const int64_t ring_state = n_csa * (2 * 2 * hd * 8 + 2 * 2 * ik * 8) + n_hca * 2 * hd * 128;
+  // dsinfer's ring of ratio-4 projections in a window page of the family's size (no draft tokens).
+  int64_t ring_rows = 0;
+  for (const auto& layer : c.kv.layer_streams) {
+    for (const KvStream& s : layer) {
+      const int64_t rows = s.rows_per_page(c.kv.page_tokens, 0);
+      if (s.ring_horizon > 0 && rows < c.kv.page_tokens) ring_rows = rows;
+    }
+  }
   std::printf("deepseek4: %lld hyper-connection streams (Sinkhorn %lld), window %lld, layers: %lld window-only, %lld compressing "
               "by 4 (an indexer of %lld heads of %lld picks %lld rows), %lld by 128; output in %lld groups of rank %lld; the compressing "
               "layers' rope base %.1f, yarn x%.2f over %d (the context line's rope is the window-only layers')\n",
@@ -89,9 +97,10 @@ void print_deepseek4(const ModelConfig& c) {
               (long long)v.o_groups, (long long)v.o_lora_rank, v.compressed_rope.freq_base,
               v.compressed_rope.scaling == RopeScaling::yarn ? v.compressed_rope.scaling_factor : 1.0f, v.compressed_rope.n_ctx_orig);
   std::printf("deepseek4 kv, elements: compressed rows %.1f per token (%.0f bytes f16), kept; raw rows %lld + compressor projections "
-              "%lld per position, in window pages for the last %lld positions of a sequence only; the notes' compact layout: the same "
+              "%lld per position, in window pages for the last %lld positions of a sequence only (ratio 4's: a ring of the last %lld a page); "
+              "the notes' compact layout: the same "
               "%.1f per token, plus per sequence %lld raw window elements (f16) and %lld projection floats (f32) in rings: %.1f MiB\n",
-              compressed, compressed * 2.0, (long long)raw, (long long)projections, (long long)c.kv.horizon + 1, compressed,
+              compressed, compressed * 2.0, (long long)raw, (long long)projections, (long long)c.kv.horizon + 1, (long long)ring_rows, compressed,
               (long long)window_state,
               (long long)ring_state, double(window_state * 2 + ring_state * 4) / 1048576.0);
 }
@@ -173,9 +182,10 @@ int cmd_info(int argc, char** argv) {
   }
   const int64_t page = c.kv.page_tokens;  // the figures' page size: --kv-page-tokens' default for this model
   if (const int64_t window_pages = KvCache::window_pages_per_sequence(c, page); window_pages > 0) {
-    const int64_t bytes = window_pages * KvCache::window_page_bytes(c, DType::f16, page);
+    const int64_t bytes = KvCache::fixed_bytes_per_sequence(c, KvCacheOptions{DType::f16, page});
     std::printf("kv bytes per token (f16): %lld; fixed state per sequence: %lld window pages of %lld tokens (the last %lld positions' "
-                "windowed rows), %lld bytes (%.1f MiB, f16)\n",
+                "windowed rows, a ring of the last ones where fewer are read), %lld bytes (%.1f MiB, f16; speculative decoding's "
+                "draft tokens add as many rows to each ring)\n",
                 (long long)KvCache::bytes_per_token(c, DType::f16), (long long)window_pages, (long long)page,
                 (long long)c.kv.horizon + 1, (long long)bytes, double(bytes) / 1048576.0);
   } else {

@@ -34,9 +34,8 @@ std::string mib(int64_t bytes) {
 void print_kv_held(const EngineStats& peak, const ModelConfig& config, const KvCache& memory, int64_t n_positions) {
   const int64_t page_tokens = memory.page_tokens();
   const int64_t held = int64_t(peak.pages_held) * memory.page_bytes();
-  const int64_t window_held = int64_t(peak.window_pages_held) * KvCache::window_page_bytes(config, memory.dtype(), page_tokens);
-  const int64_t fixed = KvCache::window_pages_per_sequence(config, page_tokens) *
-                        KvCache::window_page_bytes(config, memory.dtype(), page_tokens);
+  const int64_t window_held = int64_t(peak.window_pages_held) * KvCache::window_page_bytes(config, memory.options());
+  const int64_t fixed = KvCache::fixed_bytes_per_sequence(config, memory.options());
   const int64_t figure = KvCache::bytes_per_token(config, memory.dtype()) * n_positions + fixed;
   const std::string window = fixed == 0 ? "" : " and " + std::to_string(peak.window_pages_held) + " window pages (" +
                                                   mib(window_held) + ")";

@@ -135,6 +135,10 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   CommonModelOptions o;
   // The KV pages keep the multi-token-prediction layer's rows beside the model's.
   o.model.nextn_rows = args.has("--speculative-mtp");
+  // Rings in the pages keep the rows a rejected draft may overwrite (KvCacheOptions::draft_tokens).
+  auto speculation = parse_speculation(args);
+  if (!speculation.ok()) return speculation.status();
+  o.kv.draft_tokens = speculation.value().n_draft;
   o.path = first_value(args, {"-m", "--model"});
   if (o.path.empty()) return Status::error("missing -m MODEL.gguf");
   // Default: every CPU this process may run on (its --device, taskset or cpuset).
@@ -218,7 +222,7 @@ Result<KvCacheOptions> size_kv_pool(const CommonModelOptions& options, const Mod
   std::fprintf(stderr, "KV pool: %lld pages of %lld tokens, %s, %.1f KiB per page, %.1f MiB in all\n", (long long)pages,
                (long long)kv.page_tokens, dtype_name(kv.dtype), double(page_bytes) / 1024.0, double(pages * page_bytes) / 1048576.0);
   if (kv.n_window_pages > 0) {
-    const int64_t window_bytes = KvCache::window_page_bytes(config, kv.dtype, kv.page_tokens);
+    const int64_t window_bytes = KvCache::window_page_bytes(config, kv);
     std::fprintf(stderr, "KV window pages (the last %lld positions of each sequence): %lld, %.1f KiB each, %.1f MiB in all\n",
                  (long long)config.kv.horizon + 1, (long long)kv.n_window_pages, double(window_bytes) / 1024.0,
                  double(kv.n_window_pages * window_bytes) / 1048576.0);

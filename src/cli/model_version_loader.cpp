@@ -97,7 +97,7 @@ Result<Settings> settle(const Args& args) {
                 (long long)(kv.n_pages * kv.page_tokens), (long long)s.n_ctx);
     s.n_ctx = kv.n_pages * kv.page_tokens;
   }
-  s.kv_pool_bytes = kv.n_pages * page_bytes + kv.n_window_pages * KvCache::window_page_bytes(config.value(), kv.dtype, kv.page_tokens);
+  s.kv_pool_bytes = kv.n_pages * page_bytes + kv.n_window_pages * KvCache::window_page_bytes(config.value(), kv);
   // A new prompt leaves 5% of the pool free for the running requests to grow into.
   s.engine.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(s.n_ctx), 0.05};
   s.engine.prefix_cache = !args.has("--no-prefix-cache");

@@ -57,6 +57,7 @@ class DraftModel {
   void forget(int64_t id);
 
   const Model& model() const { return *model_; }
+  const KvCache& cache() const { return *cache_; }
   int64_t free_pages() const { return int64_t(free_pages_.size()); }
 
  private:

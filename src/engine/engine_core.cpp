@@ -26,7 +26,13 @@ EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& co
       end_of_generation_(tokenizer ? tokenizer->vocab().end_of_generation : std::vector<int32_t>{}),
       speculation_(config.speculation),
       draft_model_(config.draft_model),
-      mtp_drafter_(config.mtp_drafter) {}
+      mtp_drafter_(config.mtp_drafter) {
+  // A draft the target or the draft model rejects has written rows past what
+  // the sequence keeps; a cache with rings must keep that many more.
+  const int32_t n_draft = config.speculation.n_draft;
+  DS_CHECK(memory.keeps_drafts(n_draft), "the KV cache's rings keep fewer draft tokens than speculation drafts (KvCacheOptions::draft_tokens)");
+  DS_CHECK(!draft_model_ || draft_model_->cache().keeps_drafts(n_draft), "the draft model's KV cache keeps fewer draft tokens than it drafts");
+}
 
 Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationParams& params) {
   if (params.max_tokens < 0) return Status::error("max_tokens must not be negative");

@@ -17,11 +17,11 @@ int64_t KvCache::bytes_per_token(const ModelConfig& config, DType dtype) {
 
 namespace {
 // Bytes of one page of the streams that are (or are not) windowed.
-int64_t streams_page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens, bool windowed) {
+int64_t streams_page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens, int64_t draft_tokens, bool windowed) {
   int64_t bytes = 0;
   for (const auto& layer : config.kv.layer_streams) {
     for (const KvStream& s : layer) {
-      if (s.windowed == windowed) bytes += row_bytes(dtype, s.dim) * s.rows_per_page(page_tokens);
+      if (s.windowed == windowed) bytes += row_bytes(dtype, s.dim) * s.rows_per_page(page_tokens, draft_tokens);
     }
   }
   return bytes;
@@ -30,11 +30,11 @@ int64_t streams_page_bytes(const ModelConfig& config, DType dtype, int64_t page_
 
 int64_t KvCache::page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens) {
   if (config.kv.layer_streams.empty()) return bytes_per_token(config, dtype) * page_tokens;
-  return streams_page_bytes(config, dtype, page_tokens, false);
+  return streams_page_bytes(config, dtype, page_tokens, 0, false);
 }
 
-int64_t KvCache::window_page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens) {
-  return streams_page_bytes(config, dtype, page_tokens, true);
+int64_t KvCache::window_page_bytes(const ModelConfig& config, const KvCacheOptions& options) {
+  return streams_page_bytes(config, options.dtype, options.page_tokens, options.draft_tokens, true);
 }
 
 int64_t KvCache::window_pages_for_step(int64_t horizon, int64_t page_tokens, int64_t n_tokens) {
@@ -44,8 +44,12 @@ int64_t KvCache::window_pages_for_step(int64_t horizon, int64_t page_tokens, int
 }
 
 int64_t KvCache::window_pages_per_sequence(const ModelConfig& config, int64_t page_tokens) {
-  if (window_page_bytes(config, DType::f32, page_tokens) == 0) return 0;
+  if (streams_page_bytes(config, DType::f32, page_tokens, 0, true) == 0) return 0;
   return window_pages_for_step(config.kv.horizon, page_tokens, 1);
+}
+
+int64_t KvCache::fixed_bytes_per_sequence(const ModelConfig& config, const KvCacheOptions& options) {
+  return window_pages_per_sequence(config, options.page_tokens) * window_page_bytes(config, options);
 }
 
 int64_t KvCache::default_window_pages(const ModelConfig& config, int64_t page_tokens, int64_t max_seqs, int64_t max_step_tokens) {
@@ -73,7 +77,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   if (config.kv.nextn_layers > 0 && !config.kv.layer_streams.empty()) {
     return Status::error("kv cache: rows of multi-token-prediction layers beside per-layer streams are not implemented");
   }
-  const int64_t window_bytes = window_page_bytes(config, options.dtype, options.page_tokens);
+  if (options.draft_tokens < 0) return Status::error("kv cache: draft tokens must not be negative");
+  const int64_t window_bytes = window_page_bytes(config, options);
   const int64_t n_window_pages = window_bytes == 0 ? 0 : options.n_window_pages > 0 ? options.n_window_pages : options.n_pages;
   for (const auto& layer : config.kv.layer_streams) {
     for (const KvStream& s : layer) {
@@ -102,7 +107,9 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
     for (const KvStream& s : layer) {
       int64_t& at = s.windowed ? window_offset : offset;
       cache->stream_offsets_.back().push_back(at);
-      at += row_bytes(options.dtype, s.dim) * s.rows_per_page(options.page_tokens) * (s.windowed ? n_window_pages : options.n_pages);
+      const int64_t rows = s.rows_per_page(options.page_tokens, options.draft_tokens);
+      cache->has_rings_ |= s.windowed && rows < options.page_tokens / s.tokens_per_row;
+      at += row_bytes(options.dtype, s.dim) * rows * (s.windowed ? n_window_pages : options.n_pages);
     }
   }
   auto memory = backend.allocate(size_t(cache->page_bytes_ * options.n_pages));
@@ -127,7 +134,7 @@ KvLayerView KvCache::layer(int64_t index) const {
 KvLayerView KvCache::stream(int64_t index, int64_t s) const {
   const KvStream& stream = streams_[size_t(index)][size_t(s)];
   uint8_t* rows = (stream.windowed ? window_memory_ : memory_).data() + stream_offsets_[size_t(index)][size_t(s)];
-  return KvLayerView{options_.dtype, rows, nullptr, stream.rows_per_page(options_.page_tokens), stream.dim, 1};
+  return KvLayerView{options_.dtype, rows, nullptr, stream.rows_per_page(options_.page_tokens, options_.draft_tokens), stream.dim, 1};
 }
 
 }  // namespace ds

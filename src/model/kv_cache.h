@@ -21,6 +21,10 @@ struct KvCacheOptions {
   // Window pages, for a family with windowed streams (KvStream::windowed):
   // 0, one per page (a caller that passes the same block table for both).
   int64_t n_window_pages = 0;
+  // The most tokens a step writes past what its sequence keeps: speculative
+  // decoding's draft tokens, which verification may reject. A ring stream
+  // (KvStream::ring_horizon) keeps that many rows more.
+  int64_t draft_tokens = 0;
 };
 
 class KvCache {
@@ -41,6 +45,10 @@ class KvCache {
   int64_t n_window_pages() const { return options_.n_window_pages; }
   int64_t page_tokens() const { return options_.page_tokens; }
   DType dtype() const { return options_.dtype; }
+  const KvCacheOptions& options() const { return options_; }
+  // Whether a step may write `n` draft tokens past what a sequence keeps
+  // without overwriting a ring's rows still read (KvCacheOptions::draft_tokens).
+  bool keeps_drafts(int64_t n) const { return !has_rings_ || n <= options_.draft_tokens; }
   // Bytes one page takes across all layers, keys and values.
   int64_t page_bytes() const { return page_bytes_; }
   // One token's share of a page, averaged over the page (a stream with a row
@@ -48,12 +56,14 @@ class KvCache {
   static int64_t bytes_per_token(const ModelConfig& config, DType dtype);
   // Bytes one page (or one window page) of page_tokens tokens takes across all layers.
   static int64_t page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens);
-  static int64_t window_page_bytes(const ModelConfig& config, DType dtype, int64_t page_tokens);
+  static int64_t window_page_bytes(const ModelConfig& config, const KvCacheOptions& options);
   // The most window pages a sequence holds in a step of n_tokens of its
   // tokens: the pages its horizon before them and they themselves span.
   static int64_t window_pages_for_step(int64_t horizon, int64_t page_tokens, int64_t n_tokens);
   // A decoding sequence's, where the family has windowed streams; else 0.
   static int64_t window_pages_per_sequence(const ModelConfig& config, int64_t page_tokens);
+  // Its window pages' bytes: the fixed state of a sequence.
+  static int64_t fixed_bytes_per_sequence(const ModelConfig& config, const KvCacheOptions& options);
   // The window pool for max_seqs sequences and steps of max_step_tokens:
   // what the sequences hold at once (KvCacheManager), twice over, so that
   // the ends of as many finished prompts stay cached for prefix reuse.
@@ -67,6 +77,7 @@ class KvCache {
   int64_t n_kv_heads_ = 1;         // MLA: one latent row shared by all heads
   int64_t k_page_bytes_ = 0, v_page_bytes_ = 0;  // one page of one layer
   int64_t page_bytes_ = 0;
+  bool has_rings_ = false;  // some stream's pages keep rings (KvStream::ring_horizon)
   std::vector<std::vector<KvStream>> streams_;          // per layer, where the family has streams
   std::vector<std::vector<int64_t>> stream_offsets_;  // their bytes' offsets in memory_
   DeviceBuffer memory_;         // in the backend's memory

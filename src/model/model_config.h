@@ -84,7 +84,18 @@ struct KvStream {
   // kernels/paged_attention.h's layout): pages must hold whole rows.
   bool position_addressed = false;
   bool windowed = false;
-  int64_t rows_per_page(int64_t page_tokens) const { return tokens_per_row >= page_tokens ? 1 : page_tokens / tokens_per_row; }
+  // A windowed stream whose reader (kernels/kv_compressor.h) reads, of the
+  // rows before a step, only the last ring_horizon, and addresses them by
+  // position modulo the page's rows: a page keeps a ring of its last
+  // ring_horizon + draft_tokens rows (draft tokens: what a step may write
+  // past what its sequence keeps, so that a rejected draft never overwrites a
+  // row still read), where that is fewer than its tokens. 0: a row per token.
+  int64_t ring_horizon = 0;
+  int64_t rows_per_page(int64_t page_tokens, int64_t draft_tokens) const {
+    if (tokens_per_row >= page_tokens) return 1;
+    if (ring_horizon > 0 && ring_horizon + draft_tokens < page_tokens) return ring_horizon + draft_tokens;
+    return page_tokens / tokens_per_row;
+  }
 };
 
 struct KvRowShape {

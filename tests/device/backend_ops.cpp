@@ -561,7 +561,7 @@ struct PagedStep {
   std::vector<int32_t> tokens, positions, seq_of_token;
   int64_t n_pages = 0, n_ctx = 0;
 
-  PagedStep(const std::vector<int64_t>& lengths, int64_t new_tokens) {
+  PagedStep(const std::vector<int64_t>& lengths, int64_t new_tokens, int64_t page_size = 4) : page_tokens(page_size) {
     for (int64_t len : lengths) n_pages += (len + page_tokens - 1) / page_tokens;
     std::vector<int32_t> order(static_cast<size_t>(n_pages));
     std::iota(order.begin(), order.end(), 0);
@@ -1437,24 +1437,36 @@ size_t compressed_row_offset(const KvLayerView& rows, const BlockTableView& tabl
   return size_t((table.pages[last / page_tokens] * rows_per_page + last % page_tokens / ratio) * row_bytes(rows.dtype, rows.kv_dim));
 }
 
-// kv_compress over two whole sequences in one step: each token's state row
-// stored, then every completed block's row. The reference pools the stored
-// (rounded) state in double, normalises and rotates it: the pooled value is a
-// convex combination (exp 2u, a sum of up to 2·ratio weights), the RMSNorm
-// sums dim squares (dim/2 u), the rotation 8u: (4·ratio + dim/2 + 16)·u of the
-// row's largest magnitude, plus one code of the KV type where stored.
+// kv_compress over two sequences, whole in one step or in chunks of
+// `chunk` tokens, each chunk's step followed by `rejected` more tokens of
+// other values (a draft that verification rejects, rewritten by the next
+// step); the projections in rings (KvStream::ring_horizon) where the pages are
+// larger than the rows read back plus those. The reference pools the stored
+// (rounded) state of the tokens kept in double, normalises and rotates it: the
+// pooled value is a convex combination (exp 2u, a sum of up to 2·ratio
+// weights), the RMSNorm sums dim squares (dim/2 u), the rotation 8u:
+// (4·ratio + dim/2 + 16)·u of the row's largest magnitude, plus one code of
+// the KV type where stored.
 class KvCompressCase : public OpCase {
  public:
-  KvCompressCase(DType kv_dtype, int64_t ratio, int64_t dim, std::vector<int64_t> lengths)
-      : kv_dtype_(kv_dtype), step_(lengths, *std::max_element(lengths.begin(), lengths.end())) {
+  KvCompressCase(DType kv_dtype, int64_t ratio, int64_t dim, std::vector<int64_t> lengths, int64_t page_tokens = 4, int64_t chunk = 0,
+                 int64_t rejected = 0)
+      : kv_dtype_(kv_dtype), lengths_(lengths), step_(lengths, *std::max_element(lengths.begin(), lengths.end()), page_tokens),
+        chunk_(chunk > 0 ? chunk : step_.n_ctx), rejected_(rejected) {
     c_.ratio = ratio;
     c_.dim = dim;
     c_.overlap = ratio == 4;
     c_.eps = 1e-6f;
     c_.rope.n_rot = 16;
     c_.rope.freq_base = 160000.0f;
+    // A ring of the rows a step reads back (of its block, ratio 4: and the one before) and the rejected ones, where a page has more slots.
+    const int64_t ring = (c_.overlap ? 2 * ratio : ratio) - 1 + rejected;
+    state_rows_ = ring < page_tokens ? ring : page_tokens;
     op = "kv_compress";
-    shape = "ratio " + std::to_string(ratio) + " dim " + std::to_string(dim) + " ctx " + std::to_string(step_.n_ctx);
+    shape = "ratio " + std::to_string(ratio) + " dim " + std::to_string(dim) + " ctx " + std::to_string(step_.n_ctx) + " pages of " +
+            std::to_string(page_tokens) + (chunk > 0 ? " chunks of " + std::to_string(chunk) : std::string()) +
+            (rejected > 0 ? " +" + std::to_string(rejected) + " rejected" : std::string()) +
+            (state_rows_ < page_tokens ? " ring " + std::to_string(state_rows_) : std::string());
     dtype = std::string("kv ") + dtype_name(kv_dtype);
   }
   bool supported(const Backend& b) const override { return b.has_compressed_attention(); }
@@ -1470,14 +1482,40 @@ class KvCompressCase : public OpCase {
     for (float& x : norm_) x += 1.0f;
     c_.ape = data.floats(ape_);
     c_.norm = data.floats(norm_);
-    state_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, 1, 2 * w, false);
+    state_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, state_rows_, 1, 2 * w, false);
     rows_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, rows_per_page(), 1, c_.dim, false);
-    kv_dev_ = data.floats(kv_);
-    score_dev_ = data.floats(score_);
-    step_dev_ = b.upload_step(step_.host());
+    // The steps: each sequence's next chunk, then the rejected tokens after it (where its pages reach).
+    std::vector<int64_t> first_token(lengths_.size(), 0);  // of each sequence in kv_'s order (step_'s tokens)
+    for (size_t s = 1; s < lengths_.size(); ++s) first_token[s] = first_token[s - 1] + lengths_[s - 1];
+    for (int64_t begin = 0; begin < step_.n_ctx; begin += chunk_) {
+      Step& step = steps_.emplace_back();
+      std::vector<float> kv, score;
+      for (size_t s = 0; s < lengths_.size(); ++s) {
+        const int64_t end = std::min(begin + chunk_, lengths_[s]);
+        for (int64_t p = begin; p < std::min(end + rejected_, lengths_[s]); ++p) {
+          step.positions.push_back(int32_t(p));
+          step.seq_of_token.push_back(int32_t(s));
+          const bool kept = p < end;
+          const std::vector<float> other = random_floats(rng, 2 * w, 3.0f);
+          for (int64_t i = 0; i < w; ++i) {
+            kv.push_back(kept ? kv_[size_t((first_token[s] + p) * w + i)] : other[size_t(i)]);
+            score.push_back(kept ? score_[size_t((first_token[s] + p) * w + i)] : other[size_t(w + i)]);
+          }
+        }
+      }
+      step.tokens.assign(step.positions.size(), 0);
+      step.kv = data.floats(kv);
+      step.score = data.floats(score);
+      StepIndex host = step_.host();
+      host.n_tokens = int64_t(step.positions.size());
+      host.tokens = step.tokens.data();
+      host.positions = step.positions.data();
+      host.seq_of_token = step.seq_of_token.data();
+      step.index = b.upload_step(host);
+    }
   }
   void run(Backend& b) override {
-    b.kv_compress(c_, step_dev_, step_.page_tokens, kv_dev_, score_dev_, state_->device, rows_->device);
+    for (const Step& step : steps_) b.kv_compress(c_, step.index, step_.page_tokens, step.kv, step.score, state_->device, rows_->device);
   }
   Outcome check(Backend& b, DeviceData& data) override {
     const int64_t w = c_.width(), r = c_.ratio, dim = c_.dim;
@@ -1538,13 +1576,20 @@ class KvCompressCase : public OpCase {
   }
 
  private:
+  struct Step {
+    std::vector<int32_t> tokens, positions, seq_of_token;
+    float *kv = nullptr, *score = nullptr;
+    StepIndex index;
+  };
   DType kv_dtype_;
-  PagedStep step_;
+  std::vector<int64_t> lengths_;
+  PagedStep step_;  // the pages, and every token of the sequences in one step (kv_'s order)
+  int64_t chunk_, rejected_;
+  int64_t state_rows_ = 0;  // the state's rows per page
   KvCompressorParams c_;
-  StepIndex step_dev_;
+  std::vector<Step> steps_;
   std::vector<float> kv_, score_, ape_, norm_;
   std::unique_ptr<PagedKv> state_, rows_;
-  float *kv_dev_ = nullptr, *score_dev_ = nullptr;
 };
 
 // compressed_attention: each token's window of raw rows plus compressed rows
@@ -1713,6 +1758,13 @@ void add_deepseek4_cases(std::vector<std::unique_ptr<OpCase>>& cases) {
   for (DType kv : {DType::f32, DType::f16}) {
     add(new KvCompressCase(kv, 4, 64, {37, 9}));
     add(new KvCompressCase(kv, 128, 64, {300, 130}));
+    // Rings of 7 and of 7 + 3 rows in pages of 32, the chunks splitting blocks and pages; a step begins on a block's
+    // last token, which reads the most rows back (chunks of 5 and 7 at 15 and 7, of 127 at 127).
+    add(new KvCompressCase(kv, 4, 64, {77, 30}, 32, 5));
+    add(new KvCompressCase(kv, 4, 64, {77, 30}, 32, 7, 3));
+    add(new KvCompressCase(kv, 4, 64, {77, 30}, 32, 1, 3));
+    add(new KvCompressCase(kv, 128, 64, {300, 130}, 16, 37, 2));
+    add(new KvCompressCase(kv, 128, 64, {300, 130}, 256, 127, 2));
     add(new CompressedAttentionCase(kv, 0, {40, 9}, 5));
     add(new CompressedAttentionCase(kv, 4, {300, 45}, 7));
     add(new CompressedAttentionCase(kv, 128, {300, 140}, 3));

@@ -64,7 +64,7 @@ struct RunStats {
 // the window pool is as tight as the pool.
 KvCacheOptions cache_options(const Model& model, const RunShape& s) {
   const int64_t least = KvCache::window_pages_for_step(model.config().kv.horizon, s.page_tokens, s.max_batched_tokens);
-  return KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages, std::max<int64_t>(s.n_pages, least)};
+  return KvCacheOptions{s.kv_dtype, s.page_tokens, s.n_pages, std::max<int64_t>(s.n_pages, least), s.n_draft};
 }
 
 std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool one_at_a_time, RunStats* stats = nullptr) {
@@ -207,7 +207,7 @@ TEST_P(EngineCoreTest, DraftModelGivesPlainDecodingsTokens) {
   const DType kv_dtype = GetParam().kv_dtype;
   auto self = Model::load(path_, ModelOptions{2, LoadMode::mmap});
   ASSERT_TRUE(self.ok()) << self.message();
-  auto self_draft = DraftModel::create(self.take(), KvCacheOptions{kv_dtype, 16, 256}, 0.0f);
+  auto self_draft = DraftModel::create(self.take(), KvCacheOptions{kv_dtype, 16, 256, 0, 4}, 0.0f);
   ASSERT_TRUE(self_draft.ok()) << self_draft.message();
   RunShape s = shape(16, 256, 512, true);
   s.n_draft = 4;
@@ -226,7 +226,7 @@ TEST_P(EngineCoreTest, DraftModelGivesPlainDecodingsTokens) {
                                ModelOptions{2, LoadMode::mmap});
   ASSERT_TRUE(unrelated.ok()) << unrelated.message();
   // 12 pages of 16 positions: two or three sequences' worth, for sixteen.
-  auto unrelated_draft = DraftModel::create(unrelated.take(), KvCacheOptions{DType::f16, 16, 12}, 0.0f);
+  auto unrelated_draft = DraftModel::create(unrelated.take(), KvCacheOptions{DType::f16, 16, 12, 0, 4}, 0.0f);
   ASSERT_TRUE(unrelated_draft.ok()) << unrelated_draft.message();
   s.draft_model = unrelated_draft.value().get();
   EXPECT_EQ(generate(*model_, s, false, &stats), reference_);

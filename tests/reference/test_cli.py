@@ -119,9 +119,12 @@ def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer,
     sequence a raw window of 43 x 128 x 512 elements and the projections'
     rings, 21 x (1024 + 256) x 2 x 8 + 20 x 512 x 2 x 128 = 3,051,520 floats.
     dsinfer keeps the compressed rows as the notes do and the raw rows and
-    projections of the last 128 positions in window pages (its fixed state),
-    and says what its pages take: 64 tokens for this family, so that a
-    ratio-128 row has a slot in each of its block's two pages."""
+    ratio-128 projections of the last 128 positions in window pages (its fixed
+    state), the ratio-4 projections in a ring of 7 a page (what a step reads
+    back), and says what its pages take: 64 tokens for this family, so that a
+    ratio-128 row has a slot in each of its block's two pages. Its fixed state,
+    f16 in 3 pages of 64 where the notes' rings are f32 and exact, comes to
+    1.04 times theirs."""
     path = str(tmp_path / "v4_flash_config.gguf")
     write_metadata_only(path, "deepseek4", uints={"context_length": 1048576, "embedding_length": 4096, "block_count": 43, "attention.head_count": 64,
                        "attention.head_count_kv": 1, "attention.key_length": 512, "attention.value_length": 512,
@@ -141,13 +144,16 @@ def test_info_reports_deepseek_v4_flashs_kv_memory_from_its_real_config(dsinfer,
     assert "layers: 2 window-only, 21 compressing by 4 (an indexer of 64 heads of 128 picks 512 rows), 20 by 128" in out, out
     # Per token the compressed rows (21 * (512 + 128) / 4 + 20 * 512 / 128), as the notes' compact layout keeps
     # them; the raw rows (43 * 512) and the projections (21 * (2048 + 512) + 20 * 1024) of the last 128 positions
-    # only: a decode step reads 128 positions, which span at most 3 window pages of 64 tokens:
-    # 3 * 64 * (22016 + 74240) * 2 bytes.
+    # only: a decode step reads 128 positions, which span at most 3 window pages of 64 tokens, each holding 64
+    # positions of raw rows and ratio-128 projections and the last 7 of the ratio-4 projections.
     assert "compressed rows 3440.0 per token (6880 bytes f16), kept; raw rows 22016 + compressor projections 74240 per " \
-           "position, in window pages for the last 128 positions of a sequence only" in out, out
-    assert "the same 3440.0 per token, plus per sequence 2818048 raw window elements (f16) and 3051520 projection floats (f32)" in out, out
+           "position, in window pages for the last 128 positions of a sequence only (ratio 4's: a ring of the last 7 a page)" in out, out
+    notes_fixed = 2818048 * 2 + 3051520 * 4
+    assert "the same 3440.0 per token, plus per sequence 2818048 raw window elements (f16) and 3051520 projection floats (f32) " \
+           f"in rings: {notes_fixed / 2**20:.1f} MiB" in out, out
+    fixed = 3 * (64 * (22016 + 20 * 1024) + 7 * 21 * (2048 + 512)) * 2
     assert "kv bytes per token (f16): 6880; fixed state per sequence: 3 window pages of 64 tokens (the last 128 positions' " \
-           f"windowed rows), {3 * 64 * (22016 + 74240) * 2} bytes" in out, out
+           f"windowed rows, a ring of the last ones where fewer are read), {fixed} bytes" in out, out
     # 21 * (512 + 128) * 16 rows per page + 20 * 512 * 1 row per page, in f16, over 64 tokens.
     assert f"in pages of 64 tokens: {(21 * 640 * 16 + 20 * 512) * 2 / 64:.1f} bytes per token (f16)" in out, out
 
@@ -180,6 +186,26 @@ def test_run_holds_the_kv_memory_info_figures(dsinfer, tmp_path, page_tokens):
     pages, window_pages, positions = map(int, held.groups())
     assert positions > 500 and pages == (positions + page - 1) // page, err
     assert 0 < window_pages <= per_sequence, (window_pages, per_sequence, err)
+
+
+def test_rejected_drafts_on_deepseek4_leave_the_text_plain_decodings(dsinfer, tmp_path):
+    """DeepSeek-V4's pages keep the ratio-4 projections in rings of 7 rows
+    plus one per draft token (KvStream::ring_horizon), which `run` sizes from
+    --draft-tokens: a draft model of other weights, whose drafts the model
+    rejects, writes rows past what each step keeps, in the model's rings and
+    in its own, and the text is plain decoding's (pages of 16: rings of 10)."""
+    from make_deepseek4 import write_deepseek4
+    model, draft = str(tmp_path / "deepseek4.gguf"), str(tmp_path / "other.gguf")
+    write_deepseek4(model, dtype="f32", seed=1)
+    write_deepseek4(draft, dtype="f32", seed=2)
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text(" ".join(["hello world"] * 100))
+    run = ("run", "-m", model, "-f", str(prompt), "-n", "32", "--temp", "0", "--ignore-eos", "--kv-page-tokens", "16")
+    plain = dsinfer(*run).stdout
+    drafted = dsinfer(*run, "--draft-model", draft, "--draft-tokens", "3", "--draft-p-min", "0")
+    verified, accepted = map(int, re.search(r"(\d+) draft tokens verified, (\d+) accepted", drafted.stderr.decode()).groups())
+    assert verified > accepted + 30, drafted.stderr.decode()
+    assert drafted.stdout == plain
 
 
 def test_info_lists_the_ops_the_forward_calls_per_backend(dsinfer):

@@ -185,18 +185,21 @@ Status read_config(const ConfigReader& r, ModelConfig& c) {
   // Each layer's KV streams (in Stream order). The raw rows and the
   // compressors' per-token state are windowed: a token reads the raw rows of
   // its window, and a row forms from the state of its block (ratio 4: and of
-  // the block before); the rows formed are kept.
+  // the block before); the rows formed are kept. A step reads at most ratio -
+  // 1 (2 ratio - 1) projections from before it, so a page keeps a ring of them
+  // (KvStream::ring_horizon): ratio 4's 7 rows in a page of 64.
   c.kv.horizon = v.window - 1;
   for (int64_t ratio : v.compress_ratios) {
     std::vector<KvStream> streams = {{c.head_dim, 1, false, /*windowed=*/true}};
+    const int64_t projections_horizon = ratio == k_csa_ratio ? 2 * ratio - 1 : ratio - 1;
     if (ratio > 0) {
       const int64_t width = ratio == k_csa_ratio ? 2 * c.head_dim : c.head_dim;
-      streams.push_back({2 * width, 1, false, /*windowed=*/true});
+      streams.push_back({2 * width, 1, false, /*windowed=*/true, projections_horizon});
       streams.push_back({c.head_dim, ratio});
-      c.kv.horizon = std::max(c.kv.horizon, ratio == k_csa_ratio ? 2 * ratio - 1 : ratio - 1);
+      c.kv.horizon = std::max(c.kv.horizon, projections_horizon);
     }
     if (ratio == k_csa_ratio) {
-      streams.push_back({4 * x.key_dim, 1, false, /*windowed=*/true});
+      streams.push_back({4 * x.key_dim, 1, false, /*windowed=*/true, projections_horizon});
       streams.push_back({x.key_dim, k_csa_ratio, /*position_addressed=*/true});  // the indexer reads them
     }
     c.kv.layer_streams.push_back(streams);
