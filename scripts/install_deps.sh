@@ -8,7 +8,7 @@ with_reference=1
 [ "${1:-}" = "--no-reference" ] && with_reference=0
 
 debian_packages=(cmake ninja-build g++ ccache pkg-config libgtest-dev libpcre2-dev nlohmann-json3-dev libboost1.81-dev libsqlite3-dev
-                 clang libclang-rt-14-dev python3-pip time chromium)
+                 clang libclang-rt-14-dev python3-pip time chromium libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${debian_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -3,6 +3,8 @@
 // request each layer's output, as .npy files for comparison with a reference.
 // --mtp-out FILE: also the file's multi-token-prediction layer's logits,
 // row p predicting token p + 2 from token p + 1 and the model's hidden state at p.
+// --tensor-parallel N: the model split across N ranks (processes), every one
+// computing the same positions with its part; rank 0 writes the files.
 
 #include <sys/stat.h>
 
@@ -12,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/npy_writer.h"
+#include "cli/tensor_parallel_ranks.h"
 #include "engine/teacher_forcing.h"
 
 namespace ds {
@@ -42,9 +45,11 @@ Result<std::vector<int32_t>> parse_tokens(const std::string& list) {
 int cmd_logits(int argc, char** argv) {
   auto values = model_value_options();
   values.merge(device_value_options());
-  values.insert({"--tokens", "--out", "--dump-layers", "-b", "--batch-size", "--mtp-out"});
+  values.insert({"--tokens", "--out", "--dump-layers", "-b", "--batch-size", "--mtp-out", "--tensor-parallel"});
   auto args = Args::parse(argc, argv, values, model_flags());
   if (!args.ok()) return fail(args.message());
+  auto ranks = join_tensor_parallel_ranks(args.value(), "logits", argc, argv);
+  if (!ranks.ok()) return fail(ranks.message());
   // The device first: the threads started from here on inherit its cores.
   auto device = claim_device(args.value());
   if (!device.ok()) return fail(device.message());
@@ -58,6 +63,7 @@ int cmd_logits(int argc, char** argv) {
 
   const std::string mtp_out = a.get("--mtp-out");
   options.value().model.nextn_rows = !mtp_out.empty();
+  options.value().model.collective = ranks.value().get();
   auto model = load_model(options.value());
   if (!model.ok()) return fail(model.message());
   const ModelConfig& config = model.value()->config();
@@ -84,6 +90,7 @@ int cmd_logits(int argc, char** argv) {
   const Status status = run.value()->run(tokens.value().data(), n, batch_size.value(), logits.data(), observer,
                                          hidden.empty() ? nullptr : hidden.data());
   if (!status.ok()) return fail(status.message());
+  if (ranks.value() && ranks.value()->rank() != 0) return 0;  // rank 0 writes what every rank computed
   if (!mtp_out.empty()) {
     auto nextn = Model::load_nextn(options.value().model, *model.value());
     if (!nextn.ok()) return fail("--mtp-out: " + nextn.message());

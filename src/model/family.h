@@ -54,6 +54,9 @@ struct Family {
   Result<std::unique_ptr<LayerStack>> (*make_layers)(const ModelConfig& c, const ModelOptions& options, Backend& backend);
   // The backend ops its layers call (not those used only where a backend has them).
   std::vector<BackendOp> (*layer_ops)(const ModelConfig& c);
+  // Divides c's head counts and widths among c.ranks (tensor parallel);
+  // null where the family is not split yet.
+  Status (*split)(ModelConfig& c) = nullptr;
 };
 
 // Every op the forward of a model of config c calls: the embedding, the

@@ -21,6 +21,12 @@ Result<std::unique_ptr<Model>> Model::load_on(const std::string& path, const Mod
     auto config = ModelConfig::from_gguf(*file.value());
     if (!config.ok()) return config.status();
     if (options.nextn_rows) DS_RETURN_IF_ERROR(config.value().cache_nextn_rows());
+    if (options.collective) {
+      if (!backend->reads_host_memory()) {
+        return Status::error("tensor parallel: ranks over MPI run on the CPU; a " + options.backend + " backend's (NCCL) is not implemented");
+      }
+      DS_RETURN_IF_ERROR(config.value().split_across(RankLayout{options.collective->rank(), options.collective->size()}));
+    }
     return build(file.take(), config.value(), options, std::move(backend), nullptr);
   });
 }
@@ -47,6 +53,7 @@ Result<std::unique_ptr<Model>> Model::build(std::unique_ptr<GgufFile> file, cons
   auto layers = model->config_.family->make_layers(model->config_, options, *model->backend_);
   if (!layers.ok()) return layers.status();
   model->layers_ = layers.take();
+  model->collective_ = options.collective && options.collective->size() > 1 ? options.collective : nullptr;
   auto weights = ModelWeights::load(std::move(file), model->config_, *model->layers_, options.load_mode, options.interleave,
                                     *model->backend_, target);
   if (!weights.ok()) return weights.status();
@@ -152,7 +159,7 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
     b.embed(weights_->token_embd, step, x_.data());
   }
 
-  const ForwardContext ctx{b, c, batch.trace, x_.data(), h_.data(), out_.data()};
+  const ForwardContext ctx{b, c, batch.trace, x_.data(), h_.data(), out_.data(), collective_};
   if (is_nextn()) mix_previous_hidden(batch, ctx);
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     TraceScope scope(batch.trace, "layer", layers_->layer_kind(layer));

@@ -24,6 +24,7 @@
 #include "model/model_config.h"
 #include "model/model_options.h"
 #include "model/weights.h"
+#include "parallel/collective.h"
 
 namespace ds {
 
@@ -86,6 +87,7 @@ class Model {
   ModelConfig config_;
   std::shared_ptr<Backend> backend_;        // declared before the weights: their memory is the backend's
   std::unique_ptr<LayerStack> layers_;      // the family's layers, their weights and workspace
+  Collective* collective_ = nullptr;        // tensor parallel: the ranks the layers' outputs are summed over
   std::unique_ptr<ModelWeights> weights_;
 
   // Workspace, rows of the step's tokens.

@@ -24,6 +24,15 @@ Status ModelConfig::cache_nextn_rows() {
   return Status();
 }
 
+Status ModelConfig::split_across(RankLayout layout) {
+  if (!layout.split()) return Status();
+  if (!family->split) {
+    return Status::error(std::string("tensor parallel: splitting a ") + arch_name() + " model across ranks is not implemented (llama and qwen2 are)");
+  }
+  ranks = layout;
+  return family->split(*this);
+}
+
 Status read_rope(const ConfigReader& r, int64_t default_n_rot, ModelConfig& c) {
   RopeParams& rope = c.rope;
   rope.layout = c.family->rope_layout;

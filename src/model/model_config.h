@@ -12,6 +12,7 @@
 #include "kernels/moe_route.h"
 #include "kernels/rope.h"
 #include "model/config_reader.h"
+#include "parallel/rank_layout.h"
 
 namespace ds {
 
@@ -137,6 +138,9 @@ struct ModelConfig {
   // The file's block number of layer 0: 0, or n_layer of the model whose
   // multi-token-prediction layer this is (Model::load_nextn).
   int64_t first_block = 0;
+  // The part of the model this config describes: with ranks split, the head
+  // counts and FFN width are one rank's (split_across).
+  RankLayout ranks;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
@@ -146,6 +150,10 @@ struct ModelConfig {
   // Keeps the multi-token-prediction layer's rows in the KV pages
   // (kv.nextn_layers); refused, saying why, for a file that has none to run.
   Status cache_nextn_rows();
+  // Makes this config rank `layout.rank`'s part of the model (the family
+  // divides what it splits); refused, naming why, where the family does not
+  // split or the model's shapes do not divide.
+  Status split_across(RankLayout layout);
 
   static Result<ModelConfig> from_gguf(const GgufFile& file);
 };

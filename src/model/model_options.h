@@ -5,6 +5,8 @@
 
 namespace ds {
 
+class Collective;
+
 // Matrices used in place in the file mapping (where the backend reads host
 // memory) or copied into the backend's memory (model/weights.h).
 enum class LoadMode { copy, mmap };
@@ -22,6 +24,9 @@ struct ModelOptions {
   // The KV pages hold rows for the file's multi-token-prediction layer too,
   // which then drafts (Model::load_nextn, engine/mtp_drafter.h).
   bool nextn_rows = false;
+  // The ranks this model is split across (tensor parallel: each loads its
+  // part, parallel/rank_layout.h); not owned, outlives the model. Null: one process.
+  Collective* collective = nullptr;
 };
 
 }  // namespace ds

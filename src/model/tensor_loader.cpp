@@ -117,15 +117,36 @@ Status TensorLoader::check_type(const std::string& name, const GgufTensorInfo& t
                        "Q4_K, Q5_K, Q6_K, and I8 with row scales: W8A8)");
 }
 
-Status TensorLoader::matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out, bool for_matmul) {
+Status TensorLoader::matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out, bool for_matmul, Split split) {
   const GgufTensorInfo* t = file_.find_tensor(name);
   if (!t) return Status::error("model: tensor '" + name + "' is missing");
-  if (t->n_dims != 2 || t->ne[0] != n_cols || t->ne[1] != n_rows) {
+  if (!ranks_.split()) split = Split::none;
+  const int64_t file_rows = split == Split::rows ? n_rows * ranks_.ranks : n_rows;
+  const int64_t file_cols = split == Split::columns ? n_cols * ranks_.ranks : n_cols;
+  if (t->n_dims != 2 || t->ne[0] != file_cols || t->ne[1] != file_rows) {
     return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" +
-                         std::to_string(n_cols) + ", " + std::to_string(n_rows) + "]");
+                         std::to_string(file_cols) + ", " + std::to_string(file_rows) + "]");
   }
   DS_RETURN_IF_ERROR(check_type(name, *t));
-  return rows(t, 0, n_rows, out, for_matmul);
+  if (split == Split::columns) return columns(t, ranks_.rank * n_cols, n_cols, out);
+  return rows(t, split == Split::rows ? ranks_.rank * n_rows : 0, n_rows, out, for_matmul);
+}
+
+Status TensorLoader::columns(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out) {
+  const int64_t block = dtype_traits(t->type).block_elements;
+  if (t->type == DType::i8) {
+    return Status::error("tensor parallel: tensor '" + t->name + "' is I8 (W8A8), whose split by columns is not implemented");
+  }
+  if (first % block != 0 || n % block != 0) {
+    return Status::error("tensor parallel: tensor '" + t->name + "' (" + dtype_name(t->type) + ") splits into parts of " + std::to_string(n) +
+                         " columns, not whole blocks of " + std::to_string(block));
+  }
+  const int64_t n_rows = t->n_elements() / t->ne[0], in_row = row_bytes(t->type, t->ne[0]), out_row = row_bytes(t->type, n);
+  const uint8_t* from = file_.tensor_data(*t) + row_bytes(t->type, first);
+  std::vector<uint8_t> bytes(size_t(n_rows * out_row));
+  for (int64_t r = 0; r < n_rows; ++r) std::memcpy(bytes.data() + r * out_row, from + r * in_row, size_t(out_row));
+  derived(t->type, n_rows, n, std::move(bytes), out, backend_.repacks(t->type, n_rows, n));
+  return Status();
 }
 
 Status TensorLoader::integers(const std::string& name, int64_t n_rows, int64_t n_cols, int64_t bound, std::vector<int32_t>* out) const {
@@ -162,24 +183,25 @@ Status TensorLoader::table(const std::string& name, int64_t n_rows, int64_t n_co
     staged_vectors_.push_back(std::move(values));
     return Status();
   }
-  return values(name, t, n_rows * n_cols, out, false);
+  return values(name, t, 0, n_rows * n_cols, out, false);
 }
 
-Status TensorLoader::vector(const std::string& name, int64_t n, WeightVector* out, bool optional) {
+Status TensorLoader::vector(const std::string& name, int64_t n, WeightVector* out, bool optional, Split split) {
   const GgufTensorInfo* t = file_.find_tensor(name);
-  if (t && (t->n_elements() != n || t->ne[0] != n)) {
-    return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" + std::to_string(n) + "]");
+  const int64_t parts = split == Split::rows ? ranks_.ranks : 1, file_n = n * parts;
+  if (t && (t->n_elements() != file_n || t->ne[0] != file_n)) {
+    return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" + std::to_string(file_n) + "]");
   }
-  return values(name, t, n, out, optional);
+  return values(name, t, parts > 1 ? ranks_.rank * n : 0, n, out, optional);
 }
 
-Status TensorLoader::values(const std::string& name, const GgufTensorInfo* t, int64_t n, WeightVector* out, bool optional) {
+Status TensorLoader::values(const std::string& name, const GgufTensorInfo* t, int64_t first, int64_t n, WeightVector* out, bool optional) {
   if (!t) return optional ? Status() : Status::error("model: tensor '" + name + "' is missing");
   if (t->type != DType::f32 && t->type != DType::f16 && t->type != DType::bf16) {
     return Status::error("model: tensor '" + name + "' has type " + dtype_name(t->type) + "; vectors must be F32, F16 or BF16");
   }
   std::vector<float> values(static_cast<size_t>(n));
-  dequantize_row(t->type, file_.tensor_data(*t), values.data(), n);
+  dequantize_row(t->type, file_.tensor_data(*t) + row_bytes(t->type, first), values.data(), n);
   out->n = n;
   staged_.push_back({&out->data, nullptr, reinterpret_cast<const uint8_t*>(values.data()), size_t(n) * sizeof(float)});
   staged_vectors_.push_back(std::move(values));
@@ -205,9 +227,9 @@ Status TensorLoader::transposed_rows(const GgufTensorInfo* t, int64_t first, int
   return Status();
 }
 
-void TensorLoader::derived(DType type, int64_t n_rows, int64_t n_cols, std::vector<uint8_t> bytes, WeightMatrix* out) {
+void TensorLoader::derived(DType type, int64_t n_rows, int64_t n_cols, std::vector<uint8_t> bytes, WeightMatrix* out, bool interleave) {
   *out = WeightMatrix{type, n_rows, n_cols, nullptr};
-  staged_.push_back({nullptr, out, bytes.data(), bytes.size()});
+  staged_.push_back({nullptr, out, bytes.data(), bytes.size(), nullptr, interleave});
   staged_bytes_.push_back(std::move(bytes));
 }
 
@@ -222,8 +244,13 @@ void TensorLoader::derived(DType type, int64_t n_rows, int64_t n_cols, std::vect
 // measured 24% faster from them.
 Status TensorLoader::place(LoadMode mode, bool interleave, DeviceBuffer* memory, size_t* total_bytes) {
   const bool in_place = mode == LoadMode::mmap && backend_.reads_host_memory();
-  // Offsets in the allocation, by tensor and layout (repacked or not).
-  std::map<std::pair<const GgufTensorInfo*, bool>, size_t> copies;
+  // The copies, by tensor and layout (repacked or not): the bytes of the
+  // tensor's rows that some matrix reads (all of them, but for a rank's part
+  // under tensor parallel), and their offset in the allocation.
+  struct Copy {
+    size_t begin = SIZE_MAX, end = 0, at = 0;
+  };
+  std::map<std::pair<const GgufTensorInfo*, bool>, Copy> copies;
   std::unordered_map<const GgufTensorInfo*, bool> stays_mapped;
   size_t total = 0, bytes = 0;
   const auto take = [&bytes](size_t n) {
@@ -239,9 +266,11 @@ Status TensorLoader::place(LoadMode mode, bool interleave, DeviceBuffer* memory,
       mapped = true;
       continue;
     }
-    const auto key = std::make_pair(m.info, m.interleave);
-    if (!copies.count(key)) copies[key] = take(m.info->n_bytes);
+    Copy& copy = copies[std::make_pair(m.info, m.interleave)];
+    copy.begin = std::min(copy.begin, m.offset);
+    copy.end = std::max(copy.end, m.offset + size_t(m.matrix->n_rows * row_bytes(m.info->type, m.info->ne[0])));
   }
+  for (auto& [key, copy] : copies) copy.at = take(copy.end - copy.begin);
   std::vector<size_t> staged_at;
   for (const Staged& s : staged_) staged_at.push_back(take(s.n_bytes));
   *total_bytes = total;
@@ -252,14 +281,15 @@ Status TensorLoader::place(LoadMode mode, bool interleave, DeviceBuffer* memory,
   // Tensors are copied in parallel, largest first, each by one thread: the
   // copy is bound by memory bandwidth and by the kernel zeroing the new pages,
   // and one thread alone reaches neither limit.
-  std::vector<std::pair<std::pair<const GgufTensorInfo*, bool>, size_t>> jobs(copies.begin(), copies.end());
-  std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.first.first->n_bytes > b.first.first->n_bytes; });
+  std::vector<std::pair<std::pair<const GgufTensorInfo*, bool>, Copy>> jobs(copies.begin(), copies.end());
+  std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.second.end - a.second.begin > b.second.end - b.second.begin; });
   std::atomic<size_t> next{0};
   const auto copy_some = [&] {
     for (size_t j; (j = next++) < jobs.size();) {
-      const auto& [key, offset] = jobs[j];
+      const auto& [key, copy] = jobs[j];
       const GgufTensorInfo& t = *key.first;
-      backend_.store_matrix(t.type, t.n_elements() / t.ne[0], t.ne[0], file_.tensor_data(t), base + offset, key.second);
+      const int64_t n_rows = int64_t(copy.end - copy.begin) / row_bytes(t.type, t.ne[0]);
+      backend_.store_matrix(t.type, n_rows, t.ne[0], file_.tensor_data(t) + copy.begin, base + copy.at, key.second);
       // At once, so that the process never holds a whole second copy.
       if (!stays_mapped.at(key.first)) file_.release_tensor_pages(t);
     }
@@ -272,12 +302,18 @@ Status TensorLoader::place(LoadMode mode, bool interleave, DeviceBuffer* memory,
     named_.push_back({m.info->name, int64_t(m.offset) / row_bytes(m.info->type, m.info->ne[0]), m.matrix});
     auto it = copies.find(std::make_pair(m.info, m.interleave));
     if (it == copies.end()) continue;
-    m.matrix->data = base + it->second + m.offset;
+    m.matrix->data = base + it->second.at + (m.offset - it->second.begin);
     m.matrix->repacked = m.interleave;
   }
   for (size_t i = 0; i < staged_.size(); ++i) {
     uint8_t* at = base + staged_at[i];
-    backend_.upload(at, staged_[i].host, staged_[i].n_bytes);
+    WeightMatrix* matrix = staged_[i].matrix;
+    if (matrix && staged_[i].interleave && interleave) {
+      backend_.store_matrix(matrix->type, matrix->n_rows, matrix->n_cols, staged_[i].host, at, true);
+      matrix->repacked = true;
+    } else {
+      backend_.upload(at, staged_[i].host, staged_[i].n_bytes);
+    }
     if (staged_[i].vector) *staged_[i].vector = reinterpret_cast<const float*>(at);
     if (staged_[i].integers) *staged_[i].integers = reinterpret_cast<const int32_t*>(at);
     if (staged_[i].matrix) staged_[i].matrix->data = at;

@@ -12,6 +12,7 @@
 #include "device/backend.h"
 #include "gguf/gguf_file.h"
 #include "model/model_options.h"
+#include "parallel/rank_layout.h"
 
 namespace ds {
 
@@ -32,17 +33,23 @@ struct NamedMatrix {
 };
 
 // Every out pointer given to the loader must stay where it is until place() returns.
+// Under tensor parallel (ranks split) a tensor read with a Split is this
+// rank's part of the file's: the shapes given are the part's.
 class TensorLoader {
  public:
-  TensorLoader(const GgufFile& file, Backend& backend) : file_(file), backend_(backend) {}
+  TensorLoader(const GgufFile& file, Backend& backend, RankLayout ranks = {}) : file_(file), backend_(backend), ranks_(ranks) {}
 
   const GgufTensorInfo* find(const std::string& name) const { return file_.find_tensor(name); }
 
   // A matrix of n_rows rows of n_cols elements (GGUF ne = {n_cols, n_rows}).
   // A matrix read row by row (the embedding lookup), not multiplied, keeps the file's layout.
-  Status matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out, bool for_matmul = true);
-  // n values (F32, F16 or BF16 in the file) as f32; `optional`: absent leaves *out empty.
-  Status vector(const std::string& name, int64_t n, WeightVector* out, bool optional = false);
+  // split rows: the file's has n_rows per rank; columns: n_cols per rank (a
+  // copy made at load, the columns in whole blocks of the type).
+  Status matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out, bool for_matmul = true,
+                Split split = Split::none);
+  // n values (F32, F16 or BF16 in the file) as f32; `optional`: absent leaves
+  // *out empty; split rows: the file's has n per rank.
+  Status vector(const std::string& name, int64_t n, WeightVector* out, bool optional = false, Split split = Split::none);
   // A small 2-D table of n_rows rows of n_cols (a float or block type) as one f32 vector, rows in order.
   Status table(const std::string& name, int64_t n_rows, int64_t n_cols, WeightVector* out);
   // An I32 table of n_rows rows of n_cols (GGUF ne = {n_cols, n_rows}) into
@@ -69,12 +76,16 @@ class TensorLoader {
 
  private:
   Status check_type(const std::string& name, const GgufTensorInfo& t) const;
-  // n values of tensor t (shape checked), staged for the backend's memory.
-  Status values(const std::string& name, const GgufTensorInfo* t, int64_t n, WeightVector* out, bool optional);
+  // Values [first, first + n) of tensor t (shape checked), staged for the backend's memory.
+  Status values(const std::string& name, const GgufTensorInfo* t, int64_t first, int64_t n, WeightVector* out, bool optional);
+  // Columns [first, first + n) of every row of a 2-D tensor already checked,
+  // as a matrix made at load in the tensor's type.
+  Status columns(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out);
   // A W8A8 matrix's scales: tensor NAME_scale, F32, one per row of NAME.
   Status row_scales(const GgufTensorInfo& t, int64_t first, int64_t n, WeightMatrix* out);
-  // A matrix made at load from host bytes in the row layout.
-  void derived(DType type, int64_t n_rows, int64_t n_cols, std::vector<uint8_t> bytes, WeightMatrix* out);
+  // A matrix made at load from host bytes in the row layout; `interleave`:
+  // stored in the backend's own layout where it has one (place's interleave on).
+  void derived(DType type, int64_t n_rows, int64_t n_cols, std::vector<uint8_t> bytes, WeightMatrix* out, bool interleave = false);
 
   struct Placed {
     WeightMatrix* matrix;
@@ -90,9 +101,11 @@ class TensorLoader {
     const uint8_t* host;
     size_t n_bytes;
     const int32_t** integers = nullptr;  // a W8A8 matrix's zero points
+    bool interleave = false;             // a derived matrix the backend may store in its layout
   };
   const GgufFile& file_;
   Backend& backend_;
+  RankLayout ranks_;
   std::vector<Placed> matrices_;
   std::vector<NamedMatrix> named_;
   std::vector<Staged> staged_;

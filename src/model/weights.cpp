@@ -33,7 +33,7 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFil
                                                          LoadMode mode, bool interleave, Backend& backend, const ModelWeights* target) {
   std::unique_ptr<ModelWeights> w(new ModelWeights());
   w->file_ = std::move(file);
-  TensorLoader loader(*w->file_, backend);
+  TensorLoader loader(*w->file_, backend, c.ranks);
   if (c.n_vocab <= 0) return Status::error("model: tensor 'token_embd.weight' is missing");
   if (c.first_block > 0) {
     DS_RETURN_IF_ERROR(load_nextn(loader, c, *target, *w));

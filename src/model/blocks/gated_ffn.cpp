@@ -4,9 +4,9 @@ namespace ds {
 
 Status load_ffn(TensorLoader& loader, const std::string& prefix, const std::string& suffix, int64_t ff, int64_t n_embd,
                 FfnWeights* w) {
-  DS_RETURN_IF_ERROR(loader.matrix(prefix + "ffn_gate" + suffix + ".weight", ff, n_embd, &w->gate));
-  DS_RETURN_IF_ERROR(loader.matrix(prefix + "ffn_up" + suffix + ".weight", ff, n_embd, &w->up));
-  return loader.matrix(prefix + "ffn_down" + suffix + ".weight", n_embd, ff, &w->down);
+  DS_RETURN_IF_ERROR(loader.matrix(prefix + "ffn_gate" + suffix + ".weight", ff, n_embd, &w->gate, true, Split::rows));
+  DS_RETURN_IF_ERROR(loader.matrix(prefix + "ffn_up" + suffix + ".weight", ff, n_embd, &w->up, true, Split::rows));
+  return loader.matrix(prefix + "ffn_down" + suffix + ".weight", n_embd, ff, &w->down, true, Split::columns);
 }
 
 Status GatedFfn::reserve(Backend& backend, int64_t n, int64_t ff) {

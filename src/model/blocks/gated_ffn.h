@@ -16,6 +16,7 @@ struct FfnWeights {
 };
 
 // blk.N.ffn_{gate,up,down}SUFFIX.weight of width ff; `prefix` is "blk.N.".
+// (Under tensor parallel: this rank's part of the width, rows of gate and up, columns of down.)
 Status load_ffn(TensorLoader& loader, const std::string& prefix, const std::string& suffix, int64_t ff, int64_t n_embd,
                 FfnWeights* w);
 

@@ -24,14 +24,26 @@ Status read_gqa_config(const ConfigReader& r, ModelConfig& c) {
   return Status();
 }
 
+Status split_gqa_heads(ModelConfig& c) {
+  const int ranks = c.ranks.ranks;
+  if (c.n_head % ranks != 0 || c.n_head_kv % ranks != 0) {
+    return Status::error("tensor parallel: " + std::string(c.arch_name()) + ".attention.head_count " + std::to_string(c.n_head) +
+                         " and head_count_kv " + std::to_string(c.n_head_kv) + " must both divide by " + std::to_string(ranks) + " ranks");
+  }
+  c.n_head /= ranks;
+  c.n_head_kv /= ranks;
+  c.kv = KvRowShape{c.kv_dim(), c.kv_dim(), c.n_head_kv, false, {}};
+  return Status();
+}
+
 Status load_gqa(TensorLoader& loader, const ModelConfig& c, const std::string& b, bool biases_required, GqaWeights* w) {
-  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q.weight", c.q_dim(), c.n_embd, &w->wq));
-  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_k.weight", c.kv_dim(), c.n_embd, &w->wk));
-  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_v.weight", c.kv_dim(), c.n_embd, &w->wv));
-  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_output.weight", c.n_embd, c.q_dim(), &w->wo));
-  DS_RETURN_IF_ERROR(loader.vector(b + "attn_q.bias", c.q_dim(), &w->bq, !biases_required));
-  DS_RETURN_IF_ERROR(loader.vector(b + "attn_k.bias", c.kv_dim(), &w->bk, !biases_required));
-  return loader.vector(b + "attn_v.bias", c.kv_dim(), &w->bv, !biases_required);
+  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q.weight", c.q_dim(), c.n_embd, &w->wq, true, Split::rows));
+  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_k.weight", c.kv_dim(), c.n_embd, &w->wk, true, Split::rows));
+  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_v.weight", c.kv_dim(), c.n_embd, &w->wv, true, Split::rows));
+  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_output.weight", c.n_embd, c.q_dim(), &w->wo, true, Split::columns));
+  DS_RETURN_IF_ERROR(loader.vector(b + "attn_q.bias", c.q_dim(), &w->bq, !biases_required, Split::rows));
+  DS_RETURN_IF_ERROR(loader.vector(b + "attn_k.bias", c.kv_dim(), &w->bk, !biases_required, Split::rows));
+  return loader.vector(b + "attn_v.bias", c.kv_dim(), &w->bv, !biases_required, Split::rows);
 }
 
 Status GqaAttention::reserve(Backend& backend, const ModelConfig& c, int64_t n) {

@@ -22,7 +22,12 @@ struct GqaWeights {
 // n_embd / n_head) and the KV row: keys and values of every KV head.
 Status read_gqa_config(const ConfigReader& reader, ModelConfig& c);
 
-// blk.N.attn_{q,k,v,output}.weight and the q/k/v biases, required or optional.
+// Divides the heads among c.ranks: rank r keeps query heads and KV heads
+// [r, r + 1) / ranks of each (so each query head keeps its KV head).
+Status split_gqa_heads(ModelConfig& c);
+
+// blk.N.attn_{q,k,v,output}.weight and the q/k/v biases, required or optional:
+// under tensor parallel this rank's heads (q, k, v rows; output columns).
 Status load_gqa(TensorLoader& loader, const ModelConfig& c, const std::string& prefix, bool biases_required, GqaWeights* w);
 
 class GqaAttention {

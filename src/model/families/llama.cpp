@@ -70,6 +70,16 @@ std::vector<BackendOp> llama_layer_ops(const ModelConfig&) {
           BackendOp::silu_mul, BackendOp::add};
 }
 
+Status split_llama_config(ModelConfig& c) {
+  DS_RETURN_IF_ERROR(split_gqa_heads(c));
+  if (c.n_ff % c.ranks.ranks != 0) {
+    return Status::error("tensor parallel: " + std::string(c.arch_name()) + ".feed_forward_length " + std::to_string(c.n_ff) +
+                         " must divide by " + std::to_string(c.ranks.ranks) + " ranks");
+  }
+  c.n_ff /= c.ranks.ranks;
+  return Status();
+}
+
 Status read_llama_config(const ConfigReader& r, ModelConfig& c) {
   DS_RETURN_IF_ERROR(r.dim("feed_forward_length", &c.n_ff));
   DS_RETURN_IF_ERROR(read_gqa_config(r, c));
@@ -83,7 +93,7 @@ Result<std::unique_ptr<LayerStack>> make_llama_layers(const ModelConfig& c, cons
 }
 
 const Family& llama_family() {
-  static const Family family{"llama", RopeLayout::normal, read_llama_config, make_layers, llama_layer_ops};
+  static const Family family{"llama", RopeLayout::normal, read_llama_config, make_layers, llama_layer_ops, split_llama_config};
   return family;
 }
 

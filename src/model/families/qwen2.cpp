@@ -14,7 +14,7 @@ Result<std::unique_ptr<LayerStack>> make_layers(const ModelConfig& c, const Mode
 }  // namespace
 
 const Family& qwen2_family() {
-  static const Family family{"qwen2", RopeLayout::neox, read_llama_config, make_layers, llama_layer_ops};
+  static const Family family{"qwen2", RopeLayout::neox, read_llama_config, make_layers, llama_layer_ops, split_llama_config};
   return family;
 }
 

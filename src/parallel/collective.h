@@ -1,0 +1,28 @@
+#pragma once
+// The ranks of a model split across processes (tensor parallel), and what
+// they say to each other: collectives over an existing engine (MPI for CPU
+// ranks: mpi_collective.h), never a transport of our own. Every reduction
+// sums the ranks' contributions in rank order, the same on every rank, so a
+// result never depends on timing or on which rank computes it.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/status.h"
+
+namespace ds {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // data[0, n) = the sum over ranks, in rank order, of each rank's data.
+  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  // out[r * n, (r + 1) * n) = rank r's in[0, n), on every rank.
+  virtual void all_gather(const float* in, int64_t n, float* out) = 0;
+  // data[0, bytes) = root's, on every rank.
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
+};
+
+}  // namespace ds

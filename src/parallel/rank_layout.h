@@ -1,0 +1,22 @@
+#pragma once
+// Which part of a model one rank holds under tensor parallelism (Megatron's
+// split): attention heads and FFN columns in rank order, rank r holding the
+// r-th of `ranks` equal parts; the layers' outputs are summed across ranks.
+
+#include <cstdint>
+
+namespace ds {
+
+struct RankLayout {
+  int rank = 0;
+  int ranks = 1;  // 1: the whole model in one process
+  bool split() const { return ranks > 1; }
+};
+
+// How a loaded tensor is divided among the ranks: not (every rank holds it
+// whole), by rows (output features: q, k, v, gate, up), or by columns (input
+// features: the attention output and FFN down projections, whose partial
+// outputs the ranks sum).
+enum class Split { none, rows, columns };
+
+}  // namespace ds

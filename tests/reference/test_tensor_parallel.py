@@ -1,0 +1,92 @@
+"""Tensor parallel over MPI (`--tensor-parallel N`, src/parallel/): each rank
+holds its part of the heads and of the FFN's width, and the layers' outputs are
+summed across ranks in rank order. Against the same model in one process the
+only difference is where the sums of the attention output and FFN down
+projections are split and added: the weights, and the activation blocks a
+quantized matmul multiplies them with, are the same (each rank's columns are
+whole blocks). So in f32 the bound is test_trained_models.F32_TOLERANCE, the
+one for two engines in f32 summing in another order. Where activations are
+quantized to 8 bits, a sum that lands on the other side of a rounding boundary
+moves an activation by a code, as between two engines quantizing them: the
+bound is QUANT_TOLERANCE. The greedy choice must agree wherever the top logit
+leads by more than the bound twice over.
+
+The ranks are started by `dsinfer logits` itself through mpirun (two ranks of
+one thread on this machine); the one-process run uses two threads."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from make_model import write_model
+from test_trained_models import F32_TOLERANCE, QUANT_TOLERANCE, relative_error, text_tokens, trained  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun (scripts/install_deps.sh)")
+
+
+def logits(dsinfer, model, tokens, out, *extra):
+    dsinfer("logits", "-m", model, "--tokens", ",".join(map(str, tokens)), "--out", out, "--kv-cache-dtype", "f32", *extra)
+    return np.load(out)
+
+
+def check_split_equals_whole(dsinfer, model, tokens, tmp_path, tolerance, ranks=2):
+    whole = logits(dsinfer, model, tokens, tmp_path / "whole.npy", "-t", "2")
+    split = logits(dsinfer, model, tokens, tmp_path / "split.npy", "-t", "1", "--tensor-parallel", str(ranks))
+    error = relative_error(split, whole)
+    assert error < tolerance, f"{model}: {error:.3g}"
+    top2 = np.sort(whole, axis=-1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 2 * tolerance * np.abs(whole).max()
+    assert clear.sum() >= len(clear) // 4, f"{clear.sum()} of {len(clear)} positions decide the comparison"
+    assert (split.argmax(-1) == whole.argmax(-1))[clear].all()
+    return error, clear.sum()
+
+
+@pytest.mark.parametrize("target", ["F32", "Q8_0", "Q4_0"])
+def test_the_trained_qwen2_split_in_two_equals_it_whole(dsinfer, trained, tmp_path, target):
+    """The trained Qwen2 (4 heads of 64, 2 KV heads, FFN 768, the q/k/v biases split with their rows), in
+    f32 and in two types of blocks of 32, which each rank's 128 attention and 384 FFN columns hold whole
+    (K types' blocks of 256 do not: such a split is refused, below)."""
+    model = trained["qwen2"]
+    if target != "F32":
+        model = str(tmp_path / f"{target}.gguf")
+        dsinfer("quantize", "-m", trained["qwen2"], "-o", model, "--type", target)
+    tokens = text_tokens(dsinfer, model, 64)
+    error, decided = check_split_equals_whole(dsinfer, model, tokens, tmp_path, F32_TOLERANCE if target == "F32" else QUANT_TOLERANCE)
+    print(f"qwen2 {target}: tensor parallel 2 against one process: {error:.2e} of the largest logit, top-1 equal at {decided} "
+          f"decided positions of {len(tokens)}")
+
+
+def test_a_llama_split_in_two_and_in_four_equals_it_whole(dsinfer, tmp_path):
+    """Llama (no biases), random f32 weights of two layers: 4 query heads over 2 KV heads in two ranks (each
+    keeps one KV head and its two query heads), and over 4 KV heads in four."""
+    tokens = list(range(1, 200, 3))
+    for ranks, n_head_kv in ((2, 2), (4, 4)):
+        model = write_model(str(tmp_path / f"llama_kv{n_head_kv}.gguf"), arch="llama", n_head=4, n_head_kv=n_head_kv, seed=3)
+        error, decided = check_split_equals_whole(dsinfer, model, tokens, tmp_path, F32_TOLERANCE, ranks)
+        print(f"llama, {ranks} ranks: {error:.2e} of the largest logit, top-1 equal at {decided} decided positions of {len(tokens)}")
+
+
+def test_what_does_not_split_is_refused_by_name(dsinfer, tmp_path):
+    """Every refusal names what stops the split: heads that do not divide, columns that are not whole
+    blocks, W8A8's columns, a family not split yet."""
+    def refusal(model, ranks):
+        result = dsinfer("logits", "-m", model, "--tokens", "1,2,3", "--out", tmp_path / "x.npy", "-t", "1",
+                         "--tensor-parallel", str(ranks), check=False)
+        assert result.returncode != 0
+        return result.stderr.decode()
+
+    llama = write_model(str(tmp_path / "llama.gguf"), arch="llama", n_head=4, n_head_kv=2)
+    assert "head_count 4 and head_count_kv 2 must both divide by 4 ranks" in refusal(llama, 4)
+    # Q4_0's blocks are 32 columns: an FFN of 96 splits into parts of 48.
+    odd = write_model(str(tmp_path / "odd_ffn.gguf"), arch="llama", dtype="q4_0", n_ff=96)
+    assert "tensor 'blk.0.ffn_down.weight' (Q4_0) splits into parts of 48 columns, not whole blocks of 32" in refusal(odd, 2)
+    w8a8 = str(tmp_path / "w8a8.gguf")
+    dsinfer("quantize", "-m", llama, "-o", w8a8, "--type", "W8A8")
+    assert "is I8 (W8A8), whose split by columns is not implemented" in refusal(w8a8, 2)
+    from make_deepseek2 import write_deepseek2
+    deepseek = str(tmp_path / "deepseek2.gguf")
+    write_deepseek2(deepseek)
+    assert "splitting a deepseek2 model across ranks is not implemented (llama and qwen2 are)" in refusal(deepseek, 2)
+    assert "--tensor-parallel must be 1..1024 ranks" in refusal(llama, 0)
