@@ -18,7 +18,9 @@
 #include "cli/commands.h"
 #include "cli/memory_bandwidth.h"
 #include "cli/model_options.h"
+#include "cli/tensor_parallel_ranks.h"
 #include "engine/model_runner.h"
+#include "engine/step_broadcast.h"
 
 namespace ds {
 namespace {
@@ -105,7 +107,7 @@ int cmd_bench(int argc, char** argv) {
   values.merge(device_value_options());
   values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-d", "--n-depth", "-r", "--repetitions", "-o", "--output",
                  "--bandwidth", "--concurrency", "--requests", "--prompt-len", "--gen-len", "--max-num-batched-tokens",
-                 "--prompts", "--json-schema", "--trace"});
+                 "--prompts", "--json-schema", "--trace", "--tensor-parallel"});
   values.merge(speculation_value_options());
   auto flags = model_flags();
   flags.insert("--membw");
@@ -115,6 +117,12 @@ int cmd_bench(int argc, char** argv) {
   auto device = claim_device(args.value());
   if (!device.ok()) return fail(device.message());
   const Args& a = args.value();
+  if (a.has("--tensor-parallel")) {
+    const Status refused = refuse_options(a, "--tensor-parallel (one sequence's tests only, for now)", {"--concurrency", "--json-schema", "--membw"});
+    if (!refused.ok()) return fail(refused.message());
+  }
+  auto ranks = join_tensor_parallel_ranks(a, "bench", argc, argv);
+  if (!ranks.ok()) return fail(ranks.message());
   const std::initializer_list<const char*> throughput_options = {"--concurrency", "--requests", "--prompt-len", "--gen-len",
                                                                  "--max-num-batched-tokens", "--prompts", "--trace",
                                                                  "--speculative-ngram", "--speculative-mtp", "--draft-model",
@@ -176,6 +184,7 @@ int cmd_bench(int argc, char** argv) {
   if (a.has("--bandwidth") && (!(given_bandwidth.value() > 0) || a.has("--membw")))
     return fail("--bandwidth takes the read bandwidth in GB/s (> 0), in place of measuring it with --membw");
 
+  options.value().model.collective = ranks.value().get();
   auto model = load_model(options.value());
   if (!model.ok()) return fail(model.message());
   Model& m = *model.value();
@@ -189,6 +198,11 @@ int cmd_bench(int argc, char** argv) {
   kv.n_pages = (longest + 1 + kv.page_tokens - 1) / kv.page_tokens;
   auto cache = KvCache::create(m.backend(), m.config(), kv);
   if (!cache.ok()) return fail(cache.message());
+  if (Collective* others = ranks.value().get(); others && others->rank() != 0) {  // rank 0 runs the tests, the others its steps
+    const Status followed = follow_steps(m, *cache.value(), *others);
+    return followed.ok() ? 0 : fail(followed.message());
+  }
+  const StepLeader leader(ranks.value().get());
   std::vector<int32_t> pages(size_t(kv.n_pages));
   std::iota(pages.begin(), pages.end(), 0);
   ModelRunner runner(m, *cache.value());
@@ -251,6 +265,15 @@ int cmd_bench(int argc, char** argv) {
   }
   if (!status.ok()) return fail(status.message());
   print_bench_report(report, format.value());
+  if (const Collective* split = ranks.value().get()) {
+    // The all-reduces gather every rank's partial output (parallel/collective.h): two a layer.
+    const int64_t sent = 2 * m.config().n_embd * int64_t(sizeof(float));
+    std::printf("tensor parallel: %d ranks; per token and layer each rank sends %lld bytes and receives %lld (two all-reduces of %lld "
+                "floats), %lld and %lld per token over the %lld layers\n",
+                split->size(), (long long)sent, (long long)(sent * (split->size() - 1)), (long long)m.config().n_embd,
+                (long long)(sent * m.config().n_layer), (long long)(sent * (split->size() - 1) * m.config().n_layer),
+                (long long)m.config().n_layer);
+  }
   return 0;
 }
 

@@ -3,8 +3,8 @@
 // request each layer's output, as .npy files for comparison with a reference.
 // --mtp-out FILE: also the file's multi-token-prediction layer's logits,
 // row p predicting token p + 2 from token p + 1 and the model's hidden state at p.
-// --tensor-parallel N: the model split across N ranks (processes), every one
-// computing the same positions with its part; rank 0 writes the files.
+// --tensor-parallel N: the model split across N ranks (processes): rank 0
+// runs the command and writes the files, the others follow its steps.
 
 #include <sys/stat.h>
 
@@ -15,6 +15,7 @@
 #include "cli/model_options.h"
 #include "cli/npy_writer.h"
 #include "cli/tensor_parallel_ranks.h"
+#include "engine/step_broadcast.h"
 #include "engine/teacher_forcing.h"
 
 namespace ds {
@@ -70,6 +71,11 @@ int cmd_logits(int argc, char** argv) {
   const int64_t n = int64_t(tokens.value().size());
   auto run = TeacherForcing::create(*model.value(), options.value().kv, n);
   if (!run.ok()) return fail(run.message());
+  if (Collective* others = ranks.value().get(); others && others->rank() != 0) {
+    const Status followed = follow_steps(*model.value(), run.value()->cache(), *others);
+    return followed.ok() ? 0 : fail(followed.message());
+  }
+  const StepLeader leader(ranks.value().get());
 
   const std::string dump_dir = a.get("--dump-layers");
   if (!dump_dir.empty() && config.v4.hc_streams > 0) {
@@ -90,7 +96,6 @@ int cmd_logits(int argc, char** argv) {
   const Status status = run.value()->run(tokens.value().data(), n, batch_size.value(), logits.data(), observer,
                                          hidden.empty() ? nullptr : hidden.data());
   if (!status.ok()) return fail(status.message());
-  if (ranks.value() && ranks.value()->rank() != 0) return 0;  // rank 0 writes what every rank computed
   if (!mtp_out.empty()) {
     auto nextn = Model::load_nextn(options.value().model, *model.value());
     if (!nextn.ok()) return fail("--mtp-out: " + nextn.message());

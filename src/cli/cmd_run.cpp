@@ -10,7 +10,9 @@
 #include "base/file_text.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/tensor_parallel_ranks.h"
 #include "engine/engine_core.h"
+#include "engine/step_broadcast.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,16 +55,22 @@ int cmd_run(int argc, char** argv) {
   values.merge(device_value_options());
   values.merge(speculation_value_options());
   values.insert({"-p", "--prompt", "-f", "--file", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
-                 "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size"});
+                 "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size",
+                 "--tensor-parallel"});
   auto flags = model_flags();
   flags.insert({"--chat", "--ignore-eos", "--show-token-ids"});
   auto args = Args::parse(argc, argv, values, flags);
   if (!args.ok()) return fail(args.message());
+  auto ranks = join_tensor_parallel_ranks(args.value(), "run", argc, argv);
+  if (!ranks.ok()) return fail(ranks.message());
+  // Rank 0 runs the engine; the others follow its steps (engine/step_broadcast.h).
+  const bool leader = !ranks.value() || ranks.value()->rank() == 0;
   // The device first: the threads started from here on inherit its cores.
   auto device = claim_device(args.value());
   if (!device.ok()) return fail(device.message());
   auto options = parse_model_options(args.value());
   if (!options.ok()) return fail(options.message());
+  options.value().model.collective = ranks.value().get();
   const Args& a = args.value();
 
   std::string prompt = first_value(a, {"-p", "--prompt"});
@@ -131,7 +139,7 @@ int cmd_run(int argc, char** argv) {
     tokens = tok.encode(text.value(), false, true);
   } else {
     tokens = tok.encode(prompt, true, true);
-    std::fputs(prompt.c_str(), stdout);
+    if (leader) std::fputs(prompt.c_str(), stdout);
   }
 
   int64_t n_ctx = options.value().n_ctx;
@@ -146,6 +154,11 @@ int cmd_run(int argc, char** argv) {
   if (!kv.ok()) return fail(kv.message());
   auto memory = KvCache::create(model.value()->backend(), model.value()->config(), kv.value());
   if (!memory.ok()) return fail(memory.message());
+  if (!leader) {
+    const Status followed = follow_steps(*model.value(), *memory.value(), *ranks.value());
+    return followed.ok() ? 0 : fail(followed.message());
+  }
+  const StepLeader step_leader(ranks.value().get());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{int32_t(batch.value()), 1, int32_t(n_ctx)};
   auto speculation = parse_speculation(args.value());

@@ -5,6 +5,8 @@
 // SIGTERM or SIGINT it drains: not ready, new requests 503, those in flight
 // finish (up to --drain-timeout), exit 0; when the drain time runs out the
 // rest end with an error event and the exit status is 3.
+// --tensor-parallel N: rank 0 is the server; the others hold their parts of
+// the model and follow its engine's steps (engine/step_broadcast.h).
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +18,8 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/model_version_loader.h"
+#include "cli/tensor_parallel_ranks.h"
+#include "engine/step_broadcast.h"
 #include "device/device.h"
 #include "server/api_server.h"
 
@@ -45,12 +49,18 @@ int cmd_serve(int argc, char** argv) {
                  "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate", "--tenant-burst",
                  "--tenant-max-in-flight", "--embedding-pooling", "--stall-timeout", "--http-threads", "--max-body-bytes",
                  "--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout",
-                 "--max-connections", "--max-connections-per-address", "--prepare-threads"});
+                 "--max-connections", "--max-connections-per-address", "--prepare-threads", "--tensor-parallel"});
   auto flags = version_flags();
   flags.insert({"--log-prompts", "--metrics-public", "--exit-on-stall"});
   auto args = Args::parse(argc, argv, values, flags);
   if (!args.ok()) return fail(args.message());
   const Args& a = args.value();
+  if (a.has("--tensor-parallel") && (a.has("--admin-keys") || a.has("--device"))) {
+    return fail("--tensor-parallel with --admin-keys (swapping versions) or --device (each rank's cores) is not implemented");
+  }
+  auto ranks = join_tensor_parallel_ranks(a, "serve", argc, argv);
+  if (!ranks.ok()) return fail(ranks.message());
+  const StepLeader step_leader(ranks.value().get());  // ends the other ranks' loops when this process ends
   // The device first: the threads started from here on inherit its cores.
   auto device = claim_device(a);
   if (!device.ok()) return fail(device.message());
@@ -107,7 +117,11 @@ int cmd_serve(int argc, char** argv) {
   first.path = path;
   first.label = a.has("--model-version") ? a.get("--model-version") : version_label_from(stem);
   if (!valid_version_label(first.label)) return fail("--model-version '" + first.label + "': 1 to 64 letters, digits or . _ - : +");
-  const ModelLoader loader = model_version_loader(a);
+  if (ranks.value() && ranks.value()->rank() != 0) {
+    const Status followed = follow_version(a, first, *ranks.value());
+    return followed.ok() ? 0 : fail(followed.message());
+  }
+  const ModelLoader loader = model_version_loader(a, ranks.value().get());
   auto plan = loader.plan(first);
   if (!plan.ok()) return fail(plan.message());
   auto loaded = plan.value().load();

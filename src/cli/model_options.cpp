@@ -102,7 +102,10 @@ Result<std::unique_ptr<DraftModel>> load_draft_model(const SpeculationConfig& sp
   if (speculation.draft_model.empty()) return std::unique_ptr<DraftModel>();
   // On the target's backend: one set of threads, where two would spin against each other on the same cores
   // (measured: a stories260K draft on a backend of its own cut the trained Llama's decode to a tenth at 2 threads).
-  auto model = Model::load_beside(speculation.draft_model, options.model, target);
+  // Whole, on rank 0 alone, under tensor parallel: only the engine there drafts.
+  ModelOptions draft_options = options.model;
+  draft_options.collective = nullptr;
+  auto model = Model::load_beside(speculation.draft_model, draft_options, target);
   if (!model.ok()) return Status::error("--draft-model: " + model.message());
   auto tokenizer = Tokenizer::from_gguf(model.value()->file());
   if (!tokenizer.ok()) return Status::error("--draft-model: " + tokenizer.message());

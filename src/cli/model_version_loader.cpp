@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "base/memory_size.h"
 #include "cli/model_options.h"
+#include "engine/step_broadcast.h"
 #include "gguf/gguf_file.h"
 
 namespace ds {
@@ -54,11 +55,12 @@ struct Settings {
   int64_t file_bytes = 0, kv_pool_bytes = 0;
 };
 
-Result<Settings> settle(const Args& args) {
+Result<Settings> settle(const Args& args, Collective* ranks) {
   Settings s;
   auto options = parse_model_options(args);
   if (!options.ok()) return options.status();
   s.options = options.take();
+  s.options.model.collective = ranks;
   auto max_seqs = args.get_int("--max-num-seqs", 16);
   auto batched = args.get_int("--max-num-batched-tokens", 512);
   if (!max_seqs.ok()) return max_seqs.status();
@@ -77,6 +79,7 @@ Result<Settings> settle(const Args& args) {
   auto config = ModelConfig::from_gguf(*file.value());
   if (!config.ok()) return config.status();
   if (s.options.model.nextn_rows) DS_RETURN_IF_ERROR(config.value().cache_nextn_rows());
+  if (ranks) DS_RETURN_IF_ERROR(config.value().split_across(RankLayout{ranks->rank(), ranks->size()}));  // this rank's KV rows
   s.file_bytes = int64_t(file.value()->file_bytes());
   settle_page_tokens(s.options, config.value());
   s.n_ctx = s.options.n_ctx > 0 ? s.options.n_ctx : std::min<int64_t>(config.value().n_ctx_train, 4096);
@@ -195,7 +198,9 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
   const Vocab& vocab = v->tokenizer->vocab();
   v->special_tokens = {token_text(vocab, vocab.bos), token_text(vocab, vocab.eos)};
   phase("tokenizer");
-  auto memory = KvCache::create(v->model->backend(), v->model->config(), s.options.kv);
+  // Under tensor parallel the other ranks make their pages as these (follow_version).
+  Collective* ranks = v->model->collective();
+  auto memory = KvCache::create(v->model->backend(), v->model->config(), ranks ? share_cache_options(*ranks, s.options.kv) : s.options.kv);
   if (!memory.ok()) return memory.status();
   v->memory = memory.take();
   v->weight_file_bytes = s.file_bytes;
@@ -241,17 +246,17 @@ std::set<std::string> version_flags() {
   return flags;
 }
 
-ModelLoader model_version_loader(const Args& serve_args) {
+ModelLoader model_version_loader(const Args& serve_args, Collective* ranks) {
   ModelLoader loader;
   loader.validate = [serve_args](const ModelLoadRequest& request) {
     auto args = args_for(serve_args, request);
     if (!args.ok()) return args.status();
     return parse_model_options(args.value()).status();
   };
-  loader.plan = [serve_args](const ModelLoadRequest& request) -> Result<ModelLoader::Plan> {
+  loader.plan = [serve_args, ranks](const ModelLoadRequest& request) -> Result<ModelLoader::Plan> {
     auto args = args_for(serve_args, request);
     if (!args.ok()) return args.status();
-    auto settings = settle(args.value());
+    auto settings = settle(args.value(), ranks);
     if (!settings.ok()) return settings.status();
     ModelLoader::Plan plan;
     plan.weights_bytes = settings.value().file_bytes;
@@ -260,6 +265,18 @@ ModelLoader model_version_loader(const Args& serve_args) {
     return plan;
   };
   return loader;
+}
+
+Status follow_version(const Args& serve_args, const ModelLoadRequest& request, Collective& ranks) {
+  auto args = args_for(serve_args, request);
+  if (!args.ok()) return args.status();
+  auto settings = settle(args.value(), &ranks);
+  if (!settings.ok()) return settings.status();
+  auto model = Model::load(settings.value().options.path, settings.value().options.model);
+  if (!model.ok()) return model.status();
+  auto memory = KvCache::create(model.value()->backend(), model.value()->config(), share_cache_options(ranks, settings.value().options.kv));
+  if (!memory.ok()) return memory.status();
+  return follow_steps(*model.value(), *memory.value(), ranks);
 }
 
 }  // namespace ds

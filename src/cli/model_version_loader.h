@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/args.h"
+#include "parallel/collective.h"
 #include "server/admin_api.h"
 
 namespace ds {
@@ -18,7 +19,11 @@ std::set<std::string> version_value_options();
 // ...and its flags: --no-mmap, --no-repack, --no-prefix-cache.
 std::set<std::string> version_flags();
 
-// Loads versions from `serve_args` (copied), with a request's fields over them.
-ModelLoader model_version_loader(const Args& serve_args);
+// Loads versions from `serve_args` (copied), with a request's fields over
+// them; `ranks`: split across them (tensor parallel), this process rank 0.
+ModelLoader model_version_loader(const Args& serve_args, Collective* ranks = nullptr);
+// Tensor parallel's other ranks: `request`'s version as rank 0 loads it (its
+// part of the model, pages like rank 0's), following rank 0's steps until it ends.
+Status follow_version(const Args& serve_args, const ModelLoadRequest& request, Collective& ranks);
 
 }  // namespace ds

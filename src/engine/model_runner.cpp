@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include "engine/step_broadcast.h"
+
 namespace ds {
 
 void ModelRunner::begin(StepTrace* trace) {
@@ -42,6 +44,7 @@ Status ModelRunner::run(const LayerObserver& observer) {
     return Status::error("forward: previous hidden states given for some of the step's tokens only");
   }
   batch_.previous_hidden = previous_hidden_.empty() ? nullptr : previous_hidden_.data();
+  if (Collective* ranks = model_.collective()) send_step(*ranks, batch_);  // the other ranks run it beside this one
   return model_.forward(batch_, memory_, logits_.data(), observer, hidden_.data());
 }
 

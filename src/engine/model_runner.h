@@ -6,7 +6,8 @@
 // and outputs until the next begin(). Every caller that runs the model (the
 // engine step, `bench`, `logits`) builds its step here, and none touches a
 // Batch: when the model runs on a device, this is where the step's inputs are
-// put there and its logits brought back.
+// put there and its logits brought back. A model split across ranks gets
+// each step sent to the other ranks here (engine/step_broadcast.h).
 
 #include <cstdint>
 #include <vector>

@@ -28,6 +28,7 @@ class TeacherForcing {
   Status run_nextn(Model& nextn, const int32_t* tokens, int64_t n, int64_t step_tokens, const float* hidden, float* logits);
 
   Model& model() { return model_; }
+  KvCache& cache() { return *cache_; }
 
  private:
   TeacherForcing(Model& model, std::unique_ptr<KvCache> cache, int64_t max_tokens);

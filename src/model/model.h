@@ -57,6 +57,8 @@ class Model {
   const GgufFile& file() const { return weights_->file(); }
   // The backend the model runs on: KV caches for it are made in its memory.
   Backend& backend() { return *backend_; }
+  // The ranks it is split across (tensor parallel); null in one process.
+  Collective* collective() const { return collective_; }
 
   // Runs every token of the batch; writes logits [batch.logit_tokens.size(), n_vocab]
   // and, where batch.hidden_tokens asks, final hidden states [hidden_tokens.size(), n_embd]:

@@ -70,7 +70,14 @@ Result<std::unique_ptr<Collective>> join_mpi_ranks() {
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (initialised) return Status::error("MPI is already initialised in this process");
-  if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) return Status::error("MPI_Init failed");
+  // Serialized: the collectives are called from one thread at a time, which
+  // need not be the one that joined (serve's engine thread runs the steps).
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) return Status::error("MPI_Init_thread failed");
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    return Status::error("this MPI library does not let a process's threads take turns calling it (MPI_THREAD_SERIALIZED)");
+  }
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -15,7 +15,8 @@ bool have_mpi();
 // Whether this process was started by an MPI launcher (mpirun, srun, an MPI
 // operator's pods): it then joins its job's ranks rather than starting them.
 bool launched_by_mpi();
-// Joins the job's ranks (MPI_COMM_WORLD); refused where this build has no MPI.
+// Joins the job's ranks (MPI_COMM_WORLD), for collectives called from one
+// thread at a time; refused where this build has no MPI.
 Result<std::unique_ptr<Collective>> join_mpi_ranks();
 
 }  // namespace ds

@@ -645,7 +645,7 @@ class BeastServer : public HttpServer {
  public:
   BeastServer(const HttpServerOptions& options, HttpService& service)
       : options_(options), service_(service), acceptor_(net::make_strand(ioc_)), backoff_(acceptor_.get_executor()),
-        signals_(ioc_, SIGTERM, SIGINT) {
+        signals_(ioc_, SIGTERM, SIGINT, SIGUSR1) {
     max_connections_ = options_.max_connections > 0 ? options_.max_connections : std::max(16, open_file_limit() - 64);
     max_per_address_ = options_.max_connections_per_address > 0 ? options_.max_connections_per_address
                                                                 : std::max(1, max_connections_ / 4);

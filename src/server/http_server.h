@@ -129,7 +129,8 @@ class HttpServer {
   virtual int max_connections() const = 0;
   virtual int max_connections_per_address() const = 0;
   virtual HttpServerStats stats() const = 0;
-  // Calls fn (on a server thread) when SIGTERM or SIGINT arrives.
+  // Calls fn (on a server thread) when SIGTERM, SIGINT or SIGUSR1 (what mpirun
+  // hands to every rank of a job: cli/tensor_parallel_ranks.h) arrives.
   virtual void on_shutdown_signal(std::function<void(int signal)> fn) = 0;
   // Closes the listening socket and idle connections at once; a connection
   // answering a request finishes that answer and then closes, for up to

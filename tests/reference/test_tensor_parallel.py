@@ -15,12 +15,14 @@ The ranks are started by `dsinfer logits` itself through mpirun (two ranks of
 one thread on this machine); the one-process run uses two threads."""
 
 import os
+import re
 import shutil
 
 import numpy as np
 import pytest
 
 from make_model import write_model
+import train_models
 from test_trained_models import F32_TOLERANCE, QUANT_TOLERANCE, relative_error, text_tokens, trained  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun (scripts/install_deps.sh)")
@@ -90,3 +92,14 @@ def test_what_does_not_split_is_refused_by_name(dsinfer, tmp_path):
     write_deepseek2(deepseek)
     assert "splitting a deepseek2 model across ranks is not implemented (llama and qwen2 are)" in refusal(deepseek, 2)
     assert "--tensor-parallel must be 1..1024 ranks" in refusal(llama, 0)
+
+
+def test_run_in_two_ranks_prints_one_processes_text(dsinfer, trained):
+    """`dsinfer run --tensor-parallel 2`: rank 0 runs the engine and prints, rank 1 follows its steps; the
+    greedy continuation of the text the model learned is the one process's, token for token."""
+    text = open(train_models.english_text(), encoding="utf-8").read()[:200]
+    run = ("run", "-m", trained["qwen2"], "-p", text, "-n", "64", "--temp", "0", "--ignore-eos", "--show-token-ids")
+    whole = dsinfer(*run, "-t", "2")
+    split = dsinfer(*run, "-t", "1", "--tensor-parallel", "2")
+    ids = lambda r: re.search(r"token ids:(.*)", r.stderr.decode()).group(1)
+    assert ids(split) == ids(whole) and split.stdout == whole.stdout
