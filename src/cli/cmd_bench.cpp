@@ -107,7 +107,7 @@ int cmd_bench(int argc, char** argv) {
   values.merge(device_value_options());
   values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-d", "--n-depth", "-r", "--repetitions", "-o", "--output",
                  "--bandwidth", "--concurrency", "--requests", "--prompt-len", "--gen-len", "--max-num-batched-tokens",
-                 "--prompts", "--json-schema", "--trace", "--tensor-parallel"});
+                 "--prompts", "--json-schema", "--trace", "--tensor-parallel", "--expert-parallel"});
   values.merge(speculation_value_options());
   auto flags = model_flags();
   flags.insert("--membw");

@@ -46,7 +46,7 @@ Result<std::vector<int32_t>> parse_tokens(const std::string& list) {
 int cmd_logits(int argc, char** argv) {
   auto values = model_value_options();
   values.merge(device_value_options());
-  values.insert({"--tokens", "--out", "--dump-layers", "-b", "--batch-size", "--mtp-out", "--tensor-parallel"});
+  values.insert({"--tokens", "--out", "--dump-layers", "-b", "--batch-size", "--mtp-out", "--tensor-parallel", "--expert-parallel"});
   auto args = Args::parse(argc, argv, values, model_flags());
   if (!args.ok()) return fail(args.message());
   auto ranks = join_tensor_parallel_ranks(args.value(), "logits", argc, argv);

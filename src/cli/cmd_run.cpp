@@ -56,7 +56,7 @@ int cmd_run(int argc, char** argv) {
   values.merge(speculation_value_options());
   values.insert({"-p", "--prompt", "-f", "--file", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size",
-                 "--tensor-parallel"});
+                 "--tensor-parallel", "--expert-parallel"});
   auto flags = model_flags();
   flags.insert({"--chat", "--ignore-eos", "--show-token-ids"});
   auto args = Args::parse(argc, argv, values, flags);

@@ -49,7 +49,7 @@ int cmd_serve(int argc, char** argv) {
                  "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate", "--tenant-burst",
                  "--tenant-max-in-flight", "--embedding-pooling", "--stall-timeout", "--http-threads", "--max-body-bytes",
                  "--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout",
-                 "--max-connections", "--max-connections-per-address", "--prepare-threads", "--tensor-parallel"});
+                 "--max-connections", "--max-connections-per-address", "--prepare-threads", "--tensor-parallel", "--expert-parallel"});
   auto flags = version_flags();
   flags.insert({"--log-prompts", "--metrics-public", "--exit-on-stall"});
   auto args = Args::parse(argc, argv, values, flags);

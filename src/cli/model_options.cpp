@@ -142,6 +142,18 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   auto speculation = parse_speculation(args);
   if (!speculation.ok()) return speculation.status();
   o.kv.draft_tokens = speculation.value().n_draft;
+  if (args.has("--expert-parallel")) {
+    // The routed experts divided whole among the tensor-parallel ranks, not by width.
+    auto tensor = args.get_int("--tensor-parallel", 1), experts = args.get_int("--expert-parallel", 0);
+    if (!tensor.ok()) return tensor.status();
+    if (!experts.ok()) return experts.status();
+    if (tensor.value() < 2) return Status::error("--expert-parallel divides the experts among --tensor-parallel's ranks: give --tensor-parallel N");
+    if (experts.value() != tensor.value()) {
+      return Status::error("--expert-parallel " + std::to_string(experts.value()) + ": experts divided among other ranks than --tensor-parallel's " +
+                           std::to_string(tensor.value()) + " is not implemented (give the same N)");
+    }
+    o.model.expert_parallel = true;
+  }
   o.path = first_value(args, {"-m", "--model"});
   if (o.path.empty()) return Status::error("missing -m MODEL.gguf");
   // Default: every CPU this process may run on (its --device, taskset or cpuset).

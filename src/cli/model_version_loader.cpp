@@ -79,7 +79,7 @@ Result<Settings> settle(const Args& args, Collective* ranks) {
   auto config = ModelConfig::from_gguf(*file.value());
   if (!config.ok()) return config.status();
   if (s.options.model.nextn_rows) DS_RETURN_IF_ERROR(config.value().cache_nextn_rows());
-  if (ranks) DS_RETURN_IF_ERROR(config.value().split_across(RankLayout{ranks->rank(), ranks->size()}));  // this rank's KV rows
+  if (ranks) DS_RETURN_IF_ERROR(config.value().split_across(rank_layout(s.options.model)));  // this rank's KV rows
   s.file_bytes = int64_t(file.value()->file_bytes());
   settle_page_tokens(s.options, config.value());
   s.n_ctx = s.options.n_ctx > 0 ? s.options.n_ctx : std::min<int64_t>(config.value().n_ctx_train, 4096);

@@ -94,7 +94,9 @@ struct HeadRows {
   int64_t token_stride = 0, head_stride = 0;
 };
 
-// The routed experts of one MoE layer: n_expert matrices each.
+// The routed experts of one MoE layer: n_expert matrices each. Under expert
+// parallel an expert another rank holds has no data here: the tokens routed
+// to it add nothing on this rank (the ranks' outputs are summed).
 struct ExpertWeights {
   const WeightMatrix* gate = nullptr;
   const WeightMatrix* up = nullptr;

@@ -4,6 +4,11 @@
 
 namespace ds {
 
+RankLayout rank_layout(const ModelOptions& options) {
+  if (!options.collective) return RankLayout{};
+  return RankLayout{options.collective->rank(), options.collective->size(), options.expert_parallel};
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOptions& options, const BackendDecorator& decorate) {
   auto backend = create_backend(options.backend, options.n_threads);
   if (!backend.ok()) return backend.status();
@@ -25,7 +30,7 @@ Result<std::unique_ptr<Model>> Model::load_on(const std::string& path, const Mod
       if (!backend->reads_host_memory()) {
         return Status::error("tensor parallel: ranks over MPI run on the CPU; a " + options.backend + " backend's (NCCL) is not implemented");
       }
-      DS_RETURN_IF_ERROR(config.value().split_across(RankLayout{options.collective->rank(), options.collective->size()}));
+      DS_RETURN_IF_ERROR(config.value().split_across(rank_layout(options)));
     }
     return build(file.take(), config.value(), options, std::move(backend), nullptr);
   });

@@ -35,6 +35,9 @@ using LayerObserver = std::function<void(int64_t layer, const float* hidden, int
 // calibration recorder watches every op through it, quant/calibration.h).
 using BackendDecorator = std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)>;
 
+// The part of the model `options` load: this process's rank of options.collective's.
+RankLayout rank_layout(const ModelOptions& options);
+
 class Model {
  public:
   static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOptions& options,

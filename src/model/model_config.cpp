@@ -27,7 +27,8 @@ Status ModelConfig::cache_nextn_rows() {
 Status ModelConfig::split_across(RankLayout layout) {
   if (!layout.split()) return Status();
   if (!family->split) {
-    return Status::error(std::string("tensor parallel: splitting a ") + arch_name() + " model across ranks is not implemented (llama and qwen2 are)");
+    return Status::error(std::string("tensor parallel: splitting a ") + arch_name() +
+                         " model across ranks is not implemented (llama, qwen2 and deepseek2 are)");
   }
   ranks = layout;
   return family->split(*this);

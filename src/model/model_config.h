@@ -37,6 +37,7 @@ struct MlaConfig {
 struct MoeConfig : ExpertRouting {
   int64_t n_expert_shared = 0;
   int64_t expert_ff = 0;      // one expert's hidden width
+  int64_t shared_ff = 0;      // the shared experts' width together (n_expert_shared x expert_ff; a rank's part under tensor parallel)
   int64_t leading_dense = 0;  // layers before the first MoE layer
   bool is_moe_layer(int64_t layer) const { return n_expert > 0 && layer >= leading_dense; }
 };

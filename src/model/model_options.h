@@ -27,6 +27,8 @@ struct ModelOptions {
   // The ranks this model is split across (tensor parallel: each loads its
   // part, parallel/rank_layout.h); not owned, outlives the model. Null: one process.
   Collective* collective = nullptr;
+  // With them, the routed experts divided among the ranks whole (expert parallel), not by width.
+  bool expert_parallel = false;
 };
 
 }  // namespace ds

@@ -37,11 +37,29 @@ Result<const GgufTensorInfo*> TensorLoader::stacked(const std::string& name, int
   return t;
 }
 
-Status TensorLoader::slices(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols, std::vector<WeightMatrix>* out) {
-  auto t = stacked(name, n_slices, n_rows, n_cols);
+Status TensorLoader::slices(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols, std::vector<WeightMatrix>* out,
+                            Split split) {
+  if (!ranks_.split()) split = Split::none;
+  const int64_t file_rows = split == Split::rows ? n_rows * ranks_.ranks : n_rows;
+  const int64_t file_cols = split == Split::columns ? n_cols * ranks_.ranks : n_cols;
+  auto t = stacked(name, n_slices, file_rows, file_cols);
   if (!t.ok()) return t.status();
   out->resize(size_t(n_slices));
-  for (int64_t i = 0; i < n_slices; ++i) DS_RETURN_IF_ERROR(rows(t.value(), i * n_rows, n_rows, &(*out)[size_t(i)]));
+  if (split == Split::slices && n_slices % ranks_.ranks != 0) {
+    return Status::error("tensor parallel: the " + std::to_string(n_slices) + " matrices of tensor '" + name + "' do not divide among " +
+                         std::to_string(ranks_.ranks) + " ranks");
+  }
+  const int64_t mine = n_slices / ranks_.ranks, first_mine = ranks_.rank * mine;
+  for (int64_t i = 0; i < n_slices; ++i) {
+    WeightMatrix* slice = &(*out)[size_t(i)];
+    if (split == Split::slices && (i < first_mine || i >= first_mine + mine)) {
+      *slice = WeightMatrix{t.value()->type, n_rows, n_cols, nullptr};  // another rank's
+    } else if (split == Split::columns) {
+      DS_RETURN_IF_ERROR(columns(t.value(), i * n_rows, n_rows, ranks_.rank * n_cols, n_cols, slice));
+    } else {
+      DS_RETURN_IF_ERROR(rows(t.value(), i * file_rows + (split == Split::rows ? ranks_.rank * n_rows : 0), n_rows, slice));
+    }
+  }
   return Status();
 }
 
@@ -128,24 +146,25 @@ Status TensorLoader::matrix(const std::string& name, int64_t n_rows, int64_t n_c
                          std::to_string(file_cols) + ", " + std::to_string(file_rows) + "]");
   }
   DS_RETURN_IF_ERROR(check_type(name, *t));
-  if (split == Split::columns) return columns(t, ranks_.rank * n_cols, n_cols, out);
+  if (split == Split::columns) return columns(t, 0, n_rows, ranks_.rank * n_cols, n_cols, out);
   return rows(t, split == Split::rows ? ranks_.rank * n_rows : 0, n_rows, out, for_matmul);
 }
 
-Status TensorLoader::columns(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out) {
+Status TensorLoader::columns(const GgufTensorInfo* t, int64_t first_row, int64_t n_rows, int64_t first_col, int64_t n_cols,
+                             WeightMatrix* out) {
   const int64_t block = dtype_traits(t->type).block_elements;
   if (t->type == DType::i8) {
     return Status::error("tensor parallel: tensor '" + t->name + "' is I8 (W8A8), whose split by columns is not implemented");
   }
-  if (first % block != 0 || n % block != 0) {
-    return Status::error("tensor parallel: tensor '" + t->name + "' (" + dtype_name(t->type) + ") splits into parts of " + std::to_string(n) +
-                         " columns, not whole blocks of " + std::to_string(block));
+  if (first_col % block != 0 || n_cols % block != 0) {
+    return Status::error("tensor parallel: tensor '" + t->name + "' (" + dtype_name(t->type) + ") splits into parts of " +
+                         std::to_string(n_cols) + " columns, not whole blocks of " + std::to_string(block));
   }
-  const int64_t n_rows = t->n_elements() / t->ne[0], in_row = row_bytes(t->type, t->ne[0]), out_row = row_bytes(t->type, n);
-  const uint8_t* from = file_.tensor_data(*t) + row_bytes(t->type, first);
+  const int64_t in_row = row_bytes(t->type, t->ne[0]), out_row = row_bytes(t->type, n_cols);
+  const uint8_t* from = file_.tensor_data(*t) + first_row * in_row + row_bytes(t->type, first_col);
   std::vector<uint8_t> bytes(size_t(n_rows * out_row));
   for (int64_t r = 0; r < n_rows; ++r) std::memcpy(bytes.data() + r * out_row, from + r * in_row, size_t(out_row));
-  derived(t->type, n_rows, n, std::move(bytes), out, backend_.repacks(t->type, n_rows, n));
+  derived(t->type, n_rows, n_cols, std::move(bytes), out, backend_.repacks(t->type, n_rows, n_cols));
   return Status();
 }
 

@@ -44,7 +44,7 @@ class TensorLoader {
   // A matrix of n_rows rows of n_cols elements (GGUF ne = {n_cols, n_rows}).
   // A matrix read row by row (the embedding lookup), not multiplied, keeps the file's layout.
   // split rows: the file's has n_rows per rank; columns: n_cols per rank (a
-  // copy made at load, the columns in whole blocks of the type).
+  // copy made at load, the columns in whole blocks of the type); never slices.
   Status matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out, bool for_matmul = true,
                 Split split = Split::none);
   // n values (F32, F16 or BF16 in the file) as f32; `optional`: absent leaves
@@ -58,8 +58,11 @@ class TensorLoader {
   // The tensor holding n_slices matrices of n_rows x n_cols stacked (GGUF ne
   // = {n_cols, n_rows, n_slices}; n_slices = 1 allows a 2-D tensor), checked.
   Result<const GgufTensorInfo*> stacked(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols) const;
-  // Each stacked matrix as a matrix of the model.
-  Status slices(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols, std::vector<WeightMatrix>* out);
+  // Each stacked matrix as a matrix of the model (split rows or columns: n_rows
+  // or n_cols per rank each; slices: this rank's part of them, the others'
+  // left without data).
+  Status slices(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols, std::vector<WeightMatrix>* out,
+                Split split = Split::none);
   // Rows [first, first + n) of a 2-D tensor already checked, as a matrix.
   Status rows(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out, bool for_matmul = true);
   // Rows [first, first + n) of a 2-D tensor already checked, transposed into
@@ -78,9 +81,9 @@ class TensorLoader {
   Status check_type(const std::string& name, const GgufTensorInfo& t) const;
   // Values [first, first + n) of tensor t (shape checked), staged for the backend's memory.
   Status values(const std::string& name, const GgufTensorInfo* t, int64_t first, int64_t n, WeightVector* out, bool optional);
-  // Columns [first, first + n) of every row of a 2-D tensor already checked,
-  // as a matrix made at load in the tensor's type.
-  Status columns(const GgufTensorInfo* t, int64_t first, int64_t n, WeightMatrix* out);
+  // Columns [first_col, first_col + n_cols) of rows [first_row, first_row +
+  // n_rows) of a tensor already checked, as a matrix made at load in the tensor's type.
+  Status columns(const GgufTensorInfo* t, int64_t first_row, int64_t n_rows, int64_t first_col, int64_t n_cols, WeightMatrix* out);
   // A W8A8 matrix's scales: tensor NAME_scale, F32, one per row of NAME.
   Status row_scales(const GgufTensorInfo& t, int64_t first, int64_t n, WeightMatrix* out);
   // A matrix made at load from host bytes in the row layout; `interleave`:

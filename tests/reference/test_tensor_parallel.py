@@ -70,12 +70,36 @@ def test_a_llama_split_in_two_and_in_four_equals_it_whole(dsinfer, tmp_path):
         print(f"llama, {ranks} ranks: {error:.2e} of the largest logit, top-1 equal at {decided} decided positions of {len(tokens)}")
 
 
+@pytest.mark.parametrize("shape,layout", [("v2lite", "kv_b"), ("v3", "split")])
+@pytest.mark.parametrize("form", ["absorbed", "expanded"])
+@pytest.mark.parametrize("experts", ["by width", "whole"])
+def test_a_deepseek2_split_in_two_equals_it_whole(dsinfer, tmp_path, shape, layout, form, experts):
+    """DeepSeek-V2/V3 (make_deepseek2.py, random f32 weights, three layers: one dense, two of routed and
+    shared experts): each rank takes half the heads (their queries, up-projections and output columns; the
+    latent each token caches is every head's, so every rank computes and keeps it whole), half the dense
+    FFN and the shared experts' width, and half of every routed expert's width or, with --expert-parallel,
+    half of the routed experts whole (a token's slots on the other rank's experts add nothing here); the
+    routing is computed whole on every rank. V2-Lite's softmax routing over a combined kv_b, and V3's
+    grouped sigmoid routing with a query LoRA and the split k_b/v_b, in MLA's absorbed and expanded forms.
+    Three layers, because a deeper random model's routing turns on near-ties, which the sums' reordering
+    may flip (27 layers of V2-Lite's shape flip one at layer 18)."""
+    from make_deepseek2 import write_deepseek2
+    model = write_deepseek2(str(tmp_path / f"{shape}.gguf"), shape=shape, layout=layout, n_layer=3)
+    tokens = list(range(1, 400, 3))
+    whole = logits(dsinfer, model, tokens, tmp_path / "whole.npy", "-t", "2", "--mla-prefill", form)
+    extra = ("--expert-parallel", "2") if experts == "whole" else ()
+    split = logits(dsinfer, model, tokens, tmp_path / "split.npy", "-t", "1", "--tensor-parallel", "2", "--mla-prefill", form, *extra)
+    error = relative_error(split, whole)
+    assert error < F32_TOLERANCE, f"{error:.3g}"
+    print(f"deepseek2 {shape} {layout} {form}, experts {experts}: tensor parallel 2 against one process: {error:.2e} of the largest logit")
+
+
 def test_what_does_not_split_is_refused_by_name(dsinfer, tmp_path):
     """Every refusal names what stops the split: heads that do not divide, columns that are not whole
     blocks, W8A8's columns, a family not split yet."""
     def refusal(model, ranks):
         result = dsinfer("logits", "-m", model, "--tokens", "1,2,3", "--out", tmp_path / "x.npy", "-t", "1",
-                         "--tensor-parallel", str(ranks), check=False)
+                         "--tensor-parallel", *str(ranks).split(), check=False)
         assert result.returncode != 0
         return result.stderr.decode()
 
@@ -87,11 +111,17 @@ def test_what_does_not_split_is_refused_by_name(dsinfer, tmp_path):
     w8a8 = str(tmp_path / "w8a8.gguf")
     dsinfer("quantize", "-m", llama, "-o", w8a8, "--type", "W8A8")
     assert "is I8 (W8A8), whose split by columns is not implemented" in refusal(w8a8, 2)
-    from make_deepseek2 import write_deepseek2
-    deepseek = str(tmp_path / "deepseek2.gguf")
-    write_deepseek2(deepseek)
-    assert "splitting a deepseek2 model across ranks is not implemented (llama and qwen2 are)" in refusal(deepseek, 2)
+    from make_deepseek4 import write_deepseek4
+    deepseek = str(tmp_path / "deepseek4.gguf")
+    write_deepseek4(deepseek, dtype="f32", seed=1)
+    assert "splitting a deepseek4 model across ranks is not implemented (llama, qwen2 and deepseek2 are)" in refusal(deepseek, 2)
     assert "--tensor-parallel must be 1..1024 ranks" in refusal(llama, 0)
+    from make_deepseek2 import write_deepseek2
+    v2 = write_deepseek2(str(tmp_path / "v2.gguf"), n_layer=2)
+    result = dsinfer("logits", "-m", v2, "--tokens", "1,2", "--out", tmp_path / "x.npy", "--expert-parallel", "2", check=False)
+    assert "--expert-parallel divides the experts among --tensor-parallel's ranks" in result.stderr.decode()
+    assert "--expert-parallel 4: experts divided among other ranks than --tensor-parallel's 2 is not implemented" in \
+        refusal(v2, "2 --expert-parallel 4")
 
 
 def test_run_in_two_ranks_prints_one_processes_text(dsinfer, trained):

@@ -65,7 +65,12 @@ void CpuBackend::moe_experts(const ExpertRouting& routing, const float* router_l
   std::vector<int64_t> active;
   for (int64_t e = 0; e < routing.n_expert; ++e) {
     expert_tokens[e] += int64_t(assigned[size_t(e)].size());
-    if (!assigned[size_t(e)].empty()) active.push_back(e);
+    if (assigned[size_t(e)].empty()) continue;
+    if (experts.gate[e].data) {
+      active.push_back(e);
+    } else {  // another rank's expert (expert parallel)
+      for (int64_t pair : assigned[size_t(e)]) std::fill_n(slot_out_.data() + pair * n_embd, n_embd, 0.0f);
+    }
   }
   const int64_t n_active = int64_t(active.size());
   if (n_active >= 2 * pool_.n_threads()) {

@@ -72,42 +72,49 @@ Status read_mla_config(const ConfigReader& r, ModelConfig& c) {
 Status load_mla(TensorLoader& loader, const ModelConfig& c, const std::string& b, MlaWeights* w) {
   const MlaConfig& m = c.mla;
   const int64_t q_head = m.qk_nope_dim + m.qk_rope_dim;
+  // Under tensor parallel this rank's heads, [h0, h0 + n_head) of the file's
+  // file_heads; the latent (kv_a) is every rank's whole.
+  const int64_t h0 = c.ranks.rank * c.n_head, file_heads = c.n_head * c.ranks.ranks;
   if (m.q_lora_rank > 0) {
     DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q_a.weight", m.q_lora_rank, c.n_embd, &w->wq_a));
     DS_RETURN_IF_ERROR(loader.vector(b + "attn_q_a_norm.weight", m.q_lora_rank, &w->q_a_norm));
-    DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q_b.weight", c.n_head * q_head, m.q_lora_rank, &w->wq_b));
+    DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q_b.weight", c.n_head * q_head, m.q_lora_rank, &w->wq_b, true, Split::rows));
   } else {
-    DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q.weight", c.n_head * q_head, c.n_embd, &w->wq));
+    DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q.weight", c.n_head * q_head, c.n_embd, &w->wq, true, Split::rows));
   }
   DS_RETURN_IF_ERROR(loader.matrix(b + "attn_kv_a_mqa.weight", m.cache_dim(), c.n_embd, &w->wkv_a));
   DS_RETURN_IF_ERROR(loader.vector(b + "attn_kv_a_norm.weight", m.kv_lora_rank, &w->kv_a_norm));
-  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_output.weight", c.n_embd, c.n_head * m.v_head_dim, &w->wo));
+  DS_RETURN_IF_ERROR(loader.matrix(b + "attn_output.weight", c.n_embd, c.n_head * m.v_head_dim, &w->wo, true, Split::columns));
   // The absorbed form multiplies queries by k_b (per head [kv_lora, nope]) and
   // attended latents by v_b (per head [v_head, kv_lora]); the expanded one
   // up-projects latents with k_up (per head [nope, kv_lora], k_b transposed) and v_b.
   w->k_b.resize(size_t(c.n_head));
   w->k_up.resize(size_t(c.n_head));
   if (loader.find(b + "attn_k_b.weight")) {  // the split layout, as the absorbed form wants it
-    auto k_b = loader.stacked(b + "attn_k_b.weight", c.n_head, m.kv_lora_rank, m.qk_nope_dim);
+    auto k_b = loader.stacked(b + "attn_k_b.weight", file_heads, m.kv_lora_rank, m.qk_nope_dim);
     if (!k_b.ok()) return k_b.status();
+    auto v_b = loader.stacked(b + "attn_v_b.weight", file_heads, m.v_head_dim, m.kv_lora_rank);
+    if (!v_b.ok()) return v_b.status();
     const bool expandable = k_b.value()->type != DType::i8;  // W8A8 attention: the absorbed form only
     if (!expandable) w->k_up.clear();
+    w->v_b.resize(size_t(c.n_head));
     for (int64_t h = 0; h < c.n_head; ++h) {
-      DS_RETURN_IF_ERROR(loader.rows(k_b.value(), h * m.kv_lora_rank, m.kv_lora_rank, &w->k_b[size_t(h)]));
+      DS_RETURN_IF_ERROR(loader.rows(k_b.value(), (h0 + h) * m.kv_lora_rank, m.kv_lora_rank, &w->k_b[size_t(h)]));
       if (expandable) {
-        DS_RETURN_IF_ERROR(loader.transposed_rows(k_b.value(), h * m.kv_lora_rank, m.kv_lora_rank, &w->k_up[size_t(h)]));
+        DS_RETURN_IF_ERROR(loader.transposed_rows(k_b.value(), (h0 + h) * m.kv_lora_rank, m.kv_lora_rank, &w->k_up[size_t(h)]));
       }
+      DS_RETURN_IF_ERROR(loader.rows(v_b.value(), (h0 + h) * m.v_head_dim, m.v_head_dim, &w->v_b[size_t(h)]));
     }
-    return loader.slices(b + "attn_v_b.weight", c.n_head, m.v_head_dim, m.kv_lora_rank, &w->v_b);
+    return Status();
   }
   // The combined kv_b: per head, nope rows of the key then v_head rows of the
   // value, each over the latent: k_up and v_b as they are, k_b transposed out
   // of it as llama.cpp's converter would write the split layout.
-  auto kv_b = loader.stacked(b + "attn_kv_b.weight", 1, c.n_head * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank);
+  auto kv_b = loader.stacked(b + "attn_kv_b.weight", 1, file_heads * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank);
   if (!kv_b.ok()) return kv_b.status();
   w->v_b.resize(size_t(c.n_head));
   for (int64_t h = 0; h < c.n_head; ++h) {
-    const int64_t first = h * (m.qk_nope_dim + m.v_head_dim);
+    const int64_t first = (h0 + h) * (m.qk_nope_dim + m.v_head_dim);
     DS_RETURN_IF_ERROR(loader.transposed_rows(kv_b.value(), first, m.qk_nope_dim, &w->k_b[size_t(h)]));
     DS_RETURN_IF_ERROR(loader.rows(kv_b.value(), first, m.qk_nope_dim, &w->k_up[size_t(h)]));
     DS_RETURN_IF_ERROR(loader.rows(kv_b.value(), first + m.qk_nope_dim, m.v_head_dim, &w->v_b[size_t(h)]));

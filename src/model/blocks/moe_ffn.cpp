@@ -11,6 +11,7 @@ Status read_moe_config(const ConfigReader& r, ModelConfig& c) {
   DS_RETURN_IF_ERROR(r.dim("expert_used_count", &moe.n_expert_used));
   DS_RETURN_IF_ERROR(r.dim("expert_feed_forward_length", &moe.expert_ff));
   DS_RETURN_IF_ERROR(r.optional_dim("expert_shared_count", &moe.n_expert_shared));
+  moe.shared_ff = moe.n_expert_shared * moe.expert_ff;
   DS_RETURN_IF_ERROR(r.uint_in("leading_dense_block_count", 0, uint64_t(c.n_layer), &moe.leading_dense));
   int64_t gating = 0;
   DS_RETURN_IF_ERROR(r.uint_in("expert_gating_func", 1, UINT64_MAX, &gating));
@@ -49,11 +50,17 @@ Status load_moe(TensorLoader& loader, const ModelConfig& c, const std::string& b
   const MoeConfig& moe = c.moe;
   DS_RETURN_IF_ERROR(loader.matrix(b + "ffn_gate_inp.weight", moe.n_expert, c.n_embd, &w->router));
   DS_RETURN_IF_ERROR(loader.vector(b + "exp_probs_b.bias", moe.n_expert, &w->router_bias, true));
-  DS_RETURN_IF_ERROR(loader.slices(b + "ffn_gate_exps.weight", moe.n_expert, moe.expert_ff, c.n_embd, &w->expert_gate));
-  DS_RETURN_IF_ERROR(loader.slices(b + "ffn_up_exps.weight", moe.n_expert, moe.expert_ff, c.n_embd, &w->expert_up));
-  DS_RETURN_IF_ERROR(loader.slices(b + "ffn_down_exps.weight", moe.n_expert, c.n_embd, moe.expert_ff, &w->expert_down));
+  // Under tensor parallel each expert is split as a dense FFN is (model/blocks/gated_ffn.h),
+  // or, expert parallel, each rank holds its part of the experts whole.
+  const bool whole = c.ranks.experts_whole;
+  DS_RETURN_IF_ERROR(loader.slices(b + "ffn_gate_exps.weight", moe.n_expert, moe.expert_ff, c.n_embd, &w->expert_gate,
+                                   whole ? Split::slices : Split::rows));
+  DS_RETURN_IF_ERROR(loader.slices(b + "ffn_up_exps.weight", moe.n_expert, moe.expert_ff, c.n_embd, &w->expert_up,
+                                   whole ? Split::slices : Split::rows));
+  DS_RETURN_IF_ERROR(loader.slices(b + "ffn_down_exps.weight", moe.n_expert, c.n_embd, moe.expert_ff, &w->expert_down,
+                                   whole ? Split::slices : Split::columns));
   if (moe.n_expert_shared == 0) return Status();
-  return load_ffn(loader, b, "_shexp", moe.expert_ff * moe.n_expert_shared, c.n_embd, &w->shared);
+  return load_ffn(loader, b, "_shexp", moe.shared_ff, c.n_embd, &w->shared);
 }
 
 Status MoeFfn::reserve(Backend& backend, const ModelConfig& c, int64_t n) {

@@ -15,6 +15,27 @@ Status read_deepseek2_config(const ConfigReader& r, ModelConfig& c) {
   return read_moe_config(r, c);
 }
 
+Status split_deepseek2_config(ModelConfig& c) {
+  const int ranks = c.ranks.ranks;
+  const std::string arch = c.arch_name();
+  // The heads' queries and up-projections are split; the latent row each
+  // token caches is every head's, so every rank keeps it whole.
+  // The shared experts' width is divided; the routed experts are divided
+  // whole under expert parallel (their count must divide, TensorLoader::slices
+  // checks), else each one's width.
+  std::vector<std::pair<const char*, int64_t*>> widths = {
+      {"attention.head_count", &c.n_head}, {"feed_forward_length", &c.n_ff}, {"expert_shared_count x expert_feed_forward_length", &c.moe.shared_ff}};
+  if (!c.ranks.experts_whole) widths.push_back({"expert_feed_forward_length", &c.moe.expert_ff});
+  for (const auto& [key, value] : widths) {
+    if (*value % ranks != 0) {
+      return Status::error("tensor parallel: " + arch + "." + key + " " + std::to_string(*value) + " must divide by " + std::to_string(ranks) + " ranks");
+    }
+  }
+  for (const auto& [key, value] : widths) *value /= ranks;
+  c.n_head_kv = c.n_head;
+  return Status();
+}
+
 Status Deepseek2Layers::load(TensorLoader& loader) {
   const ModelConfig& c = config_;
   std::vector<const MlaWeights*> attention;
@@ -39,7 +60,7 @@ Status Deepseek2Layers::reserve(int64_t n) {
   DS_RETURN_IF_ERROR(attention_.reserve(backend_, n));
   if (c.moe.n_expert > 0) DS_RETURN_IF_ERROR(moe_.reserve(backend_, c, n));
   // One gated FFN's workspace serves the dense layers and the shared experts.
-  return ffn_.reserve(backend_, n, std::max(c.n_ff, c.moe.expert_ff * c.moe.n_expert_shared));
+  return ffn_.reserve(backend_, n, std::max(c.n_ff, c.moe.shared_ff));
 }
 
 void Deepseek2Layers::begin_step(const Batch& batch) {
@@ -81,7 +102,8 @@ Result<std::unique_ptr<LayerStack>> make_layers(const ModelConfig& c, const Mode
 }  // namespace
 
 const Family& deepseek2_family() {
-  static const Family family{"deepseek2", RopeLayout::normal, read_deepseek2_config, make_layers, deepseek2_layer_ops};
+  static const Family family{"deepseek2", RopeLayout::normal, read_deepseek2_config, make_layers, deepseek2_layer_ops,
+                             split_deepseek2_config};
   return family;
 }
 

@@ -14,6 +14,8 @@ namespace ds {
 
 // The MLA and MoE keys.
 Status read_deepseek2_config(const ConfigReader& reader, ModelConfig& c);
+// Tensor parallel: the attention heads, the dense FFN and every expert divided among c.ranks.
+Status split_deepseek2_config(ModelConfig& c);
 std::vector<BackendOp> deepseek2_layer_ops(const ModelConfig& c);
 
 class Deepseek2Layers : public LayerStack {

@@ -72,6 +72,7 @@ Status read_experts(const ConfigReader& r, ModelConfig& c) {
   DS_RETURN_IF_ERROR(r.dim("expert_used_count", &moe.n_expert_used));
   DS_RETURN_IF_ERROR(r.dim("expert_feed_forward_length", &moe.expert_ff));
   DS_RETURN_IF_ERROR(r.dim("expert_shared_count", &moe.n_expert_shared));
+  moe.shared_ff = moe.n_expert_shared * moe.expert_ff;
   if (moe.n_expert_used > moe.n_expert) {
     return Status::error("model: " + p + "expert_used_count " + std::to_string(moe.n_expert_used) + " exceeds " + p + "expert_count " +
                          std::to_string(moe.n_expert));
@@ -313,7 +314,7 @@ class Deepseek4Layers : public LayerStack {
     for (DeviceArrayOf<int32_t>* a : {&inverse_positions_, &index_positions_}) DS_RETURN_IF_ERROR(a->reserve(b, n));
     DS_RETURN_IF_ERROR(forced_experts_.reserve(b, n * c.moe.n_expert_used));
     DS_RETURN_IF_ERROR(moe_.reserve(b, c, n));
-    return shared_ffn_.reserve(b, n, c.moe.expert_ff * c.moe.n_expert_shared);
+    return shared_ffn_.reserve(b, n, c.moe.shared_ff);
   }
 
   void begin_step(const Batch& batch) override {
