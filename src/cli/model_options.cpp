@@ -129,6 +129,7 @@ Result<std::unique_ptr<DraftModel>> load_draft_model(const SpeculationConfig& sp
 Result<std::unique_ptr<MtpDrafter>> load_mtp_drafter(const SpeculationConfig& speculation, const CommonModelOptions& options,
                                                      Model& target, KvCache& memory) {
   if (!speculation.mtp) return std::unique_ptr<MtpDrafter>();
+  if (options.model.collective) return Status::error("--speculative-mtp with --tensor-parallel is not implemented");
   auto drafter = MtpDrafter::create(target, memory, options.model, speculation.draft_p_min);
   if (!drafter.ok()) return Status::error("--speculative-mtp: " + drafter.message());
   return drafter;

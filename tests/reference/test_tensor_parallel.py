@@ -94,6 +94,24 @@ def test_a_deepseek2_split_in_two_equals_it_whole(dsinfer, tmp_path, shape, layo
     print(f"deepseek2 {shape} {layout} {form}, experts {experts}: tensor parallel 2 against one process: {error:.2e} of the largest logit")
 
 
+@pytest.mark.parametrize("experts", ["by width", "whole"])
+def test_a_deepseek32_split_in_two_equals_it_whole(dsinfer, tmp_path, experts):
+    """DeepSeek-V3.2 (three layers of V3's shape with the lightning indexer) splits as V3 does; the indexer
+    is whole on every rank, so every rank's heads attend to the positions it picks. Its top-k is 1,024 here,
+    above the 600 positions, so that every position is picked on both sides: with fewer, a pick at the
+    boundary turns on a near-tie of two scores, which the sums' reordering may flip (top-k 32 flips two rows
+    of 600 at the third layer), as it may flip an expert's routing."""
+    from make_deepseek2 import write_deepseek2
+    model = write_deepseek2(str(tmp_path / "v32.gguf"), shape="v3", layout="split", n_layer=3, n_ctx=1024, indexer=(16, 64, 1024))
+    tokens = [i % 500 + 1 for i in range(0, 1800, 3)]
+    whole = logits(dsinfer, model, tokens, tmp_path / "whole.npy", "-t", "2")
+    extra = ("--expert-parallel", "2") if experts == "whole" else ()
+    split = logits(dsinfer, model, tokens, tmp_path / "split.npy", "-t", "1", "--tensor-parallel", "2", *extra)
+    error = relative_error(split, whole)
+    assert error < F32_TOLERANCE, f"{error:.3g}"
+    print(f"deepseek32, experts {experts}: tensor parallel 2 against one process: {error:.2e} of the largest logit")
+
+
 def test_what_does_not_split_is_refused_by_name(dsinfer, tmp_path):
     """Every refusal names what stops the split: heads that do not divide, columns that are not whole
     blocks, W8A8's columns, a family not split yet."""
@@ -114,7 +132,7 @@ def test_what_does_not_split_is_refused_by_name(dsinfer, tmp_path):
     from make_deepseek4 import write_deepseek4
     deepseek = str(tmp_path / "deepseek4.gguf")
     write_deepseek4(deepseek, dtype="f32", seed=1)
-    assert "splitting a deepseek4 model across ranks is not implemented (llama, qwen2 and deepseek2 are)" in refusal(deepseek, 2)
+    assert "splitting a deepseek4 model across ranks is not implemented (llama, qwen2, deepseek2 and deepseek32 are)" in refusal(deepseek, 2)
     assert "--tensor-parallel must be 1..1024 ranks" in refusal(llama, 0)
     from make_deepseek2 import write_deepseek2
     v2 = write_deepseek2(str(tmp_path / "v2.gguf"), n_layer=2)

@@ -171,7 +171,9 @@ std::vector<BackendOp> layer_ops(const ModelConfig& c) {
 }  // namespace
 
 const Family& deepseek32_family() {
-  static const Family family{"deepseek32", RopeLayout::normal, read_config, make_layers, layer_ops};
+  // Split as deepseek2 is; the indexer stays whole on every rank, so that
+  // every rank's heads attend to the same chosen positions.
+  static const Family family{"deepseek32", RopeLayout::normal, read_config, make_layers, layer_ops, split_deepseek2_config};
   return family;
 }
 
