@@ -4,7 +4,7 @@ server and the engine, broadcasting each step to rank 1. The core of serving
 through the official openai client: replies equal one process's (greedy and
 seeded sampling, stop strings, 8 at once, streamed; log-probabilities within
 the sums' reordering),
-preemption under a small pool, a cancelled stream's pages freed, and a drain on
+preemption under a small pool (a prompt it cannot take now refused with 503 and retried), a cancelled stream's pages freed, and a drain on
 SIGTERM that finishes the request in flight and exits 0.
 
 stories260K (8 heads over 4 KV heads, FFN 172) splits into two ranks of 4 heads
@@ -42,27 +42,27 @@ REQUESTS = [dict(max_tokens=48, temperature=0), dict(max_tokens=40, temperature=
 def servers():
     whole = ServerProcess("--ctx-size", "512", "-t", "2")
     split = ServerProcess("--ctx-size", "512", "-t", "1", "--tensor-parallel", "2")
-    # 12 pages of 16 tokens for 8 sequences of up to ~60 tokens: some are preempted and recomputed. A rank's
-    # token takes 5 layers x (keys and values of 2 KV heads of 8) x 2 bytes (f16).
+    # 20 pages of 16 tokens for 8 sequences of up to ~55 tokens (4 pages each): some are preempted and
+    # recomputed. A rank's token takes 5 layers x (keys and values of 2 KV heads of 8) x 2 bytes (f16).
     tight = ServerProcess("--ctx-size", "512", "-t", "1", "--tensor-parallel", "2", "--kv-page-tokens", "16",
-                          "--kv-cache-memory", str(12 * 16 * 5 * 2 * 16 * 2), "--max-num-seqs", "8")
+                          "--kv-cache-memory", str(20 * 16 * 5 * 2 * 16 * 2), "--max-num-seqs", "8")
     yield whole, split, tight
     for s in (whole, split, tight):
         s.stop()
 
 
-def client(server):
-    return openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0, timeout=60)
+def client(server, retries=0):
+    return openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=retries, timeout=60)
 
 
-def complete(server, prompt, **fields):
-    reply = client(server).completions.create(model="stories260K", prompt=prompt, **fields).choices[0]
+def complete(server, prompt, retries=0, **fields):
+    reply = client(server, retries).completions.create(model="stories260K", prompt=prompt, **fields).choices[0]
     return reply.text, reply.finish_reason, reply.logprobs and reply.logprobs.top_logprobs
 
 
-def all_at_once(server, **fields):
+def all_at_once(server, retries=0, **fields):
     with concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as pool:
-        return list(pool.map(lambda p: complete(server, p, **fields), PROMPTS))
+        return list(pool.map(lambda p: complete(server, p, retries, **fields), PROMPTS))
 
 
 @pytest.mark.parametrize("fields", REQUESTS[:3], ids=["greedy", "seeded", "stop"])
@@ -104,9 +104,10 @@ def test_streamed_equals_whole(servers):
 
 
 def test_preempted_sequences_give_the_same_replies(servers):
+    """A prompt the full pool cannot take now is refused with a 503 (admission), which the client retries."""
     whole, _, tight = servers
     before = tight.metric("dsinfer:num_preemptions")
-    assert all_at_once(tight, max_tokens=48, temperature=0, extra_body={"ignore_eos": True}) == \
+    assert all_at_once(tight, retries=8, max_tokens=48, temperature=0, extra_body={"ignore_eos": True}) == \
         all_at_once(whole, max_tokens=48, temperature=0, extra_body={"ignore_eos": True})
     assert tight.metric("dsinfer:num_preemptions") > before
 
