@@ -6,7 +6,10 @@ memory and one set of cores here, so this measures the split's overhead (the
 all-reduces, the smaller matrices); what it buys is memory bandwidth on a
 machine whose ranks each have their own (README: Tensor parallel).
 
-Usage: python3 bench/tensor_parallel.py [-m MODEL] [-t THREADS] [-N RANKS] [-p 512] [-n 128] [-r 2] [--rounds 2]
+With --expert-parallel (a MoE model) a third row splits the routed experts
+whole (`--expert-parallel N`) instead of by width.
+
+Usage: python3 bench/tensor_parallel.py [-m MODEL] [-t THREADS] [-N RANKS] [-p 512] [-n 128] [-r 2] [--rounds 2] [--expert-parallel]
 """
 
 import argparse
@@ -20,8 +23,10 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
-def bench(dsinfer, model, threads, ranks, p, n, r):
+def bench(dsinfer, model, threads, ranks, p, n, r, experts_whole=False):
     extra = ["--tensor-parallel", str(ranks)] if ranks > 1 else []
+    if experts_whole:
+        extra += ["--expert-parallel", str(ranks)]
     out = subprocess.run([dsinfer, "bench", "-m", model, "-p", str(p), "-n", str(n), "-r", str(r), "-o", "json",
                           "-t", str(threads // ranks), *extra], capture_output=True, text=True, check=True).stdout
     tests = json.loads(out.split("\ntensor parallel:")[0])
@@ -40,21 +45,26 @@ def main():
     parser.add_argument("-n", type=int, default=128)
     parser.add_argument("-r", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--expert-parallel", action="store_true")
     args = parser.parse_args()
-    runs = {1: [], args.N: []}
+    setups = [(f"one process, {args.t} threads", 1, False), (f"{args.N} ranks of {args.t // args.N} thread(s)", args.N, False)]
+    if args.expert_parallel:
+        setups.append((f"{args.N} ranks, routed experts whole", args.N, True))
+    runs = {name: [] for name, _, _ in setups}
     wire = ""
-    for _ in range(args.rounds):  # alternating, so drift in the machine's speed falls on both
-        for ranks in (1, args.N):
-            speeds, line = bench(args.dsinfer, args.m, args.t, ranks, args.p, args.n, args.r)
-            runs[ranks].append(speeds)
+    for _ in range(args.rounds):  # alternating, so drift in the machine's speed falls on every row
+        for name, ranks, whole in setups:
+            speeds, line = bench(args.dsinfer, args.m, args.t, ranks, args.p, args.n, args.r, whole)
+            runs[name].append(speeds)
             wire = line or wire
     print(f"{os.path.basename(args.m)}, {args.t} threads in all, median of {args.rounds} rounds")
-    print(f"| | pp{args.p} tok/s | tg{args.n} tok/s |")
-    print("| --- | ---: | ---: |")
+    print(f"| | pp{args.p} tok/s | tg{args.n} tok/s | pp ratio | tg ratio |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     med = {k: {t: statistics.median(s[t] for s in v) for t in ("pp", "tg")} for k, v in runs.items()}
-    print(f"| one process, {args.t} threads | {med[1]['pp']:.1f} | {med[1]['tg']:.2f} |")
-    print(f"| {args.N} ranks of {args.t // args.N} | {med[args.N]['pp']:.1f} | {med[args.N]['tg']:.2f} |")
-    print(f"| ratio | {med[args.N]['pp'] / med[1]['pp']:.2f}x | {med[args.N]['tg'] / med[1]['tg']:.2f}x |")
+    base = med[setups[0][0]]
+    for name, _, _ in setups:
+        m = med[name]
+        print(f"| {name} | {m['pp']:.1f} | {m['tg']:.2f} | {m['pp'] / base['pp']:.2f}x | {m['tg'] / base['tg']:.2f}x |")
     print(wire)
 
 
