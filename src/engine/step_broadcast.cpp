@@ -10,9 +10,11 @@ namespace {
 
 // A step on the wire: int32 words, a header then the arrays.
 //   n_tokens (-1: the leader has ended), n_sequences, has_window_tables,
-//   tokens, positions, seq_of_token, then each sequence's page count and
-//   pages, then (with window tables) the same of its window pages.
-// Logits and hidden states are rank 0's alone: the others compute no head.
+//   n_logit_tokens, tokens, positions, seq_of_token, the logit tokens, then
+//   each sequence's page count and pages, then (with window tables) the same
+//   of its window pages.
+// Every rank computes its part of the logits (the output head is split by
+// vocabulary); only rank 0 keeps them. Hidden states are rank 0's alone.
 void put_tables(std::vector<int32_t>& words, const std::vector<BlockTableView>& tables) {
   for (const BlockTableView& t : tables) {
     words.push_back(t.n_pages);
@@ -36,10 +38,12 @@ KvCacheOptions share_cache_options(Collective& ranks, const KvCacheOptions& opti
 }
 
 void send_step(Collective& ranks, const Batch& batch) {
-  std::vector<int32_t> words = {int32_t(batch.n_tokens()), int32_t(batch.block_tables.size()), batch.window_tables.empty() ? 0 : 1};
+  std::vector<int32_t> words = {int32_t(batch.n_tokens()), int32_t(batch.block_tables.size()), batch.window_tables.empty() ? 0 : 1,
+                                int32_t(batch.logit_tokens.size())};
   words.insert(words.end(), batch.tokens.begin(), batch.tokens.end());
   words.insert(words.end(), batch.positions.begin(), batch.positions.end());
   words.insert(words.end(), batch.seq_of_token.begin(), batch.seq_of_token.end());
+  words.insert(words.end(), batch.logit_tokens.begin(), batch.logit_tokens.end());
   put_tables(words, batch.block_tables);
   put_tables(words, batch.window_tables);
   send_words(ranks, words);
@@ -61,7 +65,7 @@ Status follow_steps(Model& model, KvCache& cache, Collective& ranks) {
     words.resize(size_t(n));
     ranks.broadcast(words.data(), size_t(n) * sizeof(int32_t), 0);
     if (n == 0 || words[0] < 0) return Status();
-    size_t at = 3;
+    size_t at = 4;
     const auto take = [&](size_t count) {
       DS_CHECK(at + count <= words.size(), "a step from rank 0 ends early");
       std::vector<int32_t> part(words.begin() + int64_t(at), words.begin() + int64_t(at + count));
@@ -72,6 +76,7 @@ Status follow_steps(Model& model, KvCache& cache, Collective& ranks) {
     batch.tokens = take(n_tokens);
     batch.positions = take(n_tokens);
     batch.seq_of_token = take(n_tokens);
+    batch.logit_tokens = take(size_t(words[3]));
     pages.clear();
     for (size_t s = 0; s < n_sequences * (words[2] ? 2 : 1); ++s) pages.push_back(take(size_t(take(1)[0])));
     batch.block_tables.clear();

@@ -3,7 +3,8 @@
 // scheduler and sampler, the server) and, before each forward of its split
 // model, broadcasts the step (tokens, positions, block tables); every other
 // rank runs the same forward over its part of the model and its own KV
-// pages, which mirror rank 0's page for page. Only rank 0 needs the logits.
+// pages, which mirror rank 0's page for page, and its part of the logits
+// (the output head is split by vocabulary), which only rank 0 keeps.
 
 #include "base/status.h"
 #include "model/batch.h"

@@ -77,6 +77,7 @@ Status Model::ensure_workspace(int64_t n, int64_t n_logits, int64_t n_hidden) {
   DS_RETURN_IF_ERROR(out_.reserve(b, n * c.n_embd));
   DS_RETURN_IF_ERROR(last_.reserve(b, std::max(n_logits, n_hidden) * c.n_embd));
   if (is_nextn()) DS_RETURN_IF_ERROR(pair_.reserve(b, n * 2 * c.n_embd));
+  if (collective_) DS_RETURN_IF_ERROR(logits_part_.reserve(b, n_logits * c.n_vocab / collective_->size()));
   return logits_.reserve(b, n_logits * c.n_vocab);
 }
 
@@ -191,9 +192,27 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
   }
   if (n_logits == 0) return Status();
   final_norm(batch.logit_tokens, last_.data());
-  ctx.matmul(weights_->output, last_.data(), n_logits, logits_.data());
-  b.download(logits, logits_.data(), size_t(n_logits * c.n_vocab) * sizeof(float));
+  if (collective_) {
+    gather_logits(ctx, n_logits);
+  } else {
+    ctx.matmul(weights_->output, last_.data(), n_logits, logits_.data());
+  }
+  if (logits) b.download(logits, logits_.data(), size_t(n_logits * c.n_vocab) * sizeof(float));
   return Status();
+}
+
+void Model::gather_logits(const ForwardContext& ctx, int64_t n_logits) {
+  const int64_t part = config_.n_vocab / collective_->size();
+  ctx.matmul(weights_->output, last_.data(), n_logits, logits_part_.data());
+  TraceScope scope(ctx.trace, "all_gather");
+  gathered_logits_.resize(size_t(n_logits * config_.n_vocab));
+  collective_->all_gather(logits_part_.data(), n_logits * part, gathered_logits_.data());
+  // Rank r's rows hold its part of every row's logits: laid out row by row.
+  for (int r = 0; r < collective_->size(); ++r) {
+    for (int64_t t = 0; t < n_logits; ++t) {
+      std::copy_n(gathered_logits_.data() + (r * n_logits + t) * part, part, logits_.data() + t * config_.n_vocab + r * part);
+    }
+  }
 }
 
 void Model::mix_previous_hidden(const Batch& batch, const ForwardContext& ctx) {

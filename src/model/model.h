@@ -64,6 +64,8 @@ class Model {
   Collective* collective() const { return collective_; }
 
   // Runs every token of the batch; writes logits [batch.logit_tokens.size(), n_vocab]
+  // (null: not wanted here, as on a tensor-parallel rank other than 0, which
+  // still computes its part of them)
   // and, where batch.hidden_tokens asks, final hidden states [hidden_tokens.size(), n_embd]:
   // after the output norm, or a multi-token-prediction layer's before its
   // head norm (what a chained draft takes as its previous hidden state).
@@ -88,6 +90,8 @@ class Model {
   bool is_nextn() const { return weights_->nextn.eh_proj.data != nullptr; }
   // A multi-token-prediction layer's input into x_ from the embedded tokens there (NextnInput).
   void mix_previous_hidden(const Batch& batch, const ForwardContext& ctx);
+  // Tensor parallel: logits_ [n_logits, n_vocab] from every rank's part of the output head (last_ normalised).
+  void gather_logits(const ForwardContext& ctx, int64_t n_logits);
 
   ModelConfig config_;
   std::shared_ptr<Backend> backend_;        // declared before the weights: their memory is the backend's
@@ -101,6 +105,8 @@ class Model {
   DeviceArray out_;     // [n, n_embd] a block's output
   DeviceArray last_;    // [n_logits, n_embd]
   DeviceArray logits_;  // [n_logits, n_vocab]
+  DeviceArray logits_part_;          // tensor parallel: [n_logits, this rank's part of the vocabulary]
+  std::vector<float> gathered_logits_;  // ... and every rank's, rank by rank
   DeviceArray pair_;    // [n, 2 n_embd] a multi-token-prediction layer's normalised token and hidden state
   std::vector<float> host_rows_;  // layer outputs copied back for an observer
 };

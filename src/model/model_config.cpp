@@ -31,7 +31,12 @@ Status ModelConfig::split_across(RankLayout layout) {
                          " model across ranks is not implemented (llama, qwen2, deepseek2 and deepseek32 are)");
   }
   ranks = layout;
-  return family->split(*this);
+  DS_RETURN_IF_ERROR(family->split(*this));
+  if (n_vocab % layout.ranks != 0) {  // the output head's rows are split (weights.cpp)
+    return Status::error("tensor parallel: the vocabulary of " + std::to_string(n_vocab) + " tokens must divide by " +
+                         std::to_string(layout.ranks) + " ranks");
+  }
+  return Status();
 }
 
 Status read_rope(const ConfigReader& r, int64_t default_n_rot, ModelConfig& c) {

@@ -41,7 +41,9 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFil
     DS_RETURN_IF_ERROR(loader.matrix("token_embd.weight", c.n_vocab, c.n_embd, &w->token_embd, /*for_matmul=*/false));
     DS_RETURN_IF_ERROR(loader.vector("output_norm.weight", c.n_embd, &w->output_norm));
     w->tied_output = w->file_->find_tensor("output.weight") == nullptr;
-    DS_RETURN_IF_ERROR(loader.matrix(w->tied_output ? "token_embd.weight" : "output.weight", c.n_vocab, c.n_embd, &w->output));
+    // Under tensor parallel each rank multiplies its part of the vocabulary (Model::forward gathers the logits).
+    DS_RETURN_IF_ERROR(loader.matrix(w->tied_output ? "token_embd.weight" : "output.weight", c.n_vocab / c.ranks.ranks, c.n_embd,
+                                     &w->output, true, Split::rows));
   }
   DS_RETURN_IF_ERROR(layers.load(loader));
   DS_RETURN_IF_ERROR(loader.place(mode, interleave, &w->memory_, &w->weight_bytes));
