@@ -268,11 +268,13 @@ int cmd_bench(int argc, char** argv) {
   if (const Collective* split = ranks.value().get()) {
     // The all-reduces gather every rank's partial output (parallel/collective.h): two a layer.
     const int64_t sent = 2 * m.config().n_embd * int64_t(sizeof(float));
+    const int64_t logits_part = m.config().n_vocab / split->size() * int64_t(sizeof(float));
     std::printf("tensor parallel: %d ranks; per token and layer each rank sends %lld bytes and receives %lld (two all-reduces of %lld "
-                "floats), %lld and %lld per token over the %lld layers\n",
+                "floats), %lld and %lld per token over the %lld layers; per row of logits it sends its part of the vocabulary, "
+                "%lld bytes, and receives %lld\n",
                 split->size(), (long long)sent, (long long)(sent * (split->size() - 1)), (long long)m.config().n_embd,
                 (long long)(sent * m.config().n_layer), (long long)(sent * (split->size() - 1) * m.config().n_layer),
-                (long long)m.config().n_layer);
+                (long long)m.config().n_layer, (long long)logits_part, (long long)(logits_part * (split->size() - 1)));
   }
   return 0;
 }
