@@ -42,8 +42,8 @@ REQUESTS = [dict(max_tokens=48, temperature=0), dict(max_tokens=40, temperature=
 def servers():
     whole = ServerProcess("--ctx-size", "512", "-t", "2")
     split = ServerProcess("--ctx-size", "512", "-t", "1", "--tensor-parallel", "2")
-    # 20 pages of 16 tokens for 8 sequences of up to ~55 tokens (4 pages each): some are preempted and
-    # recomputed. A rank's token takes 5 layers x (keys and values of 2 KV heads of 8) x 2 bytes (f16).
+    # 20 pages of 16 tokens (LONG_PROMPTS below). A rank's token takes 5 layers x (keys and values of 2 KV
+    # heads of 8) x 2 bytes (f16).
     tight = ServerProcess("--ctx-size", "512", "-t", "1", "--tensor-parallel", "2", "--kv-page-tokens", "16",
                           "--kv-cache-memory", str(20 * 16 * 5 * 2 * 16 * 2), "--max-num-seqs", "8")
     yield whole, split, tight
@@ -103,12 +103,24 @@ def test_streamed_equals_whole(servers):
     assert streamed == complete(whole, PROMPTS[0], max_tokens=48, temperature=0)[0]
 
 
+# Three prompts of about 96 tokens (6 pages each): the tight pool of 20 takes all three at once (each with its
+# reserve), and their 100 tokens more each (13 pages a sequence) do not fit beside each other.
+LONG_PROMPTS = ["Once upon a time. " * 19, "The little dog. " * 19, "Lily and Tom went to the park. " * 8]
+
+
 def test_preempted_sequences_give_the_same_replies(servers):
-    """A prompt the full pool cannot take now is refused with a 503 (admission), which the client retries."""
+    """Sequences preempted and recomputed give one process's replies. A prompt arriving when the pool cannot
+    take it now is refused with a 503 (admission) and retried by the client, and then may run alone: up to three
+    rounds, until one preempts."""
     whole, _, tight = servers
-    before = tight.metric("dsinfer:num_preemptions")
-    assert all_at_once(tight, retries=8, max_tokens=48, temperature=0, extra_body={"ignore_eos": True}) == \
-        all_at_once(whole, max_tokens=48, temperature=0, extra_body={"ignore_eos": True})
+    fields = dict(max_tokens=100, temperature=0, extra_body={"ignore_eos": True})
+    with concurrent.futures.ThreadPoolExecutor(len(LONG_PROMPTS)) as pool:
+        want = list(pool.map(lambda p: complete(whole, p, **fields), LONG_PROMPTS))
+        before = tight.metric("dsinfer:num_preemptions")
+        for _ in range(3):
+            assert list(pool.map(lambda p: complete(tight, p, 8, **fields), LONG_PROMPTS)) == want
+            if tight.metric("dsinfer:num_preemptions") > before:
+                break
     assert tight.metric("dsinfer:num_preemptions") > before
 
 
