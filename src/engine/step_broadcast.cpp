@@ -1,6 +1,5 @@
 #include "engine/step_broadcast.h"
 
-#include <cstring>
 #include <vector>
 
 #include "base/log.h"
