@@ -49,8 +49,8 @@ Result<Run> generate(Model& m, KvCache& memory, const GenerationParams& params, 
 }  // namespace
 
 int run_grammar_bench(const Args& a, CommonModelOptions options) {
-  auto repetitions = a.get_int(a.has("-r") ? "-r" : "--repetitions", 5);
-  auto n_gen = a.get_int(a.has("-n") ? "-n" : "--n-gen", 512);
+  auto repetitions = a.get_int("--repetitions", 5);
+  auto n_gen = a.get_int("--n-gen", 512);
   if (!repetitions.ok() || !n_gen.ok() || repetitions.value() < 1 || repetitions.value() > 1000 || n_gen.value() < 1 ||
       n_gen.value() > 1 << 16) {
     return fail("-r must be 1..1000 and -n 1..65536");

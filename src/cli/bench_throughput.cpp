@@ -159,10 +159,10 @@ double decode_rate(const ServeFigures& f) { return f.decode_seconds > 0 ? double
 }  // namespace
 
 int run_throughput_bench(const Args& a, CommonModelOptions options) {
-  auto concurrency = a.get_int("--concurrency", 1);
-  auto prompt_len = a.get_int("--prompt-len", 128);
-  auto gen_len = a.get_int("--gen-len", 128);
-  auto budget = a.get_int("--max-num-batched-tokens", 512);
+  auto concurrency = a.get_int("--concurrency");
+  auto prompt_len = a.get_int("--prompt-len");
+  auto gen_len = a.get_int("--gen-len");
+  auto budget = a.get_int("--max-num-batched-tokens");
   for (const auto* v : {&concurrency, &prompt_len, &gen_len, &budget}) {
     if (!v->ok()) return fail(v->message());
     if (v->value() < 1 || v->value() > 1 << 20) {

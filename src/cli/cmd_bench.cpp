@@ -34,10 +34,9 @@ int fail(const std::string& message) {
   return 1;
 }
 
-// "512,1024" for the first of `names` given, else `fallback`; each 0..k_max_tokens.
-Result<std::vector<int64_t>> token_counts(const Args& a, std::initializer_list<const char*> names, int64_t fallback) {
-  const std::string option = *names.begin(), text = first_value(a, names);
-  if (text.empty()) return std::vector<int64_t>{fallback};
+// "512,1024": the counts `option` gives, or its default; each 0..k_max_tokens.
+Result<std::vector<int64_t>> token_counts(const Args& a, const std::string& option, const std::string& derived = "") {
+  const std::string text = a.get(option, derived);
   std::vector<int64_t> counts;
   size_t at = 0;
   while (at <= text.size()) {
@@ -46,7 +45,7 @@ Result<std::vector<int64_t>> token_counts(const Args& a, std::initializer_list<c
     char* end = nullptr;
     const long long v = item.empty() ? -1 : std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 0 || v > k_max_tokens) {
-      return Status::error(option + " takes comma-separated token counts in 0.." + std::to_string(k_max_tokens) + ", not '" +
+      return Status::error(a.spelled(option) + " takes comma-separated token counts in 0.." + std::to_string(k_max_tokens) + ", not '" +
                            text + "'");
     }
     counts.push_back(v);
@@ -58,16 +57,16 @@ Result<std::vector<int64_t>> token_counts(const Args& a, std::initializer_list<c
 // The first of `options` given, which `mode` does not read: refused rather than ignored.
 Status refuse_options(const Args& a, const char* mode, std::initializer_list<const char*> options) {
   for (const char* o : options)
-    if (a.has(o)) return Status::error(std::string(o) + " does not apply to " + mode);
+    if (a.has(o)) return Status::error(a.spelled(o) + " does not apply to " + mode);
   return Status();
 }
 
 Result<BenchFormat> output_format(const Args& a) {
-  const std::string f = first_value(a, {"-o", "--output"}, "text");
+  const std::string f = a.get("--output");
   if (f == "text") return BenchFormat::text;
   if (f == "md") return BenchFormat::markdown;
   if (f == "json") return BenchFormat::json;
-  return Status::error("-o must be text, md or json, not '" + f + "'");
+  return Status::error(a.spelled("--output") + " must be text, md or json, not '" + f + "'");
 }
 
 // Bytes a decode step reads at a context of `context` tokens: every matrix
@@ -100,19 +99,44 @@ int64_t tensor_bytes(const GgufFile& file) {
   return n;
 }
 
+OptionTable bench_option_table() {
+  return join_options({
+      model_option_table(),
+      device_option_table(),
+      speculation_option_table(),
+      tensor_parallel_option_table(),
+      {
+          {{"-p", "--n-prompt"}, "N[,N...]", "512", "ppN: N prompt tokens in one forward"},
+          {{"-n", "--n-gen"}, "N[,N...]", "", "tgN: N single-token decode steps (default: 128; with --json-schema, 512 tokens a run)"},
+          {{"-d", "--n-depth"}, "N[,N...]", "0", "run each test after a context of N tokens"},
+          {{"-r", "--repetitions"}, "N", "", "runs of each test, 1..1000 (default: 3; with --json-schema, 5)"},
+          {{"-o", "--output"}, "text|md|json", "text", "the report's form"},
+          {{"--membw"}, "", "", "measure the memory's read bandwidth (alone, without -m: only that)"},
+          {{"--bandwidth"}, "GB/S", "", "the read bandwidth to report the share of, in place of --membw"},
+          {{"--concurrency"}, "C", "", "the batching engine's throughput with C requests at once"},
+          {{"--requests"}, "N", "", "with --concurrency: requests in all (default: 4 x C, at least 8)"},
+          {{"--prompt-len"}, "N", "128", "with --concurrency: each request's prompt tokens"},
+          {{"--gen-len"}, "N", "128", "with --concurrency: each request's generated tokens"},
+          {{"--max-num-batched-tokens"}, "N", "512", "with --concurrency: tokens a step computes at most"},
+          {{"--prompts"}, "FILE", "", "with --concurrency: the prompts, JSON lines with a \"prompt\" each"},
+          {{"--trace"}, "FILE", "", "with --concurrency: write every engine step to FILE (JSON lines)"},
+          {{"--json-schema"}, "FILE", "", "constrained decoding's speed under this schema, beside unconstrained"},
+      },
+  });
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  auto values = model_value_options();
-  values.merge(device_value_options());
-  values.insert({"-p", "--n-prompt", "-n", "--n-gen", "-d", "--n-depth", "-r", "--repetitions", "-o", "--output",
-                 "--bandwidth", "--concurrency", "--requests", "--prompt-len", "--gen-len", "--max-num-batched-tokens",
-                 "--prompts", "--json-schema", "--trace", "--tensor-parallel", "--expert-parallel"});
-  values.merge(speculation_value_options());
-  auto flags = model_flags();
-  flags.insert("--membw");
-  auto args = Args::parse(argc, argv, values, flags);
+  const OptionTable table = bench_option_table();
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) return fail(args.message());
+  if (args.value().wants_help()) {
+    return print_help("dsinfer bench -m MODEL.gguf [options]  |  dsinfer bench --membw",
+                      "Speed as llama-bench measures it (ppN, tgN at depths), the batching engine's throughput (--concurrency),\n"
+                      "constrained decoding's (--json-schema), or the memory's bandwidth (--membw).",
+                      table);
+  }
   // The device first: the threads started from here on inherit its cores.
   auto device = claim_device(args.value());
   if (!device.ok()) return fail(device.message());
@@ -127,19 +151,17 @@ int cmd_bench(int argc, char** argv) {
                                                                  "--max-num-batched-tokens", "--prompts", "--trace",
                                                                  "--speculative-ngram", "--speculative-mtp", "--draft-model",
                                                                  "--draft-tokens", "--draft-p-min"};
-  const std::initializer_list<const char*> sequence_options = {"-p", "--n-prompt", "-d", "--n-depth", "-o", "--output",
-                                                               "--membw", "--bandwidth"};
-  if (a.has("--membw") && first_value(a, {"-m", "--model"}).empty()) {
+  const std::initializer_list<const char*> sequence_options = {"--n-prompt", "--n-depth", "--output", "--membw", "--bandwidth"};
+  if (a.has("--membw") && !a.has("--model")) {
     // The machine alone: what would configure a model or a test is refused, not ignored.
     for (const Status& s : {refuse_options(a, "--membw without a model", throughput_options),
-                            refuse_options(a, "--membw without a model", {"-p", "--n-prompt", "-d", "--n-depth", "-o", "--output",
-                                                                          "--bandwidth", "-n", "--n-gen", "-r", "--repetitions",
-                                                                          "--json-schema"}),
-                            refuse_options(a, "--membw without a model", {"-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype",
+                            refuse_options(a, "--membw without a model", {"--n-prompt", "--n-depth", "--output", "--bandwidth",
+                                                                          "--n-gen", "--repetitions", "--json-schema"}),
+                            refuse_options(a, "--membw without a model", {"--ctx-size", "--kv-page-tokens", "--kv-cache-dtype",
                                                                           "--kv-cache-memory", "--no-mmap", "--no-repack", "--mla-prefill"})}) {
       if (!s.ok()) return fail(s.message());
     }
-    auto threads = a.get_int(a.has("-t") ? "-t" : "--threads", int64_t(usable_cpu_count()));
+    auto threads = a.get_int("--threads", int64_t(usable_cpu_count()));
     if (!threads.ok() || threads.value() < 1 || threads.value() > 1024) return fail("--threads must be between 1 and 1024");
     ThreadPool pool(int(threads.value()));
     std::printf("memory read bandwidth: %.1f GB/s (%d threads, a %zu MiB buffer, best of 5)\n",
@@ -154,7 +176,7 @@ int cmd_bench(int argc, char** argv) {
   }
   if (a.has("--concurrency")) {
     for (const Status& s : {refuse_options(a, "--concurrency", sequence_options),
-                            refuse_options(a, "--concurrency", {"-n", "--n-gen", "-r", "--repetitions", "--json-schema"})}) {
+                            refuse_options(a, "--concurrency", {"--n-gen", "--repetitions", "--json-schema"})}) {
       if (!s.ok()) return fail(s.message());
     }
     return run_throughput_bench(a, options.value());
@@ -167,13 +189,13 @@ int cmd_bench(int argc, char** argv) {
   }
   // One sequence: the cache holds the longest test, so a context size would be read by nothing.
   for (const Status& s : {refuse_options(a, "one sequence (no --concurrency)", throughput_options),
-                          refuse_options(a, "one sequence (no --concurrency), whose cache holds the longest test", {"-c", "--ctx-size"})}) {
+                          refuse_options(a, "one sequence (no --concurrency), whose cache holds the longest test", {"--ctx-size"})}) {
     if (!s.ok()) return fail(s.message());
   }
-  auto prompts = token_counts(a, {"-p", "--n-prompt"}, 512);
-  auto gens = token_counts(a, {"-n", "--n-gen"}, 128);
-  auto depths = token_counts(a, {"-d", "--n-depth"}, 0);
-  auto repetitions = a.get_int(a.has("-r") ? "-r" : "--repetitions", 3);
+  auto prompts = token_counts(a, "--n-prompt");
+  auto gens = token_counts(a, "--n-gen", "128");
+  auto depths = token_counts(a, "--n-depth");
+  auto repetitions = a.get_int("--repetitions", 3);
   auto format = output_format(a);
   auto given_bandwidth = a.get_float("--bandwidth", 0.0);
   for (const Status& s : {prompts.status(), gens.status(), depths.status(), repetitions.status(), format.status(),

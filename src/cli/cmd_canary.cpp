@@ -68,14 +68,23 @@ void print_summary(const json& s) {
 }  // namespace
 
 int cmd_canary(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"--router", "--admin-key-file"}, {"--json"});
+  const OptionTable table = {
+      {{"--router"}, "URL", "http://127.0.0.1:8000", "the router's address"},
+      {{"--admin-key-file"}, "FILE", "", "a file holding the admin key (default: $DSINFER_ADMIN_KEY)"},
+      {{"--json"}, "", "", "the router's answer as JSON"},
+  };
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) return fail(args.message());
+  if (args.value().wants_help()) {
+    return print_help("dsinfer canary status|promote|rollback [options]",
+                      "An operator's view of, and say in, the router's canary release.", table);
+  }
   const Args& a = args.value();
   const auto& words = a.positional();
   if (words.size() != 1 || (words[0] != "status" && words[0] != "promote" && words[0] != "rollback")) {
     return fail("usage: dsinfer canary status|promote|rollback [--router http://127.0.0.1:8000] [--admin-key-file FILE] [--json]");
   }
-  auto router = parse_endpoint_url(a.get("--router", "http://127.0.0.1:8000"));
+  auto router = parse_endpoint_url(a.get("--router"));
   if (!router.ok()) return fail("--router: " + router.message());
   auto key = admin_key(a);
   if (!key.ok()) return fail(key.message());

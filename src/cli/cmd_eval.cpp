@@ -84,13 +84,22 @@ nlohmann::json summary_json(const EvalSummary& s, bool with_reference) {
 }  // namespace
 
 int cmd_eval(int argc, char** argv) {
-  auto values = model_value_options();
-  values.merge(device_value_options());
-  values.insert({"--ref", "--text", "-b", "--batch-size"});
-  auto flags = model_flags();
-  flags.insert("--json");
-  auto args = Args::parse(argc, argv, values, flags);
+  const OptionTable table = join_options({
+      model_option_table(),
+      device_option_table(),
+      {
+          {{"--text"}, "FILE", "", "the text: plain, or JSON lines with a \"text\" each"},
+          {{"--ref"}, "FILE", "", "the reference model (the file a quantized one was made from): KL divergence and top-1 agreement"},
+          {{"-b", "--batch-size"}, "N", "0", "tokens a forward step takes at most; 0: a chunk in one"},
+          {{"--json"}, "", "", "the figures as JSON on stdout"},
+      },
+  });
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) return fail(args.message());
+  if (args.value().wants_help()) {
+    return print_help("dsinfer eval -m MODEL.gguf --text FILE [--ref REF.gguf] [options]",
+                      "Perplexity of the model on the text; with --ref, KL divergence and top-1 agreement against the reference.", table);
+  }
   const Args& a = args.value();
   if (!a.positional().empty()) return fail("unexpected argument '" + a.positional()[0] + "'");
   if (!a.has("--text")) return fail("--text FILE is required (plain text, or JSONL with a \"text\" per line)");
@@ -98,7 +107,7 @@ int cmd_eval(int argc, char** argv) {
   if (!device.ok()) return fail(device.message());
   auto options = parse_model_options(a);
   if (!options.ok()) return fail(options.message());
-  auto batch_size = a.get_int(a.has("-b") ? "-b" : "--batch-size", 0);
+  auto batch_size = a.get_int("--batch-size");
   if (!batch_size.ok()) return fail(batch_size.message());
   auto documents = read_text_corpus(a.get("--text"));
   if (!documents.ok()) return fail(documents.message());

@@ -108,12 +108,21 @@ void print_deepseek4(const ModelConfig& c) {
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"-m", "--model"}, {"--metadata", "--keys-read", "--ops"});
+  const OptionTable table = {
+      {{"-m", "--model"}, "FILE", "", "the model, a GGUF file"},
+      {{"--metadata"}, "", "", "also every metadata key and its value"},
+      {{"--keys-read"}, "", "", "only the metadata keys the loaders look up, present or not"},
+      {{"--ops"}, "", "", "only the ops the model's forward calls and which backends here implement each"},
+  };
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) {
     std::fprintf(stderr, "dsinfer info: %s\n", args.message().c_str());
     return 1;
   }
-  const std::string path = first_value(args.value(), {"-m", "--model"});
+  if (args.value().wants_help()) {
+    return print_help("dsinfer info -m MODEL.gguf [options]", "What a model file holds and what serving it costs in memory.", table);
+  }
+  const std::string path = args.value().get("--model");
   auto file = GgufFile::open(path);
   if (!file.ok()) {
     std::fprintf(stderr, "dsinfer info: %s\n", file.message().c_str());

@@ -44,11 +44,25 @@ Result<std::vector<int32_t>> parse_tokens(const std::string& list) {
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-  auto values = model_value_options();
-  values.merge(device_value_options());
-  values.insert({"--tokens", "--out", "--dump-layers", "-b", "--batch-size", "--mtp-out", "--tensor-parallel", "--expert-parallel"});
-  auto args = Args::parse(argc, argv, values, model_flags());
+  const OptionTable table = join_options({
+      model_option_table(),
+      device_option_table(),
+      tensor_parallel_option_table(),
+      {
+          {{"--tokens"}, "ID,ID,...", "", "the token ids to run, teacher-forced"},
+          {{"--out"}, "FILE", "logits.npy", "where the logits [tokens, vocabulary] go, as .npy"},
+          {{"--dump-layers"}, "DIR", "", "also each layer's output, DIR/layer_NNN.npy"},
+          {{"-b", "--batch-size"}, "N", "0", "tokens a forward step takes at most; 0: all in one"},
+          {{"--mtp-out"}, "FILE", "", "also the multi-token-prediction layer's logits, row p predicting token p + 2"},
+      },
+  });
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) return fail(args.message());
+  if (args.value().wants_help()) {
+    return print_help("dsinfer logits -m MODEL.gguf --tokens ID,ID,... [options]",
+                      "Runs the tokens teacher-forced and writes the logits at every position (and each layer's output) as .npy files.",
+                      table);
+  }
   auto ranks = join_tensor_parallel_ranks(args.value(), "logits", argc, argv);
   if (!ranks.ok()) return fail(ranks.message());
   // The device first: the threads started from here on inherit its cores.
@@ -59,7 +73,7 @@ int cmd_logits(int argc, char** argv) {
   const Args& a = args.value();
   auto tokens = parse_tokens(a.get("--tokens"));
   if (!tokens.ok()) return fail(tokens.message());
-  auto batch_size = a.get_int(a.has("-b") ? "-b" : "--batch-size", 0);
+  auto batch_size = a.get_int("--batch-size");
   if (!batch_size.ok()) return fail(batch_size.message());
 
   const std::string mtp_out = a.get("--mtp-out");
@@ -107,7 +121,7 @@ int cmd_logits(int argc, char** argv) {
     if (!written.ok()) return fail(written.message());
   }
 
-  const std::string out = a.get("--out", "logits.npy");
+  const std::string out = a.get("--out");
   const Status written = write_npy(out, logits.data(), n, config.n_vocab);
   if (!written.ok()) return fail(written.message());
   for (size_t layer = 0; layer < layer_outputs.size(); ++layer) {

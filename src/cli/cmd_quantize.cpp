@@ -42,14 +42,14 @@ Result<std::optional<Calibration>> calibrate(const Args& a, const std::string& m
       if (a.has(needs)) return Status::error(std::string(needs) + " needs --calib FILE");
     return std::optional<Calibration>();
   }
-  auto smooth = a.get_float("--smooth", 0.5);
+  auto smooth = a.get_float("--smooth");
   if (!smooth.ok() || smooth.value() < 0 || smooth.value() >= 1) return Status::error("--smooth must be in [0, 1) (0: no smoothing)");
   options.smooth_alpha = float(smooth.value());
-  const std::string scales = a.get("--activation-scales", "per-token");
+  const std::string scales = a.get("--activation-scales");
   if (scales != "per-token") {
     auto method = parse_clip_method(scales);
     if (!method) return Status::error("--activation-scales must be per-token, minmax, percentile or kl, not '" + scales + "'");
-    auto percentile = a.get_float("--percentile", 99.99);
+    auto percentile = a.get_float("--percentile");
     if (!percentile.ok() || percentile.value() <= 0 || percentile.value() > 100)
       return Status::error("--percentile must be in (0, 100]");
     options.static_activations = ClipChoice{*method, percentile.value()};
@@ -59,7 +59,7 @@ Result<std::optional<Calibration>> calibrate(const Args& a, const std::string& m
   auto documents = read_text_corpus(a.get("--calib"));
   if (!documents.ok()) return documents.status();
   CalibrationOptions calib;
-  auto max_tokens = a.get_int("--calib-tokens", calib.max_tokens);
+  auto max_tokens = a.get_int("--calib-tokens");
   if (!max_tokens.ok() || max_tokens.value() < 1) return Status::error("--calib-tokens must be a positive count");
   calib.max_tokens = max_tokens.value();
   ModelOptions model;
@@ -95,17 +95,32 @@ Status dump_calibration(const std::string& path, const QuantizeReport& report, c
 }  // namespace
 
 int cmd_quantize(int argc, char** argv) {
-  auto args = Args::parse(argc, argv,
-                          {"-m", "--model", "-o", "--out", "--type", "--policy", "-t", "--threads", "--calib", "--calib-tokens",
-                           "--smooth", "--activation-scales", "--percentile", "--dump-calibration"},
-                          {"--show-policy"});
+  const OptionTable table = {
+      {{"-m", "--model"}, "FILE", "", "the model to quantize, a GGUF file"},
+      {{"-o", "--out"}, "FILE", "", "the GGUF file to write"},
+      {{"--type"}, "TYPE", "", "the target: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, W8A8, W8A8_ASYM"},
+      {{"--policy"}, "FILE", "", "rules, a line each: PATTERN TYPE, checked before the target's own"},
+      {{"--show-policy"}, "", "", "print the policy's rules and exit"},
+      {{"-t", "--threads"}, "N", "2", "threads, 1..1024"},
+      {{"--calib"}, "FILE", "", "W8A8: calibrate on this text (plain, or JSON lines with a \"text\" each)"},
+      {{"--calib-tokens"}, "N", "16384", "with --calib: tokens of the text used at most"},
+      {{"--smooth"}, "ALPHA", "0.5", "with --calib: SmoothQuant's migration strength, [0, 1); 0: no smoothing"},
+      {{"--activation-scales"}, "per-token|minmax|percentile|kl", "per-token", "with --calib: dynamic per-token scales, or static ones by this method"},
+      {{"--percentile"}, "P", "99.99", "with --activation-scales percentile: the percentile kept, (0, 100]"},
+      {{"--dump-calibration"}, "FILE", "", "with --calib: write what calibration measured"},
+  };
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) return fail(args.message());
+  if (args.value().wants_help()) {
+    return print_help("dsinfer quantize -m IN.gguf -o OUT.gguf --type TYPE [options]",
+                      "Writes the model again with its matrices in llama.cpp's types or in W8A8, each tensor's type from a policy.", table);
+  }
   const Args& a = args.value();
   if (!a.positional().empty()) return fail("unexpected argument '" + a.positional()[0] + "'");
-  const std::string in_path = first_value(a, {"-m", "--model"});
-  const std::string out_path = first_value(a, {"-o", "--out"});
+  const std::string in_path = a.get("--model");
+  const std::string out_path = a.get("--out");
   if (in_path.empty() || !a.has("--type")) return fail("usage: dsinfer quantize -m IN.gguf -o OUT.gguf --type TYPE [--policy FILE]");
-  auto threads = a.get_int(a.has("-t") ? "-t" : "--threads", 2);
+  auto threads = a.get_int("--threads");
   if (!threads.ok() || threads.value() < 1 || threads.value() > 1024) return fail("--threads must be between 1 and 1024");
 
   auto file = GgufFile::open(in_path);

@@ -40,8 +40,17 @@ constexpr std::chrono::seconds k_router_stop_grace{5};
 }  // namespace
 
 int cmd_router(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"--config", "--http-threads"}, {"--check"});
+  const OptionTable table = {
+      {{"--config"}, "FILE", "", "the router's configuration, JSON (README: Router)"},
+      {{"--check"}, "", "", "check the configuration file and exit, as nginx -t"},
+      {{"--http-threads"}, "N", "2", "threads serving connections, 1..256"},
+  };
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) return fail(args.message());
+  if (args.value().wants_help()) {
+    return print_help("dsinfer router --config FILE.json [options]",
+                      "Many dsinfer instances behind one endpoint: health checks, a breaker, prefix affinity and an audited canary.", table);
+  }
   const Args& a = args.value();
   if (!a.has("--config")) return fail("missing --config FILE (README: Router)");
   auto config = RouterConfig::from_file(a.get("--config"));
@@ -50,7 +59,7 @@ int cmd_router(int argc, char** argv) {
     std::printf("dsinfer router: %s is a valid configuration, %zu instances\n", a.get("--config").c_str(), config.value().instances.size());
     return 0;
   }
-  auto http_threads = a.get_int("--http-threads", 2);
+  auto http_threads = a.get_int("--http-threads");
   if (!http_threads.ok() || http_threads.value() < 1 || http_threads.value() > 256) return fail("--http-threads must be 1..256");
   const RouterConfig& c = config.value();
   if (c.api_keys.empty() && c.listen.host != "127.0.0.1" && c.listen.host != "localhost") {

@@ -48,19 +48,44 @@ void print_kv_held(const EngineStats& peak, const ModelConfig& config, const KvC
                fixed == 0 ? "" : " plus the fixed state", mib(figure).c_str(), double(held + window_held) / double(figure));
 }
 
+// llama.cpp's sampling defaults.
+OptionTable run_option_table() {
+  return join_options({
+      model_option_table(),
+      device_option_table(),
+      speculation_option_table(),
+      tensor_parallel_option_table(),
+      {
+          {{"-p", "--prompt"}, "TEXT", "", "the prompt to complete"},
+          {{"-f", "--file"}, "FILE", "", "read the prompt from FILE"},
+          {{"-n", "--n-predict"}, "N", "128", "tokens to generate at most, 1..16777216"},
+          {{"--temp"}, "T", "0.8", "sampling temperature; 0: greedy"},
+          {{"--seed"}, "N", "0", "the sampler's seed"},
+          {{"--top-k"}, "N", "40", "sample among the N likeliest tokens; 0: all"},
+          {{"--top-p"}, "P", "0.95", "nucleus sampling's probability mass, 0..1"},
+          {{"--min-p"}, "P", "0.05", "drop tokens less likely than P x the likeliest, 0..1"},
+          {{"--repeat-penalty"}, "X", "1.0", "penalize tokens seen: a positive logit divided by X, a negative one times X; 1: off"},
+          {{"--presence-penalty"}, "X", "0.0", "subtract X from the logits of tokens seen"},
+          {{"--frequency-penalty"}, "X", "0.0", "subtract X x its count from a seen token's logit"},
+          {{"-b", "--batch-size"}, "N", "512", "prompt tokens a step computes at most, 1..1048576"},
+          {{"--chat"}, "", "", "the prompt is a user message, rendered with the chat template"},
+          {{"--chat-template"}, "FILE|NAME", "", "with --chat: a Jinja file or a built-in's name (default: the model file's)"},
+          {{"--ignore-eos"}, "", "", "go on past the end-of-generation token"},
+          {{"--show-token-ids"}, "", "", "print the prompt's and the reply's token ids to stderr after the text"},
+      },
+  });
+}
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  auto values = model_value_options();
-  values.merge(device_value_options());
-  values.merge(speculation_value_options());
-  values.insert({"-p", "--prompt", "-f", "--file", "-n", "--n-predict", "--temp", "--seed", "--top-k", "--top-p", "--min-p",
-                 "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--chat-template", "-b", "--batch-size",
-                 "--tensor-parallel", "--expert-parallel"});
-  auto flags = model_flags();
-  flags.insert({"--chat", "--ignore-eos", "--show-token-ids"});
-  auto args = Args::parse(argc, argv, values, flags);
+  const OptionTable table = run_option_table();
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) return fail(args.message());
+  if (args.value().wants_help()) {
+    return print_help("dsinfer run -m MODEL.gguf (-p PROMPT | -f FILE) [options]",
+                      "Streams a completion of the prompt to stdout, then the prompt's and the generation's speed to stderr.", table);
+  }
   auto ranks = join_tensor_parallel_ranks(args.value(), "run", argc, argv);
   if (!ranks.ok()) return fail(ranks.message());
   // Rank 0 runs the engine; the others follow its steps (engine/step_broadcast.h).
@@ -73,8 +98,8 @@ int cmd_run(int argc, char** argv) {
   options.value().model.collective = ranks.value().get();
   const Args& a = args.value();
 
-  std::string prompt = first_value(a, {"-p", "--prompt"});
-  const std::string prompt_file = first_value(a, {"-f", "--file"});
+  std::string prompt = a.get("--prompt");
+  const std::string prompt_file = a.get("--file");
   if (!prompt.empty() && !prompt_file.empty()) return fail("give the prompt with -p or with -f, not both");
   if (!prompt_file.empty()) {
     auto text = read_file_text(prompt_file);
@@ -83,16 +108,16 @@ int cmd_run(int argc, char** argv) {
   }
   if (prompt.empty()) return fail("missing -p PROMPT or -f FILE");
   GenerationParams params;
-  auto n_predict = a.get_int(a.has("-n") ? "-n" : "--n-predict", 128);
-  auto temp = a.get_float("--temp", 0.8);
-  auto seed = a.get_int("--seed", 0);
-  auto top_k = a.get_int("--top-k", 40);
-  auto top_p = a.get_float("--top-p", 0.95);
-  auto min_p = a.get_float("--min-p", 0.05);
-  auto repeat = a.get_float("--repeat-penalty", 1.0);
-  auto presence = a.get_float("--presence-penalty", 0.0);
-  auto frequency = a.get_float("--frequency-penalty", 0.0);
-  auto batch = a.get_int(a.has("-b") ? "-b" : "--batch-size", 512);
+  auto n_predict = a.get_int("--n-predict");
+  auto temp = a.get_float("--temp");
+  auto seed = a.get_int("--seed");
+  auto top_k = a.get_int("--top-k");
+  auto top_p = a.get_float("--top-p");
+  auto min_p = a.get_float("--min-p");
+  auto repeat = a.get_float("--repeat-penalty");
+  auto presence = a.get_float("--presence-penalty");
+  auto frequency = a.get_float("--frequency-penalty");
+  auto batch = a.get_int("--batch-size");
   for (const Status& s : {n_predict.status(), temp.status(), seed.status(), top_k.status(), top_p.status(), min_p.status(),
                           repeat.status(), presence.status(), frequency.status(), batch.status()}) {
     if (!s.ok()) return fail(s.message());

@@ -37,6 +37,42 @@ constexpr int k_exit_drain_cut = 3;
 // After the drain, how long a client reading slowly has to take the last bytes of its answer.
 constexpr std::chrono::seconds k_final_bytes_grace{5};
 
+OptionTable serve_option_table() {
+  return join_options(
+      {version_option_table(), device_option_table(), tensor_parallel_option_table(),
+       {
+           {{"--host"}, "ADDRESS", "127.0.0.1", "the address to listen on; another than loopback needs --api-keys"},
+           {{"--port"}, "N", "8000", "the port to listen on; 0: any free one (logged)"},
+           {{"--api-keys"}, "FILE", "", "tenants' keys, a line each: KEY NAME (default: no keys, loopback only)"},
+           {{"--admin-keys"}, "FILE", "", "operators' keys for the admin API (swap versions, trace); without it there is none"},
+           {{"--served-model-name"}, "NAME", "", "the model's name in the API (default: the file's name without .gguf)"},
+           {{"--model-version"}, "LABEL", "", "the first version's label (default: from the file's name)"},
+           {{"--trace"}, "FILE", "", "write every engine step of the first version to FILE (JSON lines)"},
+           {{"--max-in-flight"}, "N", "", "requests admitted at once, 1..1048576 (default: 4 x --max-num-seqs)"},
+           {{"--request-timeout"}, "SECONDS", "600", "a request running longer ends with an error"},
+           {{"--drain-timeout"}, "SECONDS", "30", "on SIGTERM, how long requests in flight may finish"},
+           {{"--rate"}, "PER_S", "", "requests a second admitted overall (default: 4 x --max-num-seqs)"},
+           {{"--burst"}, "N", "", "the overall rate's burst (default: 2 x --max-in-flight)"},
+           {{"--tenant-rate"}, "PER_S", "", "a tenant's rate (default: --rate, halved when the keys name two tenants or more)"},
+           {{"--tenant-burst"}, "N", "", "a tenant's burst (default: --burst, halved likewise)"},
+           {{"--tenant-max-in-flight"}, "N", "", "a tenant's requests at once (default: --max-in-flight, halved likewise)"},
+           {{"--embedding-pooling"}, "last|mean", "last", "how /v1/embeddings pools a text's hidden states"},
+           {{"--stall-timeout"}, "SECONDS", "0", "the engine is stalled after this long without a step; 0: 10 x the longest step, at least 10 s"},
+           {{"--exit-on-stall"}, "", "", "exit with status 4 when the engine stalls, for a supervisor to restart it"},
+           {{"--http-threads"}, "N", "2", "threads serving connections, 1..256"},
+           {{"--prepare-threads"}, "N", "2", "threads rendering templates and tokenizing, 1..256"},
+           {{"--max-body-bytes"}, "N", "8388608", "the largest request body"},
+           {{"--client-header-timeout"}, "SECONDS", "10", "from a connection or its first byte to a whole request head"},
+           {{"--client-body-timeout"}, "SECONDS", "60", "from the head to the whole body"},
+           {{"--keepalive-timeout"}, "SECONDS", "60", "an idle connection between requests is closed after this"},
+           {{"--send-timeout"}, "SECONDS", "60", "a write that makes no progress this long closes the connection"},
+           {{"--max-connections"}, "N", "0", "open connections at once; 0: the open-file limit less 64"},
+           {{"--max-connections-per-address"}, "N", "0", "open connections from one address; 0: a quarter of --max-connections"},
+           {{"--log-prompts"}, "", "", "put each prompt's text in the access log (off: its token counts only)"},
+           {{"--metrics-public"}, "", "", "serve /metrics without a key"},
+       }});
+}
+
 bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host == "::1" || host == "localhost"; }
 
 }  // namespace
@@ -44,17 +80,16 @@ bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host =
 int cmd_serve(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point started = Clock::now();
-  auto values = version_value_options();
-  values.insert({"--host", "--port", "--api-keys", "--admin-keys", "--served-model-name", "--model-version", "--device", "--run-dir", "--trace", "--max-in-flight",
-                 "--request-timeout", "--drain-timeout", "--rate", "--burst", "--tenant-rate", "--tenant-burst",
-                 "--tenant-max-in-flight", "--embedding-pooling", "--stall-timeout", "--http-threads", "--max-body-bytes",
-                 "--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout",
-                 "--max-connections", "--max-connections-per-address", "--prepare-threads", "--tensor-parallel", "--expert-parallel"});
-  auto flags = version_flags();
-  flags.insert({"--log-prompts", "--metrics-public", "--exit-on-stall"});
-  auto args = Args::parse(argc, argv, values, flags);
+  const OptionTable table = serve_option_table();
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) return fail(args.message());
   const Args& a = args.value();
+  if (a.wants_help()) {
+    return print_help("dsinfer serve -m MODEL.gguf [options]",
+                      "The OpenAI-compatible server: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health, /ready,\n"
+                      "/metrics, /openapi.json; the admin API (/admin/...) with --admin-keys. SIGTERM or SIGINT drains it.",
+                      table);
+  }
   if (a.has("--tensor-parallel") && (a.has("--admin-keys") || a.has("--device"))) {
     return fail("--tensor-parallel with --admin-keys (swapping versions) or --device (each rank's cores) is not implemented");
   }
@@ -67,15 +102,15 @@ int cmd_serve(int argc, char** argv) {
   auto options = parse_model_options(a);
   if (!options.ok()) return fail(options.message());
 
-  auto max_seqs = a.get_int("--max-num-seqs", 16);
-  auto port = a.get_int("--port", 8000);
-  auto request_timeout = a.get_float("--request-timeout", 600);
-  auto drain_timeout = a.get_float("--drain-timeout", 30);
-  auto http_threads = a.get_int("--http-threads", 2);
-  auto max_body = a.get_int("--max-body-bytes", 8 << 20);
-  auto prepare_threads = a.get_int("--prepare-threads", 2);
-  auto max_connections = a.get_int("--max-connections", 0);
-  auto max_per_address = a.get_int("--max-connections-per-address", 0);
+  auto max_seqs = a.get_int("--max-num-seqs");
+  auto port = a.get_int("--port");
+  auto request_timeout = a.get_float("--request-timeout");
+  auto drain_timeout = a.get_float("--drain-timeout");
+  auto http_threads = a.get_int("--http-threads");
+  auto max_body = a.get_int("--max-body-bytes");
+  auto prepare_threads = a.get_int("--prepare-threads");
+  auto max_connections = a.get_int("--max-connections");
+  auto max_per_address = a.get_int("--max-connections-per-address");
   for (const Status& s : {max_seqs.status(), port.status(), request_timeout.status(), drain_timeout.status(),
                           http_threads.status(), max_body.status(), prepare_threads.status(), max_connections.status(),
                           max_per_address.status()}) {
@@ -84,9 +119,8 @@ int cmd_serve(int argc, char** argv) {
   // Deadlines in seconds, nginx's names and defaults (keep-alive 60 s instead of 75).
   std::chrono::milliseconds deadlines[4];
   const char* deadline_names[4] = {"--client-header-timeout", "--client-body-timeout", "--keepalive-timeout", "--send-timeout"};
-  const double deadline_defaults[4] = {10, 60, 60, 60};
   for (int i = 0; i < 4; ++i) {
-    auto seconds = a.get_float(deadline_names[i], deadline_defaults[i]);
+    auto seconds = a.get_float(deadline_names[i]);
     if (!seconds.ok()) return fail(seconds.message());
     if (!(seconds.value() > 0 && seconds.value() <= 86400)) return fail(std::string(deadline_names[i]) + " must be between 0 and 86400 seconds");
     deadlines[i] = std::chrono::milliseconds(int64_t(seconds.value() * 1000));
@@ -104,7 +138,7 @@ int cmd_serve(int argc, char** argv) {
   if (!max_in_flight.ok() || max_in_flight.value() < 1 || max_in_flight.value() > 1 << 20) {
     return fail("--max-in-flight must be 1..1048576");
   }
-  const std::string host = a.get("--host", "127.0.0.1");
+  const std::string host = a.get("--host");
   if (!a.has("--api-keys") && !is_loopback(host)) {
     return fail("without --api-keys the server is open to anyone who reaches it: give --api-keys FILE to listen on " + host);
   }
@@ -136,7 +170,7 @@ int cmd_serve(int argc, char** argv) {
   // every machine: overall, 4 requests/s per sequence slot with a burst of
   // twice the requests in flight; per tenant, half of each when the keys file
   // names two or more tenants (admission.h), else the same as overall.
-  const std::string keys_file = a.get("--api-keys", "");
+  const std::string keys_file = a.get("--api-keys");
   auto n_tenants = Admission::count_tenants(keys_file);
   if (!n_tenants.ok()) return fail(n_tenants.message());
   const double share = n_tenants.value() >= 2 ? 0.5 : 1.0;
@@ -175,13 +209,13 @@ int cmd_serve(int argc, char** argv) {
   server_options.model_name = a.get("--served-model-name", stem);
   server_options.request_timeout = std::chrono::milliseconds(int64_t(request_timeout.value() * 1000));
   server_options.log_prompts = a.has("--log-prompts");
-  auto stall_timeout = a.get_float("--stall-timeout", 0.0);
+  auto stall_timeout = a.get_float("--stall-timeout");
   if (!stall_timeout.ok() || stall_timeout.value() < 0 || stall_timeout.value() > 86400) {
     return fail("--stall-timeout must be 0 (10 x the longest step, at least 10 s) to 86400 seconds");
   }
   server_options.stall_timeout_seconds = stall_timeout.value();
   const bool exit_on_stall = a.has("--exit-on-stall");
-  const std::string pooling = a.get("--embedding-pooling", "last");
+  const std::string pooling = a.get("--embedding-pooling");
   if (pooling != "last" && pooling != "mean") return fail("--embedding-pooling must be last or mean");
   server_options.embedding_pooling = pooling == "mean" ? GenerationParams::Pooling::mean : GenerationParams::Pooling::last;
   server_options.metrics_public = a.has("--metrics-public");

@@ -61,14 +61,26 @@ Result<ChatInput> chat_input(const Value& v, bool add_generation_prompt, ChatSpe
 }  // namespace
 
 int cmd_template(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"-m", "--model", "--chat-template", "--messages", "--contexts", "--bos", "--eos"},
-                          {"--no-generation-prompt"});
+  const OptionTable table = {
+      {{"-m", "--model"}, "FILE", "", "the model whose chat template and special tokens are used"},
+      {{"--chat-template"}, "FILE|NAME", "", "a Jinja file or a built-in template's name, in place of the model's"},
+      {{"--messages"}, "FILE", "", "a JSON array of messages, or an object with messages, tools, add_generation_prompt and template variables"},
+      {{"--contexts"}, "FILE", "", "a JSON array of such objects: prints a JSON array of {\"prompt\": text} or {\"error\": message}"},
+      {{"--bos"}, "TEXT", "", "the beginning-of-sequence token's text (default: the model's)"},
+      {{"--eos"}, "TEXT", "", "the end-of-sequence token's text (default: the model's)"},
+      {{"--no-generation-prompt"}, "", "", "end after the last message, without the assistant's turn opened"},
+  };
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) return fail(args.message());
+  if (args.value().wants_help()) {
+    return print_help("dsinfer template (-m MODEL.gguf | --chat-template FILE|NAME) (--messages FILE | --contexts FILE)",
+                      "Shows the prompt text a conversation becomes under the chat template.", table);
+  }
   const Args& a = args.value();
   if (a.has("--messages") == a.has("--contexts")) return fail("give one of --messages FILE and --contexts FILE");
 
   ChatSpecialTokens tokens{a.get("--bos"), a.get("--eos")};
-  const std::string path = first_value(a, {"-m", "--model"});
+  const std::string path = a.get("--model");
   if (path.empty() && !a.has("--chat-template")) return fail("give -m MODEL.gguf or --chat-template FILE|NAME");
   std::unique_ptr<GgufFile> file;
   if (!path.empty()) {

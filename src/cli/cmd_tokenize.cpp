@@ -22,10 +22,20 @@ int fail(const std::string& message) {
 }  // namespace
 
 int cmd_tokenize(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"-m", "--model", "--jsonl"}, {"--no-bos", "--pieces", "--no-parse-special"});
+  const OptionTable table = {
+      {{"-m", "--model"}, "FILE", "", "the model, a GGUF file (its vocabulary alone is enough)"},
+      {{"--jsonl"}, "FILE", "", "tokenize each line of FILE, a JSON string; print {\"ids\": [...], \"decoded\": \"...\"} for each"},
+      {{"--no-bos"}, "", "", "do not add the beginning-of-sequence token"},
+      {{"--pieces"}, "", "", "print each token's text beside its id"},
+      {{"--no-parse-special"}, "", "", "special tokens' text in TEXT is plain text, not the tokens"},
+  };
+  auto args = Args::parse(argc, argv, table);
   if (!args.ok()) return fail(args.message());
+  if (args.value().wants_help()) {
+    return print_help("dsinfer tokenize -m MODEL.gguf [options] TEXT", "Text to token ids with the model's vocabulary.", table);
+  }
   const Args& a = args.value();
-  const std::string path = first_value(a, {"-m", "--model"});
+  const std::string path = a.get("--model");
   if (path.empty()) return fail("missing -m MODEL.gguf");
   auto file = GgufFile::open(path);
   if (!file.ok()) return fail(file.message());

@@ -1,52 +1,54 @@
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "cli/commands.h"
 
 namespace {
 
-void print_usage() {
-  std::fprintf(stderr,
-               "usage: dsinfer COMMAND [options]\n"
-               "\n"
-               "commands:\n"
-               "  run       generate text:  dsinfer run -m MODEL.gguf -p PROMPT [-n N] [--chat] [--temp T] [--seed S] [-t THREADS]\n"
-               "  logits    teacher-forced logits:  dsinfer logits -m MODEL.gguf --tokens ID,ID,... [--out FILE.npy] [--dump-layers DIR]\n"
-               "  eval      perplexity, KL and top-1 against a reference:  dsinfer eval -m MODEL.gguf [--ref REF.gguf] --text FILE [--json]\n"
-               "  quantize  write a model in other types:  dsinfer quantize -m IN.gguf -o OUT.gguf --type Q8_0|Q4_K_M|W8A8|W8A8_ASYM|... [--policy FILE] [--show-policy]\n"
-               "            [--calib TEXT|JSONL [--smooth ALPHA] [--activation-scales per-token|minmax|percentile|kl] [--dump-calibration FILE]]\n"
-               "  tokenize  text to token ids:  dsinfer tokenize -m MODEL.gguf [--no-bos] [--pieces] TEXT\n"
-               "  info      model summary:  dsinfer info -m MODEL.gguf\n"
-               "  bench     speed:  dsinfer bench -m MODEL.gguf [-p 512[,N...]] [-n 128[,N...]] [-d 0[,DEPTH...]] [-r 3] [-t THREADS]\n"
-               "                      [-o text|md|json] [--membw | --bandwidth GB/s]\n"
-               "            bandwidth:  dsinfer bench --membw [-t THREADS]\n"
-               "            throughput:  dsinfer bench -m MODEL.gguf --concurrency C [--requests N] [--prompt-len P] [--gen-len G] [--trace FILE]\n"
-               "  serve     OpenAI-compatible server:  dsinfer serve -m MODEL.gguf [--host 127.0.0.1] [--port 8000] [--api-keys FILE]\n"
-               "  router    many instances behind one endpoint:  dsinfer router --config FILE.json [--check]\n"
-               "  canary    the router's canary release:  dsinfer canary status|promote|rollback [--router URL] [--admin-key-file FILE] [--json]\n"
-               "  template  render a chat:  dsinfer template (-m MODEL.gguf | --chat-template FILE|NAME) --messages FILE.json\n");
+struct Command {
+  const char* name;
+  int (*run)(int argc, char** argv);
+  const char* summary;
+};
+
+const Command k_commands[] = {
+    {"run", ds::cmd_run, "generate text from a prompt"},
+    {"serve", ds::cmd_serve, "the OpenAI-compatible server"},
+    {"bench", ds::cmd_bench, "speed: prompt processing, generation, throughput, memory bandwidth"},
+    {"eval", ds::cmd_eval, "perplexity, KL divergence and top-1 agreement against a reference model"},
+    {"logits", ds::cmd_logits, "teacher-forced logits (and each layer's output) as .npy"},
+    {"quantize", ds::cmd_quantize, "write a model in other types (llama.cpp's, W8A8 with calibration)"},
+    {"info", ds::cmd_info, "what a model file holds and what serving it costs in memory"},
+    {"tokenize", ds::cmd_tokenize, "text to token ids"},
+    {"template", ds::cmd_template, "the prompt a conversation becomes under a chat template"},
+    {"router", ds::cmd_router, "many instances behind one endpoint"},
+    {"canary", ds::cmd_canary, "the router's canary release: status, promote, rollback"},
+};
+
+void print_usage(FILE* out) {
+  std::fprintf(out, "usage: dsinfer COMMAND [options]     dsinfer COMMAND --help: its options\n"
+                    "       dsinfer --version\n\ncommands:\n");
+  for (const Command& c : k_commands) std::fprintf(out, "  %-10s%s\n", c.name, c.summary);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    print_usage();
-    return argc < 2 ? 1 : 0;
+  if (argc < 2) {
+    print_usage(stderr);
+    return 1;
   }
-  const char* command = argv[1];
-  if (std::strcmp(command, "run") == 0) return ds::cmd_run(argc - 2, argv + 2);
-  if (std::strcmp(command, "logits") == 0) return ds::cmd_logits(argc - 2, argv + 2);
-  if (std::strcmp(command, "eval") == 0) return ds::cmd_eval(argc - 2, argv + 2);
-  if (std::strcmp(command, "quantize") == 0) return ds::cmd_quantize(argc - 2, argv + 2);
-  if (std::strcmp(command, "tokenize") == 0) return ds::cmd_tokenize(argc - 2, argv + 2);
-  if (std::strcmp(command, "info") == 0) return ds::cmd_info(argc - 2, argv + 2);
-  if (std::strcmp(command, "bench") == 0) return ds::cmd_bench(argc - 2, argv + 2);
-  if (std::strcmp(command, "serve") == 0) return ds::cmd_serve(argc - 2, argv + 2);
-  if (std::strcmp(command, "router") == 0) return ds::cmd_router(argc - 2, argv + 2);
-  if (std::strcmp(command, "canary") == 0) return ds::cmd_canary(argc - 2, argv + 2);
-  if (std::strcmp(command, "template") == 0) return ds::cmd_template(argc - 2, argv + 2);
-  std::fprintf(stderr, "dsinfer: unknown command '%s'\n\n", command);
-  print_usage();
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (command == "--version" || command == "-V" || command == "version") return ds::cmd_version();
+  for (const Command& c : k_commands) {
+    if (command == c.name) return c.run(argc - 2, argv + 2);
+  }
+  std::fprintf(stderr, "dsinfer: unknown command '%s'\n\n", command.c_str());
+  print_usage(stderr);
   return 1;
 }

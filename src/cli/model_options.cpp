@@ -12,15 +12,38 @@ namespace {
 
 constexpr int64_t k_max_context = int64_t(1) << 24;
 constexpr int64_t k_max_page_tokens = 4096;
+// Until the model says what its rows fit (settle_page_tokens).
+constexpr int64_t k_default_page_tokens = 16;
 
 }  // namespace
 
-std::set<std::string> model_value_options() {
-  return {"-m", "--model", "-t", "--threads", "-c", "--ctx-size", "--kv-page-tokens", "--kv-cache-dtype", "--kv-cache-memory",
-          "--mla-prefill"};
+OptionTable model_option_table() {
+  return {
+      {{"-m", "--model"}, "FILE", "", "the model, a GGUF file"},
+      {{"-t", "--threads"}, "N", "", "threads the model runs on, 1..1024 (default: every CPU this process may run on)"},
+      {{"-c", "--ctx-size"}, "N", "0", "the longest sequence in tokens; 0: the model's training context, capped at 4096"},
+      {{"--kv-page-tokens"}, "N", "", "tokens a KV page holds, 1..4096 (default: what the model's rows fit)"},
+      {{"--kv-cache-dtype"}, "f16|f32|q8_0", "f16", "the type the KV cache stores"},
+      {{"--kv-cache-memory"}, "SIZE", "", "the KV pool's size, e.g. 8GiB (default: what the command needs)"},
+      {{"--mla-prefill"}, "auto|expanded|absorbed", "auto", "multi-head latent attention's form for a chunk of prompt"},
+      {{"--no-mmap"}, "", "", "read the weights into memory instead of mapping the file"},
+      {{"--no-repack"}, "", "", "keep the weights in the file's layout, not interleaved for the kernels"},
+  };
 }
 
-std::set<std::string> device_value_options() { return {"--device", "--run-dir"}; }
+OptionTable device_option_table() {
+  return {
+      {{"--device"}, "cpu:CORES|cuda:N", "", "cpu:0-7 pins this process to those cores; cuda:N runs the model on that GPU; either is locked under --run-dir"},
+      {{"--run-dir"}, "DIR", "", "where device locks live (default: $DSINFER_RUN_DIR, else /run/dsinfer, else /tmp/dsinfer)"},
+  };
+}
+
+OptionTable tensor_parallel_option_table() {
+  return {
+      {{"--tensor-parallel"}, "N", "1", "split the model across N processes started by mpirun, 1..1024"},
+      {{"--expert-parallel"}, "N", "", "divide the routed experts whole among the ranks, not by width (N: --tensor-parallel's)"},
+  };
+}
 
 Result<std::optional<DeviceClaim>> claim_device(const Args& args) {
   if (!args.has("--device")) {
@@ -40,23 +63,20 @@ Result<std::optional<DeviceClaim>> claim_device(const Args& args) {
   return std::optional<DeviceClaim>(claim.take());
 }
 
-std::set<std::string> model_flags() { return {"--no-mmap", "--no-repack"}; }
-
-std::string first_value(const Args& args, std::initializer_list<const char*> names, const std::string& fallback) {
-  for (const char* name : names) {
-    if (args.has(name)) return args.get(name);
-  }
-  return fallback;
-}
-
-std::set<std::string> speculation_value_options() {
-  return {"--speculative-ngram", "--speculative-mtp", "--draft-model", "--draft-tokens", "--draft-p-min"};
+OptionTable speculation_option_table() {
+  return {
+      {{"--speculative-ngram"}, "N", "0", "draft up to N tokens a decode step by prompt lookup, 0..16; 0: off"},
+      {{"--speculative-mtp"}, "N", "", "draft N tokens a step, 1..16, with the model file's multi-token-prediction layer"},
+      {{"--draft-model"}, "FILE", "", "draft with this smaller GGUF model, which shares the vocabulary"},
+      {{"--draft-tokens"}, "N", "4", "tokens --draft-model drafts a step, 1..16"},
+      {{"--draft-p-min"}, "P", "0.75", "drafts (--draft-model, --speculative-mtp) stop before a token the drafter gives less probability"},
+  };
 }
 
 namespace {
 
 Status read_draft_p_min(const Args& args, SpeculationConfig& config) {
-  auto p_min = args.get_float("--draft-p-min", config.draft_p_min);
+  auto p_min = args.get_float("--draft-p-min");
   if (!p_min.ok()) return p_min.status();
   if (!(p_min.value() >= 0 && p_min.value() <= 1)) return Status::error("--draft-p-min must be in [0, 1]");
   config.draft_p_min = float(p_min.value());
@@ -72,7 +92,7 @@ Result<SpeculationConfig> parse_speculation(const Args& args) {
   if (args.has("--draft-model")) {
     config.draft_model = args.get("--draft-model");
     if (config.draft_model.empty()) return Status::error("--draft-model needs a GGUF file");
-    auto n = args.get_int("--draft-tokens", 4);
+    auto n = args.get_int("--draft-tokens");
     if (!n.ok()) return n.status();
     if (n.value() < 1 || n.value() > 16) return Status::error("--draft-tokens must be 1..16");
     config.n_draft = int32_t(n.value());
@@ -81,7 +101,7 @@ Result<SpeculationConfig> parse_speculation(const Args& args) {
   }
   if (args.has("--draft-tokens")) return Status::error("--draft-tokens applies to --draft-model: give --draft-model");
   if (args.has("--speculative-mtp")) {
-    auto n = args.get_int("--speculative-mtp", 0);
+    auto n = args.get_int("--speculative-mtp");
     if (!n.ok()) return n.status();
     if (n.value() < 1 || n.value() > 16) return Status::error("--speculative-mtp must be 1..16 draft tokens");
     config.n_draft = int32_t(n.value());
@@ -90,7 +110,8 @@ Result<SpeculationConfig> parse_speculation(const Args& args) {
     return config;
   }
   if (args.has("--draft-p-min")) return Status::error("--draft-p-min applies to --draft-model and --speculative-mtp: give one");
-  auto n = args.get_int("--speculative-ngram", 0);
+  if (!args.has("--speculative-ngram")) return config;  // off, or a command that does not speculate
+  auto n = args.get_int("--speculative-ngram");
   if (!n.ok()) return n.status();
   if (n.value() < 0 || n.value() > 16) return Status::error("--speculative-ngram must be 0..16 draft tokens");
   config.n_draft = int32_t(n.value());
@@ -145,7 +166,7 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   o.kv.draft_tokens = speculation.value().n_draft;
   if (args.has("--expert-parallel")) {
     // The routed experts divided whole among the tensor-parallel ranks, not by width.
-    auto tensor = args.get_int("--tensor-parallel", 1), experts = args.get_int("--expert-parallel", 0);
+    auto tensor = args.get_int("--tensor-parallel"), experts = args.get_int("--expert-parallel");
     if (!tensor.ok()) return tensor.status();
     if (!experts.ok()) return experts.status();
     if (tensor.value() < 2) return Status::error("--expert-parallel divides the experts among --tensor-parallel's ranks: give --tensor-parallel N");
@@ -155,10 +176,10 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
     }
     o.model.expert_parallel = true;
   }
-  o.path = first_value(args, {"-m", "--model"});
+  o.path = args.get("--model");
   if (o.path.empty()) return Status::error("missing -m MODEL.gguf");
   // Default: every CPU this process may run on (its --device, taskset or cpuset).
-  auto threads = args.get_int(args.has("-t") ? "-t" : "--threads", int64_t(usable_cpu_count()));
+  auto threads = args.get_int("--threads", int64_t(usable_cpu_count()));
   if (!threads.ok()) return threads.status();
   if (threads.value() < 1 || threads.value() > 1024) return Status::error("--threads must be between 1 and 1024");
   o.model.n_threads = int(threads.value());
@@ -169,7 +190,7 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   }
   o.model.load_mode = args.has("--no-mmap") ? LoadMode::copy : LoadMode::mmap;
   o.model.interleave = !args.has("--no-repack");
-  const std::string mla = args.get("--mla-prefill", "auto");
+  const std::string mla = args.get("--mla-prefill");
   if (mla == "auto") {
     o.model.mla_prefill = MlaPrefill::automatic;
   } else if (mla == "expanded") {
@@ -179,20 +200,20 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   } else {
     return Status::error("--mla-prefill must be auto, expanded or absorbed, got '" + mla.substr(0, 64) + "'");
   }
-  auto ctx = args.get_int(args.has("-c") ? "-c" : "--ctx-size", 0);
+  auto ctx = args.get_int("--ctx-size");
   if (!ctx.ok()) return ctx.status();
   if (ctx.value() < 0 || ctx.value() > k_max_context) {
     return Status::error("--ctx-size must be between 1 and " + std::to_string(k_max_context) + " (0 or absent: the model's)");
   }
   o.n_ctx = ctx.value();
-  auto page = args.get_int("--kv-page-tokens", 16);
+  auto page = args.get_int("--kv-page-tokens", k_default_page_tokens);
   if (!page.ok()) return page.status();
   if (page.value() < 1 || page.value() > k_max_page_tokens) {
     return Status::error("--kv-page-tokens must be between 1 and " + std::to_string(k_max_page_tokens));
   }
   o.kv.page_tokens = page.value();
   o.page_tokens_given = args.has("--kv-page-tokens");
-  const std::string dtype = args.get("--kv-cache-dtype", "f16");
+  const std::string dtype = args.get("--kv-cache-dtype");
   if (dtype == "f16") {
     o.kv.dtype = DType::f16;
   } else if (dtype == "f32") {

@@ -17,16 +17,15 @@
 
 namespace ds {
 
-// Options taking a value: -m/--model, -t/--threads, -c/--ctx-size,
-// --kv-page-tokens, --kv-cache-dtype, --kv-cache-memory, --mla-prefill
-// (auto|expanded|absorbed: multi-head latent attention's form for a chunk of
-// prompt, model/blocks/mla_attention.cpp). Flags: --no-mmap, --no-repack.
-// --device, where the command takes it (cuda:N: the backend; device/device.h),
-// is read too; it is not a version's option (a swap stays on its device).
-std::set<std::string> model_value_options();
-// --device and --run-dir: what claim_device reads.
-std::set<std::string> device_value_options();
-std::set<std::string> model_flags();
+// The options every model-loading command takes: the file, threads, context,
+// the KV pool's pages and type, --mla-prefill (multi-head latent attention's
+// form for a chunk of prompt, model/blocks/mla_attention.cpp), --no-mmap, --no-repack.
+OptionTable model_option_table();
+// --device and --run-dir: what claim_device reads. --device cuda:N is not a
+// version's option (a swap stays on its device).
+OptionTable device_option_table();
+// --tensor-parallel and --expert-parallel (cli/tensor_parallel_ranks.h).
+OptionTable tensor_parallel_option_table();
 
 struct CommonModelOptions {
   std::string path;
@@ -67,8 +66,8 @@ Result<std::optional<DeviceClaim>> claim_device(const Args& args);
 // --draft-p-min as above: drafts from the model file's multi-token-prediction
 // layer (engine/mtp_drafter.h; parse_model_options then has the KV pages keep its rows).
 Result<SpeculationConfig> parse_speculation(const Args& args);
-// The options above that take a value.
-std::set<std::string> speculation_value_options();
+// The options parse_speculation reads.
+OptionTable speculation_option_table();
 
 // The draft model of `speculation` (nullptr when it names none), loaded on
 // the target's backend with its options (placement, KV type), its vocabulary checked
@@ -80,8 +79,5 @@ Result<std::unique_ptr<DraftModel>> load_draft_model(const SpeculationConfig& sp
 // for none) over target's file and its KV pages `memory`.
 Result<std::unique_ptr<MtpDrafter>> load_mtp_drafter(const SpeculationConfig& speculation, const CommonModelOptions& options,
                                                      Model& target, KvCache& memory);
-
-// First value given among aliases (e.g. "-m", "--model").
-std::string first_value(const Args& args, std::initializer_list<const char*> names, const std::string& fallback = "");
 
 }  // namespace ds

@@ -1,5 +1,6 @@
 #include "cli/model_version_loader.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -14,24 +15,30 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The short names the command line has beside the long ones a request's fields map to.
-const std::pair<const char*, const char*> k_aliases[] = {{"--threads", "-t"}, {"--ctx-size", "-c"}};
+// The names a request's fields take: each option of a version's but --model, in snake case.
+std::string version_field_names() {
+  std::string names;
+  for (const Option& option : version_option_table()) {
+    const std::string& name = option.names.back();
+    if (name == "--model") continue;
+    std::string field = name.substr(2);
+    for (char& c : field) c = c == '-' ? '_' : c;
+    names += (names.empty() ? "" : ", ") + field;
+  }
+  return names;
+}
 
 Result<Args> args_for(const Args& serve_args, const ModelLoadRequest& request) {
   Args args = serve_args;
-  const std::set<std::string> values = version_value_options(), flags = version_flags();
+  const OptionTable table = version_option_table();
   for (const auto& [key, value] : request.options) {
     std::string flag = "--" + key;
     for (char& c : flag) c = c == '_' ? '-' : c;
-    if (flag == "--model" || key.find('-') != std::string::npos || (!values.count(flag) && !flags.count(flag))) {
-      return Status::error("'" + key + "' is not an option a model version takes (threads, ctx_size, kv_page_tokens, kv_cache_dtype, "
-                           "kv_cache_memory, no_mmap, no_repack, chat_template, tool_call_format, max_num_seqs, "
-                           "max_num_batched_tokens, no_prefix_cache)");
+    const auto option = std::find_if(table.begin(), table.end(), [&](const Option& o) { return o.names.back() == flag; });
+    if (flag == "--model" || key.find('-') != std::string::npos || option == table.end()) {
+      return Status::error("'" + key + "' is not an option a model version takes (" + version_field_names() + ")");
     }
-    for (const auto& [name, alias] : k_aliases) {
-      if (flag == name) args.erase(alias);
-    }
-    if (values.count(flag)) {
+    if (!option->value.empty()) {
       args.set(flag, value);
     } else if (value == "true") {
       args.set_flag(flag);
@@ -41,7 +48,6 @@ Result<Args> args_for(const Args& serve_args, const ModelLoadRequest& request) {
       return Status::error("'" + key + "' must be true or false");
     }
   }
-  args.erase("-m");
   args.set("--model", request.path);
   return args;
 }
@@ -61,14 +67,14 @@ Result<Settings> settle(const Args& args, Collective* ranks) {
   if (!options.ok()) return options.status();
   s.options = options.take();
   s.options.model.collective = ranks;
-  auto max_seqs = args.get_int("--max-num-seqs", 16);
-  auto batched = args.get_int("--max-num-batched-tokens", 512);
+  auto max_seqs = args.get_int("--max-num-seqs");
+  auto batched = args.get_int("--max-num-batched-tokens");
   if (!max_seqs.ok()) return max_seqs.status();
   if (!batched.ok()) return batched.status();
   if (max_seqs.value() < 1 || max_seqs.value() > 4096) return Status::error("--max-num-seqs must be 1..4096");
   if (batched.value() < 1 || batched.value() > 1 << 20) return Status::error("--max-num-batched-tokens must be 1..1048576");
   s.chat_template_choice = args.get("--chat-template");
-  s.tool_call_format = args.get("--tool-call-format", "auto");
+  s.tool_call_format = args.get("--tool-call-format");
   if (s.tool_call_format != "auto") {
     auto format = tool_call_format_from_name(s.tool_call_format);
     if (!format.ok()) return Status::error("--tool-call-format: " + format.message());
@@ -233,17 +239,15 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
 
 }  // namespace
 
-std::set<std::string> version_value_options() {
-  std::set<std::string> values = model_value_options();
-  values.insert({"--chat-template", "--tool-call-format", "--max-num-seqs", "--max-num-batched-tokens"});
-  values.merge(speculation_value_options());
-  return values;
-}
-
-std::set<std::string> version_flags() {
-  std::set<std::string> flags = model_flags();
-  flags.insert("--no-prefix-cache");
-  return flags;
+OptionTable version_option_table() {
+  return join_options({model_option_table(), speculation_option_table(),
+                       {
+                           {{"--chat-template"}, "FILE|NAME", "", "the chat template: a Jinja file or a built-in's name (default: the model file's)"},
+                           {{"--tool-call-format"}, "NAME", "auto", "how the model writes tool calls; auto: what its template shows"},
+                           {{"--max-num-seqs"}, "N", "16", "sequences the engine runs at once, 1..4096"},
+                           {{"--max-num-batched-tokens"}, "N", "512", "tokens a step computes at most, 1..1048576"},
+                           {{"--no-prefix-cache"}, "", "", "do not reuse the KV pages of a shared prompt prefix"},
+                       }});
 }
 
 ModelLoader model_version_loader(const Args& serve_args, Collective* ranks) {

@@ -13,11 +13,11 @@
 
 namespace ds {
 
-// serve's options that shape a version, beyond -m: those of model_options.h,
-// --chat-template, --tool-call-format, --max-num-seqs, --max-num-batched-tokens.
-std::set<std::string> version_value_options();
-// ...and its flags: --no-mmap, --no-repack, --no-prefix-cache.
-std::set<std::string> version_flags();
+// serve's options that shape a version: those of model_options.h (the model,
+// speculation), --chat-template, --tool-call-format, --max-num-seqs,
+// --max-num-batched-tokens, --no-prefix-cache. A swap's request sets any of
+// them but --model by its long name in snake case (threads, no_mmap).
+OptionTable version_option_table();
 
 // Loads versions from `serve_args` (copied), with a request's fields over
 // them; `ranks`: split across them (tensor parallel), this process rank 0.

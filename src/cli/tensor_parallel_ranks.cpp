@@ -73,7 +73,7 @@ void forward_stop(int) { kill(launcher, SIGUSR1); }
 }  // namespace
 
 Result<std::unique_ptr<Collective>> join_tensor_parallel_ranks(const Args& args, const char* command, int argc, char** argv) {
-  auto ranks = args.get_int("--tensor-parallel", 1);
+  auto ranks = args.get_int("--tensor-parallel");
   if (!ranks.ok()) return ranks.status();
   if (ranks.value() < 1 || ranks.value() > 1024) return Status::error("--tensor-parallel must be 1..1024 ranks");
   if (ranks.value() == 1) return std::unique_ptr<Collective>();

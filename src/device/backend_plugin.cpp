@@ -23,10 +23,12 @@ using Factory = Backend* (*)(int device, int n_host_threads, char* error, size_t
 
 }  // namespace
 
+std::string plugin_backend_path(const std::string& library) { return plugin_dir() + "/libdsinfer_" + library + ".so"; }
+
 Result<std::unique_ptr<Backend>> load_plugin_backend(const std::string& library, int device, int n_host_threads) {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
-  const std::string path = plugin_dir() + "/libdsinfer_" + library + ".so";
+  const std::string path = plugin_backend_path(library);
   // Never closed: the backends it makes run its code until the process ends.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {

@@ -12,6 +12,9 @@
 
 namespace ds {
 
+// Where the plugin `library` (e.g. "cuda") is looked for.
+std::string plugin_backend_path(const std::string& library);
+
 // The backend `library` (e.g. "cuda") makes for device number `device`.
 Result<std::unique_ptr<Backend>> load_plugin_backend(const std::string& library, int device, int n_host_threads);
 

@@ -1,9 +1,15 @@
 #include "grammar/json_schema.h"
 
+#include <bitset>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
+
+#include "grammar/number_range.h"
+#include "grammar/string_formats.h"
 
 namespace ds::grammar {
 namespace {
@@ -13,7 +19,8 @@ using jinja::Value;
 
 // JSON text between values: bounded, so whitespace cannot run on forever.
 const char* const k_primitives = R"(ws ::= [ \t\n]{0,8}
-json-char ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+json-raw-char ::= [\x20-\x21\x23-\x5b\x5d-\x7f] | [\u0080-\ud7ff] | [\ue000-\U0010ffff]
+json-char ::= json-raw-char | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))
 json-string ::= "\"" json-char* "\""
 json-integer ::= "-"? ("0" | [1-9] [0-9]{0,15})
 json-number ::= json-integer ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?
@@ -34,8 +41,48 @@ std::string json_text(const Value& v) { return jinja::to_json(v, std::nullopt, s
   throw std::runtime_error("json_schema" + (path.empty() ? std::string() : " at " + path) + ": " + what);
 }
 
+// Sets of ASCII characters, for the classes a pattern negates.
+using AsciiSet = std::bitset<128>;
+
+// What a JSON string holds unescaped of ASCII: the printable characters but '"' and '\'.
+AsciiSet raw_ascii() {
+  AsciiSet set;
+  for (int c = 0x20; c < 0x80; ++c) set[size_t(c)] = c != '"' && c != '\\';
+  return set;
+}
+
+AsciiSet ascii_range(char from, char to) {
+  AsciiSet set;
+  for (int c = from; c <= to; ++c) set[size_t(c)] = true;
+  return set;
+}
+
+AsciiSet digits() { return ascii_range('0', '9'); }
+AsciiSet word_characters() { return ascii_range('a', 'z') | ascii_range('A', 'Z') | digits() | ascii_range('_', '_'); }
+
+// A GBNF class of exactly `set` (never empty), each character as \xHH.
+std::string ascii_class(const AsciiSet& set) {
+  std::string out = "[";
+  for (int c = 0; c < 128;) {
+    if (!set[size_t(c)]) {
+      ++c;
+      continue;
+    }
+    int end = c;
+    while (end + 1 < 128 && set[size_t(end + 1)]) ++end;
+    char range[16];
+    std::snprintf(range, sizeof range, end > c ? "\\x%02x-\\x%02x" : "\\x%02x", c, end);
+    out += range;
+    c = end + 1;
+  }
+  return out + "]";
+}
+
 // A regex (the subset of ECMA-262 patterns schemas use) as GBNF over the
-// characters of a JSON string's contents.
+// characters of a JSON string's contents. Where a pattern's character may be
+// anything but some (., \D, \W, \S, [^...]), only characters JSON holds
+// unescaped are written: any code point for '.', ASCII for the rest (Python's
+// \D, \W and \S also leave out other scripts' digits, letters and spaces).
 class PatternConverter {
  public:
   PatternConverter(const std::string& pattern, const std::string& path) : p_(pattern), path_(path) {}
@@ -117,7 +164,7 @@ class PatternConverter {
     if (c == '[') return char_class();
     if (c == '.') {  // any character but a line break: those JSON would escape are left out
       ++i_;
-      return "[^\"\\\\\\x00-\\x1f]";
+      return "json-raw-char";
     }
     if (c == '\\') return escape(false);
     if (c == '*' || c == '+' || c == '?' || c == '{') fail(std::string("nothing to repeat before '") + c + "'");
@@ -142,7 +189,10 @@ class PatternConverter {
       case 's': body = " "; break;  // JSON contents hold whitespace escaped; a plain space is what stays literal
       case 'D':
       case 'W':
-      case 'S':
+      case 'S': {
+        if (in_class) fail(std::string("\\") + e + " inside [...] is not supported");
+        return ascii_class(raw_ascii() & ~(e == 'D' ? digits() : e == 'W' ? word_characters() : ascii_range(' ', ' ')));
+      }
       case 'b':
       case 'B': fail(std::string("\\") + e + " is not supported");
       case 'n': return in_class ? "" : "\"\\\\n\"";
@@ -159,8 +209,11 @@ class PatternConverter {
 
   std::string char_class() {
     ++i_;
+    if (i_ < p_.size() && p_[i_] == '^') {
+      ++i_;
+      return negated_class();
+    }
     std::string body;
-    if (i_ < p_.size() && p_[i_] == '^') body += '^', ++i_;
     while (i_ < p_.size() && p_[i_] != ']') {
       if (p_[i_] == '\\') {
         body += escape(true);
@@ -173,9 +226,39 @@ class PatternConverter {
     }
     if (i_ >= p_.size()) fail("an unclosed [");
     ++i_;
-    // A negated class must still not produce what JSON escapes.
-    if (!body.empty() && body[0] == '^') body += "\"\\\\\\x00-\\x1f";
     return "[" + body + "]";
+  }
+
+  // [^...]: the ASCII JSON holds unescaped, less the class's characters.
+  std::string negated_class() {
+    AsciiSet excluded;
+    while (i_ < p_.size() && p_[i_] != ']') {
+      char c = p_[i_++];
+      if (uint8_t(c) >= 0x80) fail("a character past ASCII in a negated class is not supported");
+      if (c == '\\') {
+        if (i_ >= p_.size()) fail("a trailing backslash");
+        const char e = p_[i_++];
+        if (e == 'd' || e == 'w' || e == 's') {
+          excluded |= e == 'd' ? digits() : e == 'w' ? word_characters() : ascii_range(' ', ' ');
+          continue;
+        }
+        if (std::isalnum(uint8_t(e)) && e != 'n' && e != 't') fail(std::string("\\") + e + " in a negated class is not supported");
+        c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
+      }
+      if (i_ + 1 < p_.size() && p_[i_] == '-' && p_[i_ + 1] != ']') {
+        const char to = p_[i_ + 1];
+        if (uint8_t(to) >= 0x80 || to == '\\' || to < c) fail("a bad range in a negated class");
+        i_ += 2;
+        excluded |= ascii_range(c, to);
+      } else {
+        excluded[size_t(c)] = true;
+      }
+    }
+    if (i_ >= p_.size()) fail("an unclosed [");
+    ++i_;
+    const AsciiSet left = raw_ascii() & ~excluded;
+    if (left.none()) fail("the negated class leaves no character");
+    return ascii_class(left);
   }
 
   const std::string& p_;
@@ -256,7 +339,8 @@ class SchemaConverter {
     const Dict& d = schema.as_dict();
     static const std::set<std::string> known = {
         "type", "enum", "const", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
-        "maxItems", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "minLength", "maxLength", "pattern", "format"};
+        "maxItems", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "minLength", "maxLength", "pattern", "format",
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minProperties", "maxProperties"};
     for (const auto& [key, value] : d.items) {
       if (!known.count(key) && !is_schema_annotation(key)) refuse(path, "'" + key + "' is not supported");
     }
@@ -288,7 +372,10 @@ class SchemaConverter {
     }
     const Value* type = field(d, "type");
     if (!type) {
-      if (field(d, "properties")) return object(d, hint, path);
+      if (field(d, "properties") || field(d, "minProperties") || field(d, "maxProperties")) return object(d, hint, path);
+      if (field(d, "minimum") || field(d, "maximum") || field(d, "exclusiveMinimum") || field(d, "exclusiveMaximum")) {
+        return number(d, "number", hint, path);
+      }
       if (field(d, "items") || field(d, "prefixItems")) return array(d, hint, path);
       if (field(d, "minLength") || field(d, "maxLength") || field(d, "pattern") || field(d, "format")) return string(d, hint, path);
       return "json-value";
@@ -309,11 +396,30 @@ class SchemaConverter {
     if (type == "object") return object(d, hint, path);
     if (type == "array") return array(d, hint, path);
     if (type == "string") return string(d, hint, path);
-    if (type == "integer") return "json-integer";
-    if (type == "number") return "json-number";
+    if (type == "integer" || type == "number") return number(d, type, hint, path);
     if (type == "boolean") return "json-boolean";
     if (type == "null") return "json-null";
     refuse(path, "unknown type '" + type + "'");
+  }
+
+  // An integer or a number, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given.
+  std::string number(const Dict& d, const std::string& type, const std::string& hint, const std::string& path) {
+    std::optional<Bound> low, high;
+    for (const auto& [key, exclusive, is_low] : {std::tuple{"minimum", false, true}, {"exclusiveMinimum", true, true},
+                                                  {"maximum", false, false}, {"exclusiveMaximum", true, false}}) {
+      const Value* v = field(d, key);
+      if (!v) continue;
+      if (!v->is_int() && !v->is_real()) refuse(path, std::string("'") + key + "' must be a number");
+      std::optional<Bound>& side = is_low ? low : high;
+      // Both the inclusive and the exclusive bound on a side: the tighter one (the exclusive where equal).
+      const bool tighter = !side || (is_low ? v->as_real() > side->value.as_real() : v->as_real() < side->value.as_real()) ||
+                           (v->as_real() == side->value.as_real() && exclusive);
+      if (tighter) side = Bound{*v, exclusive};
+    }
+    if (!low && !high) return type == "integer" ? "json-integer" : "json-number";
+    auto body = type == "integer" ? integer_range_gbnf(low, high) : number_range_gbnf(low, high);
+    if (!body.ok()) refuse(path, body.message());
+    return add_rule(hint, body.value());
   }
 
   std::string string(const Dict& d, const std::string& hint, const std::string& path) {
@@ -327,16 +433,10 @@ class SchemaConverter {
       return add_rule(hint, "\"\\\"\" " + PatternConverter(pattern->as_string(), path).convert() + " \"\\\"\"");
     }
     if (format) {
-      static const std::map<std::string, std::string> formats = {
-          {"date", R"([0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]))"},
-          {"time", R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))"},
-          {"uuid", R"([0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12})"}};
       if (!format->is_string()) refuse(path, "'format' must be a string");
-      const std::string& f = format->as_string();
-      if (f == "date-time") return add_rule(hint, "\"\\\"\" " + formats.at("date") + " \"T\" " + formats.at("time") + " \"\\\"\"");
-      const auto it = formats.find(f);
-      if (it == formats.end()) refuse(path, "format '" + f + "' is not supported (date, time, date-time, uuid are)");
-      return add_rule(hint, "\"\\\"\" " + it->second + " \"\\\"\"");
+      const std::optional<std::string> contents = string_format_gbnf(format->as_string());
+      if (!contents) refuse(path, "format '" + format->as_string() + "' is not supported (" + supported_string_formats() + " are)");
+      return add_rule(hint, "\"\\\"\" " + *contents + " \"\\\"\"");
     }
     if (min < 0 && max < 0) return "json-string";
     if (max >= 0 && min > max) refuse(path, "minLength exceeds maxLength");
@@ -424,6 +524,11 @@ class SchemaConverter {
     } else if (!additional || (additional->is_bool() && additional->as_bool())) extra = "json-string ws \":\" ws json-value ws";
     else if (additional->is_dict()) extra = "json-string ws \":\" ws " + visit(*additional, hint + "-extra", path + "/additionalProperties") + " ws";
     else if (!additional->is_bool()) refuse(path, "'additionalProperties' must be a boolean or a schema");
+    const int64_t min_properties = count_field(d, "minProperties", path), max_properties = count_field(d, "maxProperties", path);
+    if (max_properties >= 0 && min_properties > max_properties) refuse(path, "minProperties exceeds maxProperties");
+    if (min_properties >= 0 || max_properties >= 0) {
+      return counted_object(props, required, extra, std::max<int64_t>(min_properties, 0), max_properties, hint, path);
+    }
     // R(i, written): the properties from i on, given whether one was written (a comma is due).
     std::string after[2];
     for (int written = 0; written < 2; ++written) {
@@ -443,6 +548,49 @@ class SchemaConverter {
       after[1] = next[1];
     }
     return add_rule(hint, "\"{\" ws " + after[0] + " \"}\"");
+  }
+
+  // An object under minProperties / maxProperties (max < 0: none): the listed
+  // properties counted as they are written, or, with none listed, the extras.
+  std::string counted_object(const std::vector<std::pair<std::string, std::string>>& props, const std::vector<bool>& required,
+                             const std::string& extra, int64_t min, int64_t max, const std::string& hint, const std::string& path) {
+    if (props.empty()) {
+      if (extra.empty()) {
+        if (min > 0) refuse(path, "minProperties cannot be met: no property is allowed");
+        return "\"{\" ws \"}\"";
+      }
+      if (max == 0) return "\"{\" ws \"}\"";
+      const std::string more = "(\",\" ws " + extra + "){" + std::to_string(std::max<int64_t>(min, 1) - 1) + "," +
+                               (max > 0 ? std::to_string(max - 1) : "") + "}";
+      const std::string body = extra + " " + more;
+      return add_rule(hint, "\"{\" ws " + (min == 0 ? "(" + body + ")?" : body) + " \"}\"");
+    }
+    const int64_t n = int64_t(props.size()), cap = max >= 0 ? std::min(max, n) : n;
+    int64_t n_required = 0;
+    for (bool r : required) n_required += r;
+    if (min > n) refuse(path, "minProperties " + std::to_string(min) + " cannot be met with " + std::to_string(n) + " properties listed (extras are not generated beside them)");
+    if (n_required > cap) refuse(path, "maxProperties is below the required properties' count");
+    // R(i, k): the properties from i on, given that k were written; nullopt where none can end the object.
+    std::vector<std::optional<std::string>> after(size_t(cap) + 1);
+    for (int64_t k = 0; k <= cap; ++k) after[size_t(k)] = k >= min ? std::optional<std::string>("\"\"") : std::nullopt;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      std::vector<std::optional<std::string>> next(size_t(cap) + 1);
+      for (int64_t k = 0; k <= std::min(i, cap); ++k) {
+        std::vector<std::string> ways;
+        if (k < cap && after[size_t(k + 1)]) {
+          ways.push_back(std::string(k > 0 ? "\",\" ws " : "") + props[size_t(i)].first + " ws \":\" ws " + props[size_t(i)].second + " ws " +
+                         *after[size_t(k + 1)]);
+        }
+        if (!required[size_t(i)] && after[size_t(k)]) ways.push_back(*after[size_t(k)]);
+        if (ways.empty()) continue;
+        std::string body = ways[0];
+        for (size_t w = 1; w < ways.size(); ++w) body += " | " + ways[w];
+        next[size_t(k)] = add_rule(hint + "-" + std::to_string(i) + "-" + std::to_string(k), body);
+      }
+      after = std::move(next);
+    }
+    if (!after[0]) refuse(path, "minProperties / maxProperties cannot be met");
+    return add_rule(hint, "\"{\" ws " + *after[0] + " \"}\"");
   }
 
   const Value& root_;

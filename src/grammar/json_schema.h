@@ -4,13 +4,16 @@
 //
 // Enforced: type (one or several), enum, const, properties / required /
 // additionalProperties (false, true or a schema; properties come in the
-// schema's order, each optional one may be left out), items / prefixItems /
-// minItems / maxItems, anyOf, oneOf (as anyOf: a value matching two branches
-// is not excluded), allOf of one schema, $ref into #/$defs or #/definitions
-// (recursion allowed), string minLength / maxLength / pattern (a regex subset:
-// literals, escapes, classes, ., groups, |, * + ? {m,n}, ^ $) / format (date,
-// time, date-time, uuid). Annotations (title, description, default, examples,
-// $schema, $id, $comment, deprecated, readOnly, writeOnly) constrain nothing.
+// schema's order, each optional one may be left out) / minProperties /
+// maxProperties, items / prefixItems / minItems / maxItems, anyOf, oneOf (as
+// anyOf: a value matching two branches is not excluded), allOf of one schema,
+// $ref into #/$defs or #/definitions (recursion allowed), minimum / maximum /
+// exclusiveMinimum / exclusiveMaximum on integers and numbers
+// (grammar/number_range.h), string minLength / maxLength (in code points) /
+// pattern (a regex subset: literals, escapes, \d \w \s \D \W \S, classes, .,
+// groups, |, * + ? {m,n}, ^ $) / format (grammar/string_formats.h).
+// Annotations (title, description, default, examples, $schema, $id,
+// $comment, deprecated, readOnly, writeOnly) constrain nothing.
 // Any other keyword is refused with an error naming it and where it is,
 // rather than produce output the schema would reject.
 

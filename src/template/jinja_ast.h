@@ -56,6 +56,7 @@ struct Stmt {
     macro,        // name(params with defaults): body
     call_block,   // {% call macro(...) %}: body is caller()
     filter_block, // body through filters
+    with_block,   // {% with name = expr, ... %}: body in a scope of its own, params the names and their values
     break_,
     continue_,
   };

@@ -1,9 +1,11 @@
 #include "template/jinja_builtins.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <map>
 
+#include "template/jinja_printf.h"
 #include "tokenizer/utf8.h"
 
 namespace ds::jinja {
@@ -202,6 +204,19 @@ std::string format_string(const std::string& f, const CallArgs& args) {
   return out;
 }
 
+// str.rjust / ljust / center (`how`): `s` padded with `fill` to `width` code points, as CPython pads.
+std::string justify(const std::string& s, int64_t width, const std::string& fill, const std::string& how) {
+  const int64_t length = int64_t(utf8_length(s));
+  if (width <= length) return s;
+  const int64_t margin = std::min<int64_t>(width, 1 << 20) - length;
+  const int64_t left = how == "rjust" ? margin : how == "ljust" ? 0 : margin / 2 + (margin & width & 1);
+  std::string out;
+  for (int64_t i = 0; i < left; ++i) out += fill;
+  out += s;
+  for (int64_t i = left; i < margin; ++i) out += fill;
+  return out;
+}
+
 Value string_method(const std::string& s, const std::string& name, const CallArgs& a) {
   if (name == "startswith" || name == "endswith") return starts_or_ends(s, a.get(0, "prefix"), name == "startswith");
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
@@ -213,6 +228,11 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
   if (name == "replace") {
     return replace(s, need_string(a.get(0, "old"), "replace"), need_string(a.get(1, "new"), "replace"),
                    need_int(a.get(2, "count", -1), "replace"));
+  }
+  if (name == "rjust" || name == "ljust" || name == "center") {
+    const std::string fill = need_string(a.get(1, "fillchar", Value(" ")), name.c_str());
+    if (utf8_length(fill) != 1) throw TemplateError("TypeError: The fill character must be exactly one character long");
+    return justify(s, need_int(a.get(0, "width"), name.c_str()), fill, name);
   }
   if (name == "upper" || name == "lower") return ascii_case(s, name == "upper");
   if (name == "title") return title(s);
@@ -280,7 +300,7 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
 const std::vector<std::string> k_string_methods = {
     "startswith", "endswith", "strip", "lstrip", "rstrip", "split", "rsplit", "replace", "upper", "lower", "title",
     "capitalize", "find", "rfind", "index", "rindex", "count", "join", "splitlines", "isdigit", "isalpha", "isalnum",
-    "isspace", "isupper", "islower", "format"};
+    "isspace", "isupper", "islower", "format", "rjust", "ljust", "center"};
 const std::vector<std::string> k_unsafe_dict_methods = {"pop", "popitem", "update", "setdefault", "clear"};
 const std::vector<std::string> k_unsafe_list_methods = {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"};
 
@@ -295,7 +315,7 @@ Value unsafe(const Value& object, const std::string& name) {
 
 Value dict_items(const Dict& d) {
   List items;
-  for (const auto& [key, value] : d.items) items.emplace_back(List{Value(key), value}, Value::Flavor::tuple);
+  for (size_t i = 0; i < d.items.size(); ++i) items.emplace_back(List{d.key(i), d.items[i].second}, Value::Flavor::tuple);
   return Value(std::move(items));
 }
 
@@ -313,7 +333,7 @@ Value method(const Value& object, const std::string& name) {
     if (contains(k_unsafe_dict_methods, name)) return unsafe(object, name);
     if (name == "get") {
       return Value::function("dict.get", [object](CallArgs& a) {
-        const Value* v = object.as_dict().find(need_string(a.get(0, "key"), "dict.get"));
+        const Value* v = object.as_dict().find_key(a.get(0, "key"));
         return v ? *v : a.get(1, "default", Value::none());
       });
     }
@@ -321,11 +341,19 @@ Value method(const Value& object, const std::string& name) {
     if (name == "keys" || name == "values") {
       return Value::function("dict." + name, [object, name](CallArgs&) {
         List out;
-        for (const auto& [key, value] : object.as_dict().items) out.push_back(name == "keys" ? Value(key) : value);
+        const Dict& d = object.as_dict();
+        for (size_t i = 0; i < d.items.size(); ++i) out.push_back(name == "keys" ? d.key(i) : d.items[i].second);
         return Value(std::move(out));
       });
     }
-    if (name == "copy") return Value::function("dict.copy", [object](CallArgs&) { return Value(make_dict(object.as_dict().items)); });
+    if (name == "copy") {
+      return Value::function("dict.copy", [object](CallArgs&) {
+        auto copy = make_dict();
+        const Dict& d = object.as_dict();
+        for (size_t i = 0; i < d.items.size(); ++i) copy->set_key(d.key(i), d.items[i].second);
+        return Value(copy);
+      });
+    }
     return Value();
   }
   if (object.is_list() && !object.is_generator()) {
@@ -442,35 +470,35 @@ std::string escape_text(const std::string& s) {
   return out;
 }
 
-Value to_int(const Value& v, const Value& fallback) {
+// Python's float(text) of a stripped string: decimal or exponent notation, inf, nan; not C's hex floats.
+std::optional<double> python_float(const std::string& t) {
+  if (t.empty() || t.find_first_of("xXpP(") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size()) return std::nullopt;
+  return d;
+}
+
+// jinja2's int filter: int(text, base) for a string, else int(value); failing that int(float(value)), else `fallback`.
+Value to_int(const Value& v, const Value& fallback, int64_t base) {
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
   if (v.is_real()) return std::isfinite(v.as_real()) ? Value(int64_t(v.as_real())) : fallback;
-  if (v.is_string()) {
-    const std::string t = strip(v.as_string(), Value::none(), true, true);
-    try {
-      size_t used = 0;
-      const int64_t i = std::stoll(t, &used);
-      if (used == t.size()) return Value(i);
-      const double d = std::stod(t, &used);
-      if (used == t.size() && std::isfinite(d)) return Value(int64_t(d));
-    } catch (const std::exception&) {
-    }
-  }
-  return fallback;
+  if (!v.is_string()) return fallback;
+  const std::string t = strip(v.as_string(), Value::none(), true, true);
+  if (base < 2 || base > 36) throw TemplateError("ValueError: int() base must be >= 2 and <= 36");
+  char* end = nullptr;
+  errno = 0;
+  const long long i = t.empty() || std::isspace(uint8_t(t[0])) ? 0 : std::strtoll(t.c_str(), &end, int(base));
+  if (end == t.c_str() + t.size() && !t.empty() && errno == 0) return Value(int64_t(i));
+  const std::optional<double> d = python_float(t);
+  return d && std::isfinite(*d) ? Value(int64_t(*d)) : fallback;
 }
 
 Value to_float(const Value& v, const Value& fallback) {
   if (v.is_number()) return Value(v.as_real());
-  if (v.is_string()) {
-    try {
-      size_t used = 0;
-      const std::string t = strip(v.as_string(), Value::none(), true, true);
-      const double d = std::stod(t, &used);
-      if (used == t.size()) return Value(d);
-    } catch (const std::exception&) {
-    }
-  }
-  return fallback;
+  if (!v.is_string()) return fallback;
+  const std::optional<double> d = python_float(strip(v.as_string(), Value::none(), true, true));
+  return d ? Value(*d) : fallback;
 }
 
 using Filter = std::function<Value(const Value&, const CallArgs&)>;
@@ -539,6 +567,54 @@ const std::map<std::string, Filter>& filters() {
     t["title"] = [](const Value& v, const CallArgs&) { return same_kind(v, Value(title(v.str()))); };
     t["safe"] = [](const Value& v, const CallArgs&) { return v.is_markup() ? v : Value::markup(v.str()); };
     t["escape"] = [](const Value& v, const CallArgs&) { return escape_html(v); };
+    t["format"] = [](const Value& v, const CallArgs& a) {  // printf-style: value % (kwargs or args)
+      if (!a.positional.empty() && !a.keyword.empty()) throw TemplateError("FilterArgumentError: can't handle positional and keyword arguments at the same time");
+      if (a.keyword.empty()) return Value(printf_format(v.str(), Value(a.positional, Value::Flavor::tuple)));
+      auto named = make_dict();
+      for (const auto& [key, value] : a.keyword) named->set(key, value);
+      return Value(printf_format(v.str(), Value(named)));
+    };
+    t["forceescape"] = [](const Value& v, const CallArgs&) { return Value::markup(escape_text(v.str())); };
+    t["center"] = [](const Value& v, const CallArgs& a) {
+      return Value(justify(v.str(), need_int(a.get(0, "width", Value(int64_t(80))), "center"), " ", "center"));
+    };
+    t["truncate"] = [](const Value& v, const CallArgs& a) {  // jinja2's, with its default leeway of 5
+      const std::string text = v.str();
+      const int64_t length = need_int(a.get(0, "length", Value(int64_t(255))), "truncate");
+      const bool killwords = a.get(1, "killwords", false).truthy();
+      const std::string end = a.get(2, "end", Value("...")).str();
+      const Value leeway_value = a.get(3, "leeway", Value::none());
+      const int64_t leeway = leeway_value.is_none() ? 5 : need_int(leeway_value, "truncate");
+      if (length < int64_t(utf8_length(end))) throw TemplateError("AssertionError: expected length >= " + std::to_string(utf8_length(end)));
+      if (leeway < 0) throw TemplateError("AssertionError: expected leeway >= 0");
+      if (int64_t(utf8_length(text)) <= length + leeway) return Value(text);
+      const List chars = Value(text).iterate();
+      std::string head;
+      for (int64_t i = 0; i < length - int64_t(utf8_length(end)); ++i) head += chars[size_t(i)].as_string();
+      if (!killwords) {
+        const size_t space = head.rfind(' ');
+        if (space != std::string::npos) head.resize(space);
+      }
+      return Value(head + end);
+    };
+    t["slice"] = [](const Value& v, const CallArgs& a) {  // jinja2's: `slices` columns, the first ones one longer
+      const List items = v.iterate();
+      const int64_t slices = need_int(a.get(0, "slices"), "slice");
+      if (slices <= 0) throw TemplateError("ZeroDivisionError: integer division or modulo by zero");
+      const Value fill = a.get(1, "fill_with", Value::none());
+      const int64_t per = int64_t(items.size()) / slices, extra = int64_t(items.size()) % slices;
+      List out;
+      int64_t offset = 0;
+      for (int64_t n = 0; n < slices; ++n) {
+        const int64_t start = offset + n * per;
+        if (n < extra) ++offset;
+        const int64_t end = offset + (n + 1) * per;
+        List column(items.begin() + start, items.begin() + end);
+        if (!fill.is_none() && n >= extra) column.push_back(fill);
+        out.emplace_back(std::move(column));
+      }
+      return Value(std::move(out), Value::Flavor::generator);
+    };
     t["e"] = t["escape"];
     t["list"] = [](const Value& v, const CallArgs&) {
       if (v.is_undefined()) return Value(List{});
@@ -581,14 +657,16 @@ const std::map<std::string, Filter>& filters() {
       }
       return Value(std::move(out), Value::Flavor::generator);
     };
-    t["min"] = [](const Value& v, const CallArgs&) {
-      List items = sorted(v.iterate(), false, [](const Value& x) { return sort_key(x, false); });
-      return items.empty() ? Value::undefined("No aggregated item, sequence was empty.") : items.front();
-    };
-    t["max"] = [](const Value& v, const CallArgs&) {
-      List items = sorted(v.iterate(), true, [](const Value& x) { return sort_key(x, false); });
-      return items.empty() ? Value::undefined("No aggregated item, sequence was empty.") : items.front();
-    };
+    for (const bool largest : {false, true}) {
+      t[largest ? "max" : "min"] = [largest](const Value& v, const CallArgs& a) {
+        const bool case_sensitive = a.get(0, "case_sensitive", false).truthy();
+        const Value attribute = a.get(1, "attribute", Value::none());
+        List items = sorted(v.iterate(), largest, [&](const Value& x) {
+          return sort_key(attribute.is_none() ? x : attribute_path(x, attribute), case_sensitive);
+        });
+        return items.empty() ? Value::undefined("No aggregated item, sequence was empty.") : items.front();
+      };
+    }
     t["sum"] = [](const Value& v, const CallArgs& a) {
       Value total = a.get(1, "start", Value(int64_t(0)));
       const Value attribute = a.get(0, "attribute", Value::none());
@@ -599,7 +677,9 @@ const std::map<std::string, Filter>& filters() {
       }
       return total;
     };
-    t["int"] = [](const Value& v, const CallArgs& a) { return to_int(v, a.get(0, "default", Value(int64_t(0)))); };
+    t["int"] = [](const Value& v, const CallArgs& a) {
+      return to_int(v, a.get(0, "default", Value(int64_t(0))), need_int(a.get(1, "base", Value(int64_t(10))), "int"));
+    };
     t["float"] = [](const Value& v, const CallArgs& a) { return to_float(v, a.get(0, "default", Value(0.0))); };
     t["abs"] = [](const Value& v, const CallArgs&) {
       if (v.is_real()) return Value(std::fabs(v.as_real()));
@@ -754,9 +834,8 @@ Value get_attribute(const Value& object, const std::string& name) {
 Value get_item(const Value& object, const Value& key) {
   if (object.is_undefined()) undefined_error(object);
   if (object.is_dict() && !object.as_dict().is_namespace) {
+    if (const Value* v = object.as_dict().find_key(key)) return *v;
     if (key.is_string()) {
-      const Value* v = object.as_dict().find(key.as_string());
-      if (v) return *v;
       const Value m = method(object, key.as_string());
       if (!m.is_undefined()) return m;
     }
@@ -797,7 +876,8 @@ std::shared_ptr<Dict> make_globals(std::function<std::time_t()> now,
     auto d = make_dict();
     for (const Value& p : a.positional) {
       if (!p.is_dict()) type_error("dict() takes a mapping");
-      for (const auto& [key, value] : p.as_dict().items) d->set(key, value);
+      const Dict& from = p.as_dict();
+      for (size_t i = 0; i < from.items.size(); ++i) d->set_key(from.key(i), from.items[i].second);
     }
     for (const auto& [key, value] : a.keyword) d->set(key, value);
     return Value(d);

@@ -118,6 +118,7 @@ class Parser {
     if (keyword == "macro") return macro_block();
     if (keyword == "call") return call_block();
     if (keyword == "filter") return filter_block();
+    if (keyword == "with") return with_block();
     if (keyword == "break" || keyword == "continue") {
       auto s = make(keyword == "break" ? Stmt::Kind::break_ : Stmt::Kind::continue_);
       expect(T::block_end, "'%}'");
@@ -235,6 +236,20 @@ class Parser {
     expect(T::block_end, "'%}'");
     s->body = statements({"endfilter"});
     end_tag("endfilter");
+    return s;
+  }
+
+  std::unique_ptr<Stmt> with_block() {
+    auto s = make(Stmt::Kind::with_block);
+    while (peek().type != T::block_end) {
+      const std::string name = expect_name();
+      expect_op("=");
+      s->params.emplace_back(name, expression());
+      if (peek().type != T::block_end) expect_op(",");
+    }
+    expect(T::block_end, "'%}'");
+    s->body = statements({"endwith"});
+    end_tag("endwith");
     return s;
   }
 

@@ -5,6 +5,7 @@
 
 #include "template/jinja_ast.h"
 #include "template/jinja_builtins.h"
+#include "template/jinja_printf.h"
 #include "template/jinja_parser.h"
 
 namespace ds::jinja {
@@ -122,7 +123,18 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, size_t m
     for (int64_t i = 0; i < n; ++i) out += s;
     return Value(out);
   }
-  if (op == "%" && a.is_string()) throw TemplateError("printf-style '%' formatting of strings is not supported");
+  if (op == "*" && a.is_list() != b.is_list() && (a.is_int() || b.is_int()) && !a.is_generator() && !b.is_generator()) {
+    const List& items = a.is_list() ? a.as_list() : b.as_list();
+    const int64_t n = a.is_int() ? a.as_int() : b.as_int();
+    if (n > 0 && items.size() * size_t(n) > max_bytes) throw TemplateError("list repetition beyond the output limit");
+    List out;
+    for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
+    return Value(std::move(out), (a.is_list() ? a : b).is_tuple() ? Value::Flavor::tuple : Value::Flavor::plain);
+  }
+  if (op == "%" && a.is_string()) {
+    if (a.is_markup()) throw TemplateError("'%' formatting of a Markup string (which escapes its arguments) is not supported");
+    return Value(printf_format(a.as_string(), b));
+  }
   return unsupported();
 }
 
@@ -133,7 +145,7 @@ bool contains(const Value& container, const Value& item) {
     }
     return container.as_string().find(item.as_string()) != std::string::npos;
   }
-  if (container.is_dict()) return item.is_string() && container.as_dict().find(item.as_string()) != nullptr;
+  if (container.is_dict()) return container.as_dict().find_key(item) != nullptr;
   for (const Value& v : container.iterate()) {
     if (v == item) return true;
   }
@@ -227,6 +239,13 @@ class Interpreter {
         return Flow::normal;
       }
       case Stmt::Kind::macro: scope->vars[s.text] = macro(s, scope, nullptr); return Flow::normal;
+      case Stmt::Kind::with_block: {
+        std::vector<Value> values;  // each from the scope outside, as jinja2 evaluates them
+        for (const auto& [name, expr] : s.params) values.push_back(eval(*expr, scope));
+        ScopePtr inner = child_of(scope);
+        for (size_t i = 0; i < values.size(); ++i) inner->vars[s.params[i].first] = std::move(values[i]);
+        return exec(s.body, inner, out);
+      }
       case Stmt::Kind::call_block: {
         const Expr& call = *s.expr;
         Value callee = eval(*call.args[0], scope);
@@ -370,8 +389,7 @@ class Interpreter {
         auto d = make_dict();
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           const Value key = eval(*e.args[i], scope);
-          if (!key.is_string()) throw TemplateError("dict keys must be strings here, not " + std::string(key.type_name()));
-          d->set(key.as_string(), eval(*e.args[i + 1], scope));
+          d->set_key(key, eval(*e.args[i + 1], scope));
         }
         return Value(d);
       }

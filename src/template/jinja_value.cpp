@@ -98,20 +98,29 @@ struct JsonWriter {
       }
       case Value::Kind::dict: {
         if (v.as_dict().is_namespace) throw TemplateError("TypeError: Object of type Namespace is not JSON serializable");
-        std::vector<const std::pair<std::string, Value>*> items;
-        for (const auto& item : v.as_dict().items) items.push_back(&item);
-        if (sort_keys) std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
-        if (items.empty()) {
+        const Dict& d = v.as_dict();
+        std::vector<size_t> order(d.items.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        if (sort_keys) {  // as Python sorts the keys: numbers by value, strings by text
+          std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+            const Value ka = d.key(a), kb = d.key(b);
+            return ka.is_string() || kb.is_string() ? d.items[a].first < d.items[b].first : ka.less_than(kb);
+          });
+        }
+        if (order.empty()) {
           out += "{}";
           return;
         }
         out += '{';
-        for (size_t i = 0; i < items.size(); ++i) {
-          if (i) out += item_separator;
+        for (size_t n = 0; n < order.size(); ++n) {
+          if (n) out += item_separator;
           if (indent) newline(depth + 1);
-          json_string(items[i]->first, out);
+          const Value key = d.key(order[n]);
+          // Python's json writes a number, bool or none key as its JSON text, quoted.
+          json_string(key.is_string() ? key.as_string() : key.is_bool() ? (key.as_bool() ? "true" : "false") : key.is_none() ? "null" : key.repr(),
+                      out);
           out += key_separator;
-          write(items[i]->second, depth + 1);
+          write(d.items[order[n]].second, depth + 1);
         }
         if (indent) newline(depth);
         out += '}';
@@ -181,7 +190,7 @@ std::string Value::repr() const {
       if (dict_->is_namespace) return "<Namespace>";
       std::string out = "{";
       for (size_t i = 0; i < dict_->items.size(); ++i) {
-        out += (i ? ", " : "") + repr_string(dict_->items[i].first) + ": " + dict_->items[i].second.repr();
+        out += (i ? ", " : "") + dict_->key(i).repr() + ": " + dict_->items[i].second.repr();
       }
       return out + "}";
     }
@@ -196,7 +205,7 @@ List Value::iterate() const {
     case Kind::list: return *list_;
     case Kind::dict: {
       List keys;
-      for (const auto& item : dict_->items) keys.emplace_back(item.first);
+      for (size_t i = 0; i < dict_->items.size(); ++i) keys.push_back(dict_->key(i));
       return keys;
     }
     case Kind::string: {
@@ -254,9 +263,9 @@ bool operator==(const Value& a, const Value& b) {
     case Value::Kind::dict: {
       if (a.dict_ == b.dict_) return true;
       if (a.dict_->is_namespace || b.dict_->is_namespace || a.dict_->items.size() != b.dict_->items.size()) return false;
-      for (const auto& [key, value] : a.dict_->items) {
-        const Value* other = b.dict_->find(key);
-        if (!other || !(*other == value)) return false;
+      for (size_t i = 0; i < a.dict_->items.size(); ++i) {
+        const Value* other = b.dict_->find_key(a.dict_->key(i));
+        if (!other || !(*other == a.dict_->items[i].second)) return false;
       }
       return true;
     }
@@ -353,6 +362,58 @@ void Dict::set(const std::string& key, Value value) {
   const auto [it, inserted] = index_.emplace(key, items.size());
   if (inserted) items.emplace_back(key, std::move(value));
   else items[it->second].second = std::move(value);
+}
+
+namespace {
+
+// The identity of a key that is not a string (or, inside a tuple, one that is); nullopt when it cannot be one (unhashable).
+std::optional<std::string> typed_key_text(const Value& key) {
+  if (key.is_bool() || key.is_int()) return "i" + std::to_string(key.as_int());
+  if (key.is_real()) {
+    const double d = key.as_real();
+    if (d == std::floor(d) && std::fabs(d) < 9.2e18) return "i" + std::to_string(int64_t(d));
+    return "f" + key.repr();
+  }
+  if (key.is_none()) return std::string("n");
+  if (key.is_string()) return "s" + std::to_string(key.as_string().size()) + ":" + key.as_string();
+  if (key.is_tuple()) {  // a tuple of hashable values is one
+    std::string text = "t(";
+    for (const Value& item : key.as_list()) {
+      const std::optional<std::string> part = typed_key_text(item);
+      if (!part) return std::nullopt;
+      text += *part + ",";
+    }
+    return text + ")";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+const Value* Dict::find_key(const Value& key) const {
+  if (key.is_string()) return find(key.as_string());
+  const std::optional<std::string> text = typed_key_text(key);
+  if (!text) return nullptr;
+  const auto it = typed_index_.find(*text);
+  return it == typed_index_.end() ? nullptr : &items[it->second].second;
+}
+
+void Dict::set_key(const Value& key, Value value) {
+  if (key.is_string()) return set(key.as_string(), std::move(value));
+  const std::optional<std::string> text = typed_key_text(key);
+  if (!text) throw TemplateError(std::string("TypeError: unhashable type: '") + key.type_name() + "'");
+  const auto [it, inserted] = typed_index_.emplace(*text, items.size());
+  if (!inserted) {
+    items[it->second].second = std::move(value);
+    return;
+  }
+  typed_keys_.emplace(items.size(), key);
+  items.emplace_back(key.str(), std::move(value));
+}
+
+Value Dict::key(size_t i) const {
+  const auto it = typed_keys_.find(i);
+  return it == typed_keys_.end() ? Value(items[i].first) : it->second;
 }
 
 std::shared_ptr<Dict> make_dict(std::vector<std::pair<std::string, Value>> items) {

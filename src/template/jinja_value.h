@@ -121,19 +121,31 @@ class Value {
 
 // A dict keeps its keys in insertion order; a namespace() is a dict that
 // `set ns.attr` may change.
+// Keys are strings, as JSON's are, unless a template's dict literal or dict()
+// gave another hashable value (an int, float, bool or none, as Python's dict
+// takes: {0: 0, 512: 128}); items[i].first is then its text, key(i) the value
+// itself (1, 1.0 and true are one key, as in Python).
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
   bool is_namespace = false;
 
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value value);
+  // Any key; find is nullptr for an unhashable one (a list, a dict), set throws Python's TypeError.
+  const Value* find_key(const Value& key) const;
+  void set_key(const Value& key, Value value);
+  Value key(size_t i) const;
   void clear() {
     items.clear();
     index_.clear();
+    typed_index_.clear();
+    typed_keys_.clear();
   }
 
  private:
-  std::unordered_map<std::string, size_t> index_;
+  std::unordered_map<std::string, size_t> index_;        // string keys
+  std::unordered_map<std::string, size_t> typed_index_;  // other keys, by their typed text ("i512", "f0.5", "n")
+  std::unordered_map<size_t, Value> typed_keys_;          // entry -> its key, where not a string
 };
 std::shared_ptr<Dict> make_dict(std::vector<std::pair<std::string, Value>> items = {});
 

@@ -95,6 +95,47 @@ def test_output_validates_against_the_schema(client, index):
                             format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
 
+# The bounds, lengths, patterns, property counts and formats of JSON Schema
+# the grammar enforces, each sampled hundreds of times (n=16 a request).
+KEYWORD_SCHEMAS = [
+    {"type": "integer", "minimum": -50, "maximum": 1234},
+    {"type": "integer", "exclusiveMinimum": 7, "exclusiveMaximum": 300},
+    {"type": "integer", "minimum": 100},
+    {"type": "number", "minimum": -2.5, "maximum": 3.75},
+    {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+    {"type": "number", "exclusiveMaximum": -0.125},
+    {"type": "string", "minLength": 2, "maxLength": 4},
+    {"type": "string", "pattern": "^[a-f0-9]{2,4}-[^a-c\\d]\\D.$"},
+    {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}, "b": {"type": "boolean"}, "c": {"type": "null"}},
+     "minProperties": 1, "maxProperties": 2, "additionalProperties": False},
+    {"type": "string", "format": "email"},
+    {"type": "string", "format": "uri"},
+    {"type": "string", "format": "hostname"},
+    {"type": "string", "format": "ipv4"},
+]
+SAMPLES_PER_SCHEMA = 208
+
+
+@pytest.mark.parametrize("index", range(len(KEYWORD_SCHEMAS)))
+def test_keywords_hold_over_hundreds_of_samples(client, index):
+    schema = KEYWORD_SCHEMAS[index]
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    assert {"email", "uri", "hostname", "ipv4"} <= set(checker.checkers), "a format checker is missing: install fqdn, rfc3986-validator"
+    validator = jsonschema.Draft202012Validator(schema, format_checker=checker)
+    samples = 0
+    for seed in range(SAMPLES_PER_SCHEMA // 16):
+        reply = client.chat.completions.create(
+            model="stories260K", max_tokens=400, temperature=1.0, seed=10_000 * index + seed, n=16,
+            messages=[{"role": "user", "content": "Reply in JSON."}],
+            response_format={"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": True}})
+        for choice in reply.choices:
+            assert choice.finish_reason == "stop", choice.message.content
+            errors = list(validator.iter_errors(json.loads(choice.message.content)))
+            assert not errors, f"{choice.message.content!r}: {errors[0].message}"
+            samples += 1
+    assert samples == SAMPLES_PER_SCHEMA
+
+
 def test_gbnf_grammar_field(client):
     for seed in range(5):
         reply = client.completions.create(model="stories260K", prompt="Answer:", max_tokens=50, seed=seed, temperature=1.0,
@@ -104,10 +145,10 @@ def test_gbnf_grammar_field(client):
 
 
 def test_what_cannot_be_enforced_is_refused(client):
-    cases = [({"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "integer", "minimum": 3}}}, "minimum"),
+    cases = [({"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "integer", "multipleOf": 3}}}, "multipleOf"),
              ({"type": "yaml"}, "yaml"),
              ({"type": "json_schema", "json_schema": {"schema": {}}}, "name"),
-             ({"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "string", "format": "email"}}}, "email")]
+             ({"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "string", "format": "ipv6"}}}, "ipv6")]
     for response_format, word in cases:
         with pytest.raises(openai.BadRequestError) as error:
             client.chat.completions.create(model="stories260K", max_tokens=5, messages=[{"role": "user", "content": "x"}],

@@ -6,21 +6,12 @@
 #include <random>
 
 #include "grammar/grammar.h"
+#include "support/grammar_matches.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_matcher.h"
 
 namespace ds::grammar {
 namespace {
-
-bool matches(const Grammar& g, const std::string& text) {
-  StackSet state = initial_state(g), next;
-  for (const char c : text) {
-    advance(g, state, uint8_t(c), next);
-    std::swap(state, next);
-    if (!state.alive()) return false;
-  }
-  return state.can_end;
-}
 
 Grammar gbnf(const std::string& text) {
   auto g = Grammar::from_gbnf(text);
@@ -102,6 +93,22 @@ TEST(JsonSchema, AcceptsWhatTheSchemaAllowsAndNothingElse) {
       {R"({"type": "object", "properties": {"a": {"type": "number"}}})", {R"({"a": 1e5})", R"({})"}, {R"({"a": "1"})", R"({"a": 1, "a": "1"})"}},
       {R"({"type": "object", "additionalProperties": {"type": "integer"}})", {R"({"x": 1, "y": 2})", R"({})"}, {R"({"x": "1"})"}},
       {R"({})", {R"({"any": [1, "two", {"three": null}]})", "-0.5"}, {"{", "nul"}},
+      // Lengths in code points: "é" and "\u00e9" are one; surrogate escapes are not written.
+      {R"({"type": "string", "minLength": 2, "maxLength": 2})", {"\"é€\"", R"("\u00e9x")"}, {"\"é\"", R"("\ud83d\ude00")"}},
+      {R"({"type": "integer", "minimum": -3, "exclusiveMaximum": 12})", {"-3", "0", "11"}, {"-4", "12", "1.0", "-0"}},
+      {R"({"type": "number", "exclusiveMinimum": 0.5, "maximum": 2})", {"0.6", "1", "2", "2.000"}, {"0.5", "0.50", "2.01", "-1", "1e0"}},
+      {R"({"minimum": 10})", {"10", "10.5"}, {"9.99"}},
+      {R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
+           "minProperties": 1, "maxProperties": 2})",
+       {R"({"a": 1})", R"({"b": 1, "c": 2})", R"({"a": 1, "c": 2})"}, {"{}", R"({"a": 1, "b": 2, "c": 3})"}},
+      {R"({"type": "object", "additionalProperties": {"type": "boolean"}, "minProperties": 2, "maxProperties": 3})",
+       {R"({"x": true, "y": false})", R"({"x": true, "y": false, "z": true})"}, {R"({"x": true})", R"({"a": true, "b": true, "c": true, "d": true})"}},
+      {R"({"type": "string", "format": "ipv4"})", {R"("192.168.0.1")", R"("0.0.0.0")", R"("255.255.255.255")"}, {R"("256.1.1.1")", R"("01.1.1.1")", R"("1.1.1")"}},
+      {R"({"type": "string", "format": "hostname"})", {R"("example.com")", R"("a-b.c")", R"("localhost")"}, {R"("-a.com")", R"("a..b")", R"("a_b")"}},
+      {R"({"type": "string", "format": "email"})", {R"("a.b+c@example.org")"}, {R"("a@")", R"("@b.c")", R"("a..b@c")"}},
+      {R"({"type": "string", "format": "uri"})", {R"("https://example.com/a/b?x=1#top")", R"("ftp://h:21")"}, {R"("example.com")", R"("http://")"}},
+      {R"({"type": "string", "pattern": "^[^a-c\\d]{2}.$"})", {R"("xy€")", R"("!Zz")"}, {R"("ab.")", R"("x1.")", R"("xyzw")", R"("x")"}},
+      {R"({"type": "string", "pattern": "^\\D\\S\\W$"})", {R"("ab!")"}, {R"("1b!")", R"("a b!")", R"("aba")"}},
   };
   for (const Case& c : cases) {
     const Grammar g = schema(c.grammar);
@@ -112,8 +119,13 @@ TEST(JsonSchema, AcceptsWhatTheSchemaAllowsAndNothingElse) {
 
 TEST(JsonSchema, RefusesWhatItCannotEnforceNamingTheKeyword) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {R"({"type": "integer", "minimum": 0})", "minimum"},
-      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "email"}}})", "email"},
+      {R"({"type": "integer", "multipleOf": 3})", "multipleOf"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "ipv6"}}})", "ipv6"},
+      {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})", "no integer"},
+      {R"({"type": "number", "minimum": "1"})", "'minimum' must be a number"},
+      {R"({"type": "object", "properties": {"a": {}}, "minProperties": 2})", "minProperties"},
+      {R"({"type": "object", "maxProperties": 1, "minProperties": 2})", "minProperties exceeds"},
+      {R"({"type": "string", "pattern": "[\\D]"})", "inside [...]"},
       {R"({"$ref": "#/components/x"})", "$ref"},
       {R"x({"type": "string", "pattern": "(?=a)"})x", "lookaround"},
       {R"({"type": "object", "required": ["a"], "properties": {}})", "'a'"},

@@ -101,6 +101,31 @@ SNIPPETS = [
     "{{ 'unterminated }}",
     "{{ 1 / 0 }}",
     "{% set ns = 5 %}{% set ns.x = 1 %}",
+    # dict keys other than strings (ByteDance Seed-OSS's thinking-budget table), as Python's dict takes them
+    "{% set m = {0: 0, 512: 128, 1024: 256, 16384: 1024} %}{% set ns = namespace(v=none) %}{% for k, v in m | dictsort %}"
+    "{% if ns.v is none and 700 <= k %}{% set ns.v = v %}{% endif %}{% endfor %}{{ ns.v }} {{ m[16384] }} {{ m | tojson }} {{ 512 in m }}"
+    " {{ m.get(0) }} {{ m }} {{ m | length }} {{ m.keys() | list }} {{ m | tojson(sort_keys=true) }}",
+    "{% set m = {1: 'a', 1.0: 'b', true: 'c', none: 'n', 0.5: 'h', (1, 'x'): 't'} %}{{ m }} {{ m[1] }} {{ m[none] }} {{ m[(1, 'x')] }}",
+    "{% set m = {'1': 's', 1: 'i'} %}{{ m['1'] }}{{ m[1] }} {{ dict(m) }} {{ m.copy() == m }} {{ {2: 1} == {2.0: 1} }}",
+    "{{ {[1]: 2} }}",
+    # printf-style formatting, as the % operator and the format filter
+    "{{ '%s-%d' % ('a', 3) }} {{ '%05.2f' % f }} {{ '%s' % xs }} {{ '%r|%5s|%-5s|' % ('q', 'ab', 'cd') }} {{ '%%' % () }}",
+    "{{ '%x %X %#x %o %#o %+d % d %03d %.3d' % (255, 255, 255, 8, 8, 5, 5, -5, 7) }} {{ '%e %g %.2E %G' % (12345.678, 0.0001, 1.5, 1e20) }}",
+    "{{ '%(a)s and %(b)05d' % {'a': 'x', 'b': 42} }} {{ '%c%c' % (65, 'é') }} {{ '%*d|%-*d|%.*f' % (4, 1, 3, 2, 1, 3.14159) }} {{ '%d' % 2.9 }}",
+    "{{ 'Hi %s, %s' | format('u', 2) }} {{ '%(n)s' | format(n=1) }} {{ '%.2s' % 'héllo' }}",
+    "{{ '%d' % 'x' }}",
+    "{{ '%s %s' % ('one',) }}",
+    "{{ '%s' % ('a', 'b') }}",
+    # lists times ints, {% with %}, and more filters and str methods
+    "{{ [1, 2] * 2 }} {{ 2 * ['x'] }} {{ (1,) * 3 }} {{ [] * 5 }} {{ [1] * 0 }}",
+    "{% set a = 5 %}{% with a = 1, b = a %}{{ a }}{{ b }}{% set c = 3 %}{% endwith %}{{ a }}{{ c }} {% with %}{% set d2 = 1 %}{% endwith %}{{ d2 }}",
+    "{{ xs | slice(2) | list }} {{ range(7) | slice(3, 'x') | list }} {{ 'x' | center(6) }}|{{ 'ab' | center(5) }}|",
+    "{{ 'long text here' | truncate(9) }} {{ 'long text here and more' | truncate(9) }} {{ 'long text here and more' | truncate(9, true) }}"
+    " {{ 'abcdefghijklmnop' | truncate(5, end='~', leeway=0) }}",
+    "{{ '<a>' | forceescape }} {{ people | min(attribute='age') }} {{ people | max(attribute='name') }} {{ ['b', 'A'] | max }}"
+    " {{ ['b', 'A'] | max(case_sensitive=true) }}",
+    "{{ '0x1A' | int(base=16) }} {{ '12' | int(base=8) }} {{ 'z' | int(base=36) }} {{ '0x1A' | int }} {{ ' 2.5 ' | int }} {{ '1e3' | float }} {{ 'inf' | float }}",
+    "{{ 'x'.rjust(3, '*') }} {{ 'x'.ljust(3) }}| {{ 'ab'.center(7, '-') }} {{ 'ab'.center(5) }}| {{ 'é'.rjust(2) }}",
     # strftime_now and the sandbox's namespace / dict globals
     "{{ strftime_now('%Y-%m-%d') | length }} {{ dict(a=1, b=[2]) }} {{ namespace(a=1).a }}",
 ]

@@ -86,7 +86,7 @@ TEST(CompletionRequest, EveryRejectionNamesItsField) {
       {R"({"messages": [{"role": "user", "content": "x", "tool_calls": []}]})", "messages"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}})", "response_format"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
-           "json_schema": {"name": "r", "schema": {"type": "integer", "minimum": 1}}}})", "response_format"},
+           "json_schema": {"name": "r", "schema": {"type": "integer", "multipleOf": 2}}}})", "response_format"},
       {R"({"messages": [{"role": "user", "content": "x"}], "grammar": "root ::= \"a\"", "response_format": {"type": "text"}})", "grammar"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": -101}})", "logit_bias"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"five": 1}})", "logit_bias"},

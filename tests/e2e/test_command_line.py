@@ -1,0 +1,105 @@
+"""The command line as a new user meets it: `dsinfer --version`, and for every
+command `dsinfer COMMAND --help` (stdout, exit 0) checked against the parser
+that reads the same table: every option it lists is one the parser knows, a
+flag exactly where the help shows no value, and every line says what the
+option does. A mistyped option names the closest known one."""
+
+import re
+import subprocess
+
+from server_process import DSINFER, ROOT
+
+OPTION_LINE = re.compile(r"^  (-[^\s,]+(?:, -[^\s,]+)*)(?: (\S+))?(?:\s{2,}(.*))?$")
+
+
+def dsinfer(*args):
+    return subprocess.run([DSINFER, *args], capture_output=True, text=True, timeout=60)
+
+
+def commands():
+    listing = dsinfer("--help")
+    assert listing.returncode == 0 and listing.stderr == ""
+    names = re.findall(r"^  (\w+)\s{2,}\S", listing.stdout.split("commands:")[1], re.M)
+    assert {"run", "serve", "bench", "eval", "logits", "quantize", "info", "tokenize", "template", "router", "canary"} <= set(names)
+    return names
+
+
+def listed_options(command):
+    """(names, value, meaning) for each option `dsinfer COMMAND --help` lists."""
+    result = dsinfer(command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith(f"usage: dsinfer {command}")
+    lines = result.stdout.split("\noptions:\n")[1].splitlines()
+    options = []
+    for i, line in enumerate(lines):
+        if not line.startswith("  -"):
+            continue
+        match = OPTION_LINE.match(line)
+        assert match, line
+        names, value, meaning = match.group(1).split(", "), match.group(2), match.group(3)
+        if meaning is None:  # a long left column puts the meaning on the next line
+            meaning = lines[i + 1].strip()
+        options.append((names, value, meaning))
+    assert options[-1] == (["-h", "--help"], None, "this list, then exit")
+    return options[:-1]
+
+
+def test_version():
+    result = dsinfer("--version")
+    assert result.returncode == 0 and result.stderr == ""
+    out = result.stdout
+    assert re.match(r"dsinfer \d+\.\d+\.\d+\n", out)
+    commit = re.search(r"^commit: (\S+)", out, re.M).group(1)
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:  # built from this checkout: the commit it reports is HEAD's
+        assert head.stdout.startswith(commit.removesuffix("-dirty")), (commit, head.stdout)
+    assert re.search(r"^build: (Release|Debug|RelWithDebInfo|MinSizeRel), ", out, re.M)
+    assert re.search(r"^backends: cpu, cuda ", out, re.M)
+    assert re.search(r"^tensor parallel: ", out, re.M)
+    assert re.search(r"^kernels: (amx|avx512|avx2|portable) ", out, re.M)
+    assert dsinfer("version").stdout == out
+
+
+def test_help_matches_the_parser():
+    for command in commands():
+        options = listed_options(command)
+        assert options, command
+        seen = set()
+        for names, value, meaning in options:
+            assert meaning and len(meaning) >= 10, (command, names)
+            for name in names:
+                assert name not in seen, (command, name)
+                seen.add(name)
+                if value:  # known, and takes a value: without one it is refused for that
+                    result = dsinfer(command, name)
+                    assert f"option {name} needs a value ({value})" in result.stderr, (command, name, result.stderr)
+                else:  # known, and a flag: with a value it is refused for that
+                    result = dsinfer(command, name + "=1")
+                    assert f"option {name} is a flag" in result.stderr, (command, name, result.stderr)
+                assert result.returncode != 0
+        assert "--help" in dsinfer(command, "-h").stdout
+
+
+def test_defaults_are_shown():
+    serve = {tuple(n): m for n, _, m in listed_options("serve")}
+    assert serve[("--port",)].endswith("(default: 8000)")
+    assert serve[("--max-num-seqs",)].endswith("(default: 16)")
+    run = {tuple(n): m for n, _, m in listed_options("run")}
+    assert run[("--temp",)].endswith("(default: 0.8)")
+    assert run[("-n", "--n-predict")].endswith("(default: 128)")
+
+
+def test_unknown_option_names_the_closest():
+    for command, typo, meant in [("serve", "--prot", "--port"), ("run", "--temperature", "--temp"), ("run", "--top_k", "--top-k"),
+                                 ("bench", "--concurency", "--concurrency"), ("serve", "--hepl", "--help")]:
+        result = dsinfer(command, typo)
+        assert result.returncode == 1
+        assert f"unknown option {typo} (did you mean {meant}?)" in result.stderr, result.stderr
+    far = dsinfer("serve", "--zzzzzzzzzz")
+    assert "unknown option --zzzzzzzzzz: --help lists them" in far.stderr
+
+
+def test_option_equals_value():
+    result = dsinfer("serve", "--port=notanumber", "-m", "/nonexistent.gguf")
+    assert "option --port expects an integer, got 'notanumber'" in result.stderr
