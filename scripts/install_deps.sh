@@ -23,7 +23,7 @@ fi
 python_packages=(gguf numpy)
 # jax and optax train the small real models of tests/reference/train_models.py (CPU wheels, ~90 MB).
 # rfc3339-validator, fqdn and rfc3986-validator are jsonschema's checkers of date-time, hostname and uri.
-[ "$with_reference" = 1 ] && python_packages+=(pytest jinja2 openai schemathesis jsonschema rfc3339-validator fqdn rfc3986-validator pyyaml jax jaxlib optax llama-cpp-python)
+[ "$with_reference" = 1 ] && python_packages+=(pytest jinja2 openai schemathesis jsonschema rfc3339-validator fqdn rfc3986-validator anthropic pyyaml jax jaxlib optax llama-cpp-python)
 need_pip=()
 for p in "${python_packages[@]}"; do
   python3 -m pip show "$p" >/dev/null 2>&1 || need_pip+=("$p")

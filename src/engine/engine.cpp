@@ -91,6 +91,7 @@ void Engine::deliver(const StepOutput& output) {
   StreamEvent event;
   event.finish = output.finish;
   event.text = output.text;
+  event.stop_string = output.stop_string;
   event.prompt_logprobs = output.prompt_logprobs;
   event.embedding = output.embedding;
   event.metrics = output.metrics;

@@ -307,6 +307,7 @@ StepOutput EngineCore::take_token(Request& request, int32_t token, const float* 
   out.finish = appended.finish;
   out.in_reply = appended.in_reply;
   out.text = std::move(appended.text);
+  out.stop_string = std::move(appended.stop_string);
   if (request.params.logprobs >= 0) out.logprobs = token_logprobs(logits, model_.config().n_vocab, token, request.params.logprobs);
   request.last_token = Clock::now();
   if (request.n_generated() == 1) {

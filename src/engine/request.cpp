@@ -31,6 +31,7 @@ Request::Appended Request::append(int32_t token, const std::vector<int32_t>& end
   if (detokenizer) out.text = stops.push(detokenizer->push(token));
   if (stops.stopped()) {
     out.finish = FinishReason::stop;
+    out.stop_string = stops.matched();
   } else if (n_generated() >= seq.max_new_tokens) {
     out.finish = FinishReason::length;
     out.text += rest_of_text();

@@ -78,6 +78,7 @@ struct StepOutput {
   FinishReason finish = FinishReason::none;
   bool in_reply = false;  // `token` is part of the reply (an end or stop token is not)
   std::string text;       // the UTF-8 text that became safe to show (an engine with a tokenizer)
+  std::string stop_string;  // with finish stop: the stop string that matched (empty: an end or stop token)
   std::optional<TokenLogprobs> logprobs;  // when the request asked for them
   std::optional<RequestMetrics> metrics;  // with the last output of a request
   std::vector<TokenLogprobs> prompt_logprobs;  // with the first token: prompt tokens 1.. (prompt_logprobs >= 0)
@@ -113,6 +114,7 @@ struct Request {
     FinishReason finish = FinishReason::none;
     bool in_reply = true;  // the token is part of the reply
     std::string text;
+    std::string stop_string;  // the stop string that ended the reply, if one did
   };
   Appended append(int32_t token, const std::vector<int32_t>& end_of_generation);
   // The text still held back, for a request that ends otherwise (cancelled).

@@ -24,6 +24,7 @@ struct StreamEvent {
   std::vector<float> embedding;                // an embedding request's result
   FinishReason finish = FinishReason::none;
   std::string error;            // set when the request failed (finish = error)
+  std::string stop_string;      // with finish stop: the stop string that matched (empty: an end or stop token)
   std::optional<RequestMetrics> metrics;  // with the final event of a request that ran
 
   // A final event carrying no text.

@@ -12,7 +12,13 @@ std::string StopMatcher::push(std::string_view text) {
   if (stopped_) return {};
   held_ += text;
   size_t first_match = std::string::npos;
-  for (const std::string& stop : stops_) first_match = std::min(first_match, held_.find(stop));
+  for (const std::string& stop : stops_) {
+    const size_t at = held_.find(stop);
+    if (at < first_match) {
+      first_match = at;
+      matched_ = stop;
+    }
+  }
   if (first_match != std::string::npos) {
     stopped_ = true;
     std::string out = held_.substr(0, first_match);

@@ -19,11 +19,14 @@ class StopMatcher {
   // Everything still held back (call when generation ends without a stop).
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that matched (the earliest in the text; of two there, the first given); empty before.
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace ds

@@ -31,6 +31,7 @@ std::string access_log_json(const AccessRecord& r, std::chrono::system_clock::ti
                                  {"status", r.status},   {"reason", r.reason}};
   if (!r.version.empty()) line["version"] = r.version;
   if (!r.completion_id.empty()) line["id"] = r.completion_id;
+  if (!r.user.empty()) line["user"] = r.user;
   if (r.prompt_tokens) line["prompt_tokens"] = *r.prompt_tokens;
   if (r.cached_tokens) line["cached_tokens"] = *r.cached_tokens;
   if (r.output_tokens) line["output_tokens"] = *r.output_tokens;

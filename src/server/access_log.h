@@ -18,7 +18,8 @@ struct AccessRecord {
   int status = 0;
   std::string reason;  // a finish reason for generations, else why it was refused ("ok" for plain answers)
   std::string version;        // the model version that served it (empty: none did)
-  std::string completion_id;  // chatcmpl-N / cmpl-N, for generations
+  std::string completion_id;  // chatcmpl-N / cmpl-N / msg_N, for generations
+  std::string user;           // the request's own `user` (Anthropic: metadata.user_id): the client's word, not a tenant
   std::optional<int64_t> prompt_tokens, cached_tokens, output_tokens;
   std::optional<double> ttft_ms;
   double total_ms = 0;

@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/version.h"
+#include "server/anthropic_request.h"
 #include "server/completion_request.h"
 #include "server/openapi.h"
 #include "server/generation.h"
@@ -48,6 +50,8 @@ constexpr Route k_routes[] = {
     {"/v1/chat/completions", "POST", true, RouteKind::generation},
     {"/v1/completions", "POST", true, RouteKind::generation},
     {"/v1/embeddings", "POST", true, RouteKind::generation},
+    {"/v1/messages", "POST", true, RouteKind::generation},
+    {"/v1/messages/count_tokens", "POST", true, RouteKind::tokenizer},
     {"/tokenize", "POST", true, RouteKind::tokenizer},
     {"/detokenize", "POST", true, RouteKind::tokenizer},
     {"/admin/models", "GET, POST", true, RouteKind::admin},
@@ -77,6 +81,18 @@ const Route* find_route(const std::string& path) {
   return nullptr;
 }
 
+// Anthropic's routes: their keys may come as x-api-key, their errors go in Anthropic's shape.
+bool is_anthropic(const std::string& label) { return label.rfind("/v1/messages", 0) == 0; }
+
+// The anthropic-version values served, each with the same Messages shape: the
+// API's first (2023-06-01, what most clients send) and what the anthropic SDK of
+// the tests (2.17) sends. Another is refused, naming the ones served.
+const std::set<std::string> k_anthropic_versions = {"2023-06-01", "2026-10-21"};
+
+std::string error_body(const std::string& label, const ApiError& error) {
+  return is_anthropic(label) ? anthropic_error_json(error) : error.json();
+}
+
 bool is_generation(const std::string& label) {
   const Route* route = find_route(label);
   return route && route->kind == RouteKind::generation;
@@ -100,6 +116,13 @@ Server::Server(ModelVersions& versions, Admission& admission, const ServerOption
 
 Server::~Server() = default;
 
+std::string Server::api_key_header(const HttpRequest& head, const std::string& label) {
+  const std::string authorization = head.header("authorization");
+  const std::string x_api_key = head.header("x-api-key");
+  if (authorization.empty() && is_anthropic(label) && !x_api_key.empty()) return "Bearer " + x_api_key;
+  return authorization;
+}
+
 Server::RequestContext Server::context_of(const HttpRequest& head) const {
   RequestContext context;
   context.request_id = head.request_id;
@@ -110,7 +133,7 @@ Server::RequestContext Server::context_of(const HttpRequest& head) const {
   context.arrived = Clock::now();
   if (route && route->kind == RouteKind::admin) {
     if (auto who = admin_ ? admin_->operator_of(head.header("authorization")) : std::nullopt) context.tenant = "admin:" + *who;
-  } else if (auto tenant = admission_.tenant(head.header("authorization"))) {
+  } else if (auto tenant = admission_.tenant(api_key_header(head, context.path))) {
     context.tenant = *tenant;
   }
   return context;
@@ -149,7 +172,7 @@ void Server::answer(const RequestContext& context, HttpExchange& exchange, int s
 
 void Server::answer_error(const RequestContext& context, HttpExchange& exchange, const ApiError& error, const std::string& reason) {
   if (is_generation(context.path)) metrics_.add("dsinfer:request_rejected_total", "reason=\"" + reason + "\"");
-  answer(context, exchange, error.status, "application/json", error.json(), reason, error_headers(error));
+  answer(context, exchange, error.status, "application/json", error_body(context.path, error), reason, error_headers(error));
 }
 
 std::optional<HttpRefusal> Server::refuse_head(const RequestContext& context, const ApiError& error, const std::string& reason) {
@@ -158,7 +181,13 @@ std::optional<HttpRefusal> Server::refuse_head(const RequestContext& context, co
   log_access(context, error.status, reason);
   HttpHeaders headers = error_headers(error);
   if (error.status == 405) headers.emplace_back("Allow", find_route(context.path)->methods);
-  return HttpRefusal{error.status, error.json(), std::move(headers), reason};
+  return HttpRefusal{error.status, error_body(context.path, error), std::move(headers), reason};
+}
+
+std::string Server::refusal_body(const HttpRequest& head, int status, const std::string& message) const {
+  const Route* route = find_route(head.path());
+  if (route && is_anthropic(route->path)) return anthropic_error_json(ApiError{status, message, "invalid_request_error", "", "", 0});
+  return HttpService::refusal_body(head, status, message);
 }
 
 void Server::refused(const HttpRequest& head, int status, const std::string& reason) {
@@ -193,8 +222,20 @@ std::optional<HttpRefusal> Server::check_head(const HttpRequest& head) {
   }
   const bool key_ok = route == find_route("/metrics") ? may_read_metrics(head) : context.tenant != "-";
   if (route->needs_key && !key_ok) {
-    return refuse_head(context, ApiError{401, "missing or unknown API key (send 'Authorization: Bearer KEY')", "authentication_error", "",
-                                         "invalid_api_key", 0}, "auth");
+    return refuse_head(context, ApiError{401, is_anthropic(route->path) ? "missing or unknown API key (send 'x-api-key: KEY')"
+                                                                        : "missing or unknown API key (send 'Authorization: Bearer KEY')",
+                                         "authentication_error", "", "invalid_api_key", 0}, "auth");
+  }
+  if (is_anthropic(route->path)) {
+    const std::string version = head.header("anthropic-version");
+    if (!version.empty() && !k_anthropic_versions.count(version)) {
+      return refuse_head(context, ApiError::invalid("anthropic-version", "anthropic-version '" + version.substr(0, 64) +
+                                                                             "' is not supported (2023-06-01 and 2026-10-21 are)"), "invalid");
+    }
+    if (!head.header("anthropic-beta").empty()) {
+      return refuse_head(context, ApiError::invalid("anthropic-beta", "anthropic-beta features are not supported by dsinfer (header: '" +
+                                                                          head.header("anthropic-beta").substr(0, 64) + "')"), "invalid");
+    }
   }
   if (route->kind != RouteKind::generation) return std::nullopt;
   if (draining_ || !ready_) {
@@ -320,11 +361,12 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
     return answer(context, *exchange, 200, "application/json", dump(model), "ok");
   }
   auto body = std::make_shared<std::string>(std::move(request.body));
-  const bool chat = path == "/v1/chat/completions", tokenizer = path == "/tokenize" || path == "/detokenize";
-  const bool queued = prepare_queue_.try_post([this, context, version, body, chat, tokenizer, path, exchange] {
-    if (tokenizer) return tokenize(context, *version, *body, path == "/detokenize", exchange);
+  const Endpoint endpoint = path == "/v1/chat/completions" ? Endpoint::chat : path == "/v1/messages" ? Endpoint::messages : Endpoint::completion;
+  const bool queued = prepare_queue_.try_post([this, context, version, body, endpoint, path, exchange] {
+    if (path == "/tokenize" || path == "/detokenize") return tokenize(context, *version, *body, path == "/detokenize", exchange);
+    if (path == "/v1/messages/count_tokens") return count_tokens(context, *version, *body, exchange);
     if (path == "/v1/embeddings") return prepare_embedding(context, version, *body, exchange);
-    prepare(context, version, *body, chat, exchange);
+    prepare(context, version, *body, endpoint, exchange);
   });
   if (!queued) {
     answer_error(context, *exchange, ApiError{503, "the server has too many requests waiting to be tokenized", "server_error", "", "overloaded", 1},
@@ -349,13 +391,15 @@ void Server::handle_admin(const RequestContext& context, const HttpRequest& requ
 }
 
 // On a prepare thread: the body to tokens, or the error that stops it.
-void Server::prepare(const RequestContext& context, Version version, const std::string& body, bool chat, std::shared_ptr<HttpExchange> exchange) {
+void Server::prepare(const RequestContext& context, Version version, const std::string& body, Endpoint endpoint,
+                     std::shared_ptr<HttpExchange> exchange) {
   const ModelVersion& v = *version;
+  const bool chat = endpoint != Endpoint::completion;
   auto fail = [&](const ApiError& error, const char* reason) {
     exchange->post([this, context, exchange, error, reason = std::string(reason)] { answer_error(context, *exchange, error, reason); });
   };
   if (exchange->disconnected()) return;  // racy but harmless: start() checks again on the strand
-  auto parsed = parse_completion_request(chat ? Endpoint::chat : Endpoint::completion, body);
+  auto parsed = endpoint == Endpoint::messages ? parse_anthropic_request(body, false) : parse_completion_request(endpoint, body);
   if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
   auto p = std::make_shared<Prepared>();
   p->version = version;
@@ -451,6 +495,27 @@ std::optional<std::string> Server::stall_reason() const {
     return std::string(reason);
   }
   return std::nullopt;
+}
+
+// On a prepare thread: Anthropic's count_tokens, the prompt /v1/messages would run.
+void Server::count_tokens(const RequestContext& context, const ModelVersion& v, const std::string& body, std::shared_ptr<HttpExchange> exchange) {
+  auto fail = [&](const ApiError& error, const char* reason) {
+    exchange->post([this, context, exchange, error, reason = std::string(reason)] { answer_error(context, *exchange, error, reason); });
+  };
+  auto parsed = parse_anthropic_request(body, true);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
+  const CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  if (auto error = unknown_model(r.model)) return fail(*error, "model");
+  if (!v.chat_template) return fail(ApiError::invalid("messages", "this model has no chat template"), "invalid");
+  auto text = v.chat_template->render(r.chat.input, v.special_tokens);
+  if (!text.ok()) return fail(ApiError::invalid("messages", text.message()), "invalid");
+  GenerationParams one_token;
+  one_token.max_tokens = 1;
+  if (const Admit admit = v.engine->admit_at_least(v.min_tokens(text.value()), one_token); !admit.fits()) {
+    return fail(admission_error(admit, "messages"), admission_reason(admit));
+  }
+  const size_t n = v.tokenizer->encode(text.value(), false, true).size();
+  exchange->post([this, context, exchange, reply = dump(json{{"input_tokens", n}})] { answer(context, *exchange, 200, "application/json", reply, "ok"); });
 }
 
 // On a prepare thread: /tokenize and /detokenize, in vLLM's shapes.

@@ -28,6 +28,7 @@
 #include "server/admin_api.h"
 #include "server/admission.h"
 #include "server/api_error.h"
+#include "server/completion_request.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 
@@ -56,6 +57,7 @@ class Server : public HttpService {
   std::optional<HttpRefusal> check_head(const HttpRequest& head) override;
   void handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override;
   void refused(const HttpRequest& head, int status, const std::string& reason) override;
+  std::string refusal_body(const HttpRequest& head, int status, const std::string& message) const override;
 
   void set_ready(bool ready) { ready_ = ready; }
   // Stop taking generation requests (503) and report not ready; those in flight go on.
@@ -85,10 +87,14 @@ class Server : public HttpService {
   RequestContext context_of(const HttpRequest& head) const;
   std::optional<HttpRefusal> refuse_head(const RequestContext& context, const ApiError& error, const std::string& reason);
   using Version = std::shared_ptr<ModelVersion>;
-  void prepare(const RequestContext& context, Version version, const std::string& body, bool chat, std::shared_ptr<HttpExchange> exchange);
+  void prepare(const RequestContext& context, Version version, const std::string& body, Endpoint endpoint, std::shared_ptr<HttpExchange> exchange);
   void start(const RequestContext& context, std::shared_ptr<Prepared> prepared, std::shared_ptr<HttpExchange> exchange);
   void tokenize(const RequestContext& context, const ModelVersion& version, const std::string& body, bool detokenize,
                 std::shared_ptr<HttpExchange> exchange);
+  // POST /v1/messages/count_tokens: the tokens of the prompt /v1/messages would run.
+  void count_tokens(const RequestContext& context, const ModelVersion& version, const std::string& body, std::shared_ptr<HttpExchange> exchange);
+  // The Authorization header, or for Anthropic's routes x-api-key as one ("Bearer KEY").
+  static std::string api_key_header(const HttpRequest& head, const std::string& route_label);
   // /v1/embeddings: parsed and tokenized on a prepare thread, then admitted and run (embedding.cpp).
   void prepare_embedding(const RequestContext& context, Version version, const std::string& body, std::shared_ptr<HttpExchange> exchange);
   void start_embedding(const RequestContext& context, Version version, std::shared_ptr<EmbeddingRequest> request,

@@ -21,6 +21,43 @@ std::string ApiError::json() const {
 
 namespace {
 
+// Whether arrays and objects nest deeper than `limit` anywhere in `text`
+// (outside strings). One pass, no allocation: checked before a parser,
+// which would otherwise build every level of "[[[[..." first.
+bool nests_deeper_than(const std::string& text, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<ApiError> body_json_error(const std::string& body) {
+  if (nests_deeper_than(body, k_max_json_depth)) {
+    return ApiError::invalid("", "the request body nests arrays and objects deeper than " + std::to_string(k_max_json_depth) + " levels");
+  }
+  if (!nlohmann::json::accept(body)) return ApiError::invalid("", "the request body is not valid JSON");
+  const size_t first = body.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || body[first] != '{') return ApiError::invalid("", "the request body must be a JSON object");
+  return std::nullopt;
+}
+
+
+namespace {
+
 using json = nlohmann::json;
 
 // The request fields dsinfer honours, per endpoint (the sampling extensions
@@ -208,37 +245,11 @@ void read_prompt(Reader& r, CompletionRequest& out) {
   if (!r.error && out.prompt_is_tokens && out.prompt_tokens.empty()) r.fail("prompt", "must not be empty");
 }
 
-// Whether arrays and objects nest deeper than `limit` anywhere in `text`
-// (outside strings). One pass, no allocation: checked before the parser,
-// which would otherwise build every level of "[[[[..." first.
-bool nests_deeper_than(const std::string& text, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
 
 // The body as a JSON object, or the error that says why it is not one.
 std::variant<json, ApiError> parse_body(const std::string& body) {
-  if (nests_deeper_than(body, k_max_json_depth)) {
-    return ApiError::invalid("", "the request body nests arrays and objects deeper than " + std::to_string(k_max_json_depth) + " levels");
-  }
-  json parsed = json::parse(body, nullptr, false);
-  if (parsed.is_discarded()) return ApiError::invalid("", "the request body is not valid JSON");
-  if (!parsed.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
-  return parsed;
+  if (auto error = body_json_error(body)) return *error;
+  return json::parse(body);
 }
 
 }  // namespace

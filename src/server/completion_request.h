@@ -17,7 +17,8 @@
 
 namespace ds {
 
-enum class Endpoint { chat, completion };
+// messages: Anthropic's /v1/messages, a chat request with Anthropic's reply (server/anthropic_request.h).
+enum class Endpoint { chat, completion, messages };
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::chat;
@@ -41,10 +42,13 @@ struct CompletionRequest {
   // json_schema) or llama-server's `grammar`; empty when unconstrained.
   std::string grammar;
   std::string grammar_field;  // which field asked for it, for errors
+  bool omit_reasoning = false;  // Anthropic's thinking.display omitted: thinking blocks come back empty
 };
 
 // Deeper JSON is refused before parsing (a chat request needs about five levels).
 constexpr int k_max_json_depth = 64;
+// Why `body` cannot be a request (nested too deep, not JSON, not an object), or nullopt.
+std::optional<ApiError> body_json_error(const std::string& body);
 constexpr int k_max_logit_bias = 1024;  // entries of logit_bias
 constexpr int k_max_choices = 16;       // n
 

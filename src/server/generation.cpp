@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "server/anthropic_reply.h"
+#include "server/anthropic_request.h"
 #include "server/generation.h"
 #include "server/reasoning_splitter.h"
 
@@ -62,7 +64,7 @@ GenerationParams generation_params(const CompletionRequest& request, const std::
 
 std::string refused_field(const CompletionRequest& request, const Admit& admit) {
   if (admit.limit == Admit::Limit::context && request.max_tokens) return "max_tokens";
-  return request.endpoint == Endpoint::chat ? "messages" : "prompt";
+  return request.endpoint == Endpoint::completion ? "prompt" : "messages";
 }
 
 // Lives on the connection's strand; the engine thread only posts wake-ups to it.
@@ -90,6 +92,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   int64_t created = unix_time();
   int32_t n_prompt = 0;
   std::vector<Choice> choices;
+  std::optional<AnthropicReply> anthropic;  // /v1/messages: the reply in Anthropic's shape (one choice)
   std::shared_ptr<Generation> self_hold;  // alive until the final event, even if the client has gone
   bool timed_out = false, gone = false, ended = false;
   bool prompt_only = false;
@@ -122,7 +125,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     return finish_name(c.last.finish);
   }
 
-  bool chat() const { return request.endpoint == Endpoint::chat; }
+  bool chat() const { return request.endpoint != Endpoint::completion; }
   const char* chunk_object() const { return chat() ? "chat.completion.chunk" : "text_completion"; }
 
   void start() {
@@ -140,9 +143,12 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
         g->cancel_all();
       }
     });
+    if (request.endpoint == Endpoint::messages) anthropic.emplace(id, server.options_.model_name, request.stream, request.omit_reasoning);
     if (request.stream) {
       exchange->begin_stream(200, "text/event-stream", {{"X-Model-Version", version->label}});
-      if (chat()) {
+      if (anthropic) {
+        exchange->write_chunk(anthropic->start(n_prompt));
+      } else if (chat()) {
         for (size_t i = 0; i < choices.size(); ++i) send_chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr, json(nullptr));
       }
     }
@@ -282,7 +288,11 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
         if (request.chat.parallel_tool_calls || (c.tool_calls.empty() && calls.empty())) calls.push_back(std::move(call));
       }
     }
-    if (request.stream) {
+    if (anthropic) {
+      std::string events = anthropic->thinking(delta.reasoning) + anthropic->text(delta.content);
+      for (const ParsedToolCall& call : calls) events += anthropic->tool_use(call.name, call.arguments);
+      if (!events.empty()) exchange->write_chunk(events);
+    } else if (request.stream) {
       const bool has_text = !delta.content.empty() || !delta.reasoning.empty();
       if (has_text || (!lp.is_null() && !lp.empty())) {
         json d = json::object();
@@ -335,7 +345,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       server.live_.erase({version->engine.get(), c.stream->id()});
     }
     if (failed(event.finish)) cancel_all();  // one choice failing ends the request
-    if (request.stream && !failed(event.finish) && !gone && !timed_out) send_chunk(i, json::object(), nullptr, finish_reason_of(c));
+    if (request.stream && !anthropic && !failed(event.finish) && !gone && !timed_out) send_chunk(i, json::object(), nullptr, finish_reason_of(c));
     if (i == 0) {
       // The choices not submitted yet (choice 0 ended with its first event) start
       // now from the cached prompt, unless the request is over.
@@ -405,6 +415,8 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     if (gone) {
       reason = "client_gone";
       status = 499;  // nginx's code for a client that closed the connection; logged, never sent
+    } else if (anthropic) {
+      answer_anthropic(m, status, reason);
     } else if (auto error = failure()) {
       reason = error->second;
       status = error->first.status;
@@ -458,6 +470,35 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     record(m, status, reason);
   }
 
+  // /v1/messages: the message, its stream's last events, or the error in Anthropic's shape.
+  void answer_anthropic(const RequestMetrics& m, int& status, std::string& reason) {
+    const Choice& c = choices[0];
+    if (auto error = failure()) {
+      reason = error->second;
+      status = error->first.status;
+      if (request.stream) {
+        exchange->write_chunk(AnthropicReply::error_event(error->first));
+        exchange->end_stream();
+        server.count_request(context.path, 200);
+      } else {
+        HttpHeaders headers{{"X-Model-Version", version->label}};
+        if (error->first.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error->first.retry_after_seconds));
+        exchange->respond(status, "application/json", anthropic_error_json(error->first), headers);
+        server.count_request(context.path, status);
+      }
+      return;
+    }
+    const std::string stop = anthropic_stop_reason(c.last.finish, c.last.stop_string, anthropic->made_tool_calls());
+    const std::string stop_sequence = stop == "stop_sequence" ? c.last.stop_string : "";
+    if (request.stream) {
+      exchange->write_chunk(anthropic->finish(stop, stop_sequence, m));
+      exchange->end_stream();
+    } else {
+      exchange->respond(200, "application/json", dump(anthropic->message(stop, stop_sequence, m)), {{"X-Model-Version", version->label}});
+    }
+    server.count_request(context.path, 200);
+  }
+
   void record(const RequestMetrics& m, int status, const std::string& reason) {
     Metrics& metrics = server.metrics_;
     const double total = std::chrono::duration<double>(Clock::now() - context.arrived).count();
@@ -470,6 +511,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     metrics.observe("dsinfer:request_queue_time_seconds", m.queue_seconds);
     AccessRecord line = server.access_record(context, status, reason);
     line.completion_id = id;
+    line.user = request.user.substr(0, 256);
     line.prompt_tokens = m.n_prompt_tokens;
     line.cached_tokens = m.n_cached_prompt_tokens;
     line.output_tokens = m.n_output_tokens;
@@ -490,9 +532,9 @@ void Server::start(const RequestContext& context, std::shared_ptr<Prepared> p, s
     return answer_error(context, *exchange, in_flight_error(full), refusal_name(full));
   }
   ++p->version->in_flight;
-  const bool chat = p->request.endpoint == Endpoint::chat;
+  const Endpoint endpoint = p->request.endpoint;
   auto g = std::make_shared<Generation>(*this, exchange, context, *p);
-  g->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+  g->id = std::string(endpoint == Endpoint::chat ? "chatcmpl-" : endpoint == Endpoint::messages ? "msg_" : "cmpl-") + std::to_string(next_id_++);
   g->start();
 }
 

@@ -405,7 +405,8 @@ class Connection : public HttpExchange, public std::enable_shared_from_this<Conn
   // A refusal of this layer's own (the service's are logged by the service).
   void reject(HttpRequest head, int status, const std::string& message, const std::string& reason) {
     service_.refused(head, status, reason);
-    refuse(std::move(head), HttpRefusal{status, error_body(message, "invalid_request_error"), {}, reason});
+    std::string body = service_.refusal_body(head, status, message);
+    refuse(std::move(head), HttpRefusal{status, std::move(body), {}, reason});
   }
 
   void cancel_timers() {
@@ -787,6 +788,10 @@ class BeastServer : public HttpServer {
 };
 
 }  // namespace
+
+std::string HttpService::refusal_body(const HttpRequest&, int, const std::string& message) const {
+  return error_body(message, "invalid_request_error");
+}
 
 Result<std::unique_ptr<HttpServer>> HttpServer::start(const HttpServerOptions& options, HttpService& service) {
   auto server = std::make_unique<BeastServer>(options, service);

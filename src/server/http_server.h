@@ -92,6 +92,8 @@ class HttpService {
   // deadline): one call per such request. (check_head's refusals are the
   // service's own to record.)
   virtual void refused(const HttpRequest& head, int status, const std::string& reason) = 0;
+  // The body of such an answer: OpenAI's error shape unless the service speaks another API on that path.
+  virtual std::string refusal_body(const HttpRequest& head, int status, const std::string& message) const;
 };
 
 struct HttpServerOptions {

@@ -18,10 +18,10 @@ json parse(const char* text) { return json::parse(text); }
 
 json ref(const std::string& name) { return {{"$ref", "#/components/schemas/" + name}}; }
 
-json error_response(const std::string& description) {
+json error_response(const std::string& description, const std::string& schema = "Error") {
   json response = parse(R"({"content": {"application/json": {"schema": {}}}})");
   response["description"] = description;
-  response["content"]["application/json"]["schema"] = ref("Error");
+  response["content"]["application/json"]["schema"] = ref(schema);
   return response;
 }
 
@@ -320,6 +320,85 @@ json tokenize_request_schema() {
   return request;
 }
 
+// Anthropic's Messages API (server/anthropic_request.h): its request, reply and errors.
+json anthropic_content_schema() {
+  return parse(R"({"oneOf": [
+    {"type": "string"},
+    {"type": "array", "items": {"oneOf": [
+      {"type": "object", "required": ["type", "text"], "additionalProperties": false,
+       "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"},
+                      "cache_control": {"type": "object"}}},
+      {"type": "object", "required": ["type", "tool_use_id"], "additionalProperties": false,
+       "properties": {"type": {"type": "string", "enum": ["tool_result"]}, "tool_use_id": {"type": "string"},
+                      "content": {"type": "string"}, "is_error": {"type": "boolean"}, "cache_control": {"type": "object"}}},
+      {"type": "object", "required": ["type", "id", "name", "input"], "additionalProperties": false,
+       "properties": {"type": {"type": "string", "enum": ["tool_use"]}, "id": {"type": "string"}, "name": {"type": "string"},
+                      "input": {"type": "object"}, "cache_control": {"type": "object"}}},
+      {"type": "object", "required": ["type", "thinking"], "additionalProperties": false,
+       "properties": {"type": {"type": "string", "enum": ["thinking"]}, "thinking": {"type": "string"},
+                      "signature": {"type": "string"}}}]}}]})");
+}
+
+json anthropic_request_schema(bool count_tokens) {
+  json request = parse(R"({
+    "type": "object", "required": ["model", "messages"], "additionalProperties": false,
+    "properties": {
+      "model": {"type": "string"},
+      "system": {"oneOf": [{"type": "string"},
+                           {"type": "array", "items": {"type": "object", "required": ["type", "text"],
+                                                       "properties": {"type": {"type": "string", "enum": ["text"]},
+                                                                      "text": {"type": "string"}}}}]},
+      "tools": {"type": "array", "maxItems": 128,
+                "items": {"type": "object", "required": ["name", "input_schema"], "additionalProperties": false,
+                          "properties": {"name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+                                         "description": {"type": "string"}, "input_schema": {"type": "object"},
+                                         "cache_control": {"type": "object"}}}},
+      "tool_choice": {"type": "object", "required": ["type"],
+                      "properties": {"type": {"type": "string", "enum": ["auto", "any", "tool", "none"]},
+                                     "name": {"type": "string"}, "disable_parallel_tool_use": {"type": "boolean"}}},
+      "thinking": {"type": "object", "required": ["type"],
+                   "properties": {"type": {"type": "string", "enum": ["enabled", "adaptive", "disabled"]},
+                                  "budget_tokens": {"type": "integer", "minimum": 1024},
+                                  "display": {"type": "string", "enum": ["summarized", "omitted"]}}},
+      "output_config": {"type": "object", "additionalProperties": false,
+                        "properties": {"format": {"type": "object", "required": ["type", "schema"],
+                                                  "properties": {"type": {"type": "string", "enum": ["json_schema"]},
+                                                                 "schema": {"type": "object"}}}}},
+      "cache_control": {"type": "object", "required": ["type"], "properties": {"type": {"type": "string", "enum": ["ephemeral"]}}}}
+  })");
+  json message = parse(R"({"type": "object", "required": ["role", "content"], "additionalProperties": false,
+                           "properties": {"role": {"type": "string", "enum": ["user", "assistant"]}}})");
+  message["properties"]["content"] = anthropic_content_schema();
+  request["properties"]["messages"] = {{"type", "array"}, {"minItems", 1}, {"items", message}};
+  if (count_tokens) return request;
+  request["required"].push_back("max_tokens");
+  request["properties"].update(parse(R"({
+    "max_tokens": {"type": "integer", "minimum": 1},
+    "stop_sequences": {"type": "array", "maxItems": 16, "items": {"type": "string", "minLength": 1}},
+    "stream": {"type": "boolean"},
+    "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+    "top_p": {"type": "number", "minimum": 0, "exclusiveMinimum": true, "maximum": 1},
+    "top_k": {"type": "integer", "minimum": 0},
+    "metadata": {"type": "object", "additionalProperties": false, "properties": {"user_id": {"type": "string", "nullable": true}}}
+  })"));
+  return request;
+}
+
+json anthropic_post(const std::string& summary, const std::string& request_schema, const json& ok) {
+  json post;
+  post["summary"] = summary;
+  post["requestBody"] = json_body(request_schema);
+  for (const auto& [status, description] : {std::pair{"400", "Invalid JSON or fields (the message names the field)"},
+                                            {"401", "Missing or unknown API key (x-api-key)"}, {"404", "Unknown model"},
+                                            {"405", "Wrong method"}, {"413", "Body too large"}, {"429", "Rate limited; see Retry-After"},
+                                            {"500", "The engine failed (never caused by the request)"},
+                                            {"503", "Overloaded, loading or draining; see Retry-After"}}) {
+    post["responses"][status] = error_response(description, "AnthropicError");
+  }
+  post["responses"]["200"] = ok;
+  return {{"post", post}};
+}
+
 json model_object_schema() {
   return parse(R"({"type": "object", "required": ["id", "object"],
                    "properties": {"id": {"type": "string"}, "object": {"type": "string"}}})");
@@ -364,6 +443,19 @@ json build() {
   schemas["Completion"] = completion_response_schema();
   schemas["TokenizeRequest"] = tokenize_request_schema();
   schemas["EmbeddingRequest"] = embedding_request_schema();
+  schemas["MessagesRequest"] = anthropic_request_schema(false);
+  schemas["CountTokensRequest"] = anthropic_request_schema(true);
+  schemas["AnthropicError"] = parse(R"({"type": "object", "required": ["type", "error"],
+    "properties": {"type": {"type": "string", "enum": ["error"]},
+                   "error": {"type": "object", "required": ["type", "message"],
+                             "properties": {"type": {"type": "string"}, "message": {"type": "string"}}}}})");
+  schemas["Message"] = parse(R"({"type": "object", "required": ["id", "type", "role", "model", "content", "stop_reason", "usage"],
+    "properties": {"id": {"type": "string"}, "type": {"type": "string", "enum": ["message"]},
+                   "role": {"type": "string", "enum": ["assistant"]}, "model": {"type": "string"},
+                   "content": {"type": "array", "items": {"type": "object", "required": ["type"]}},
+                   "stop_reason": {"type": "string", "enum": ["end_turn", "max_tokens", "stop_sequence", "tool_use"]},
+                   "stop_sequence": {"type": "string", "nullable": true},
+                   "usage": {"type": "object", "required": ["input_tokens", "output_tokens"]}}})");
 
   const json status = parse(R"({"type": "object", "properties": {"status": {"type": "string"}}})");
   json& paths = spec["paths"];
@@ -381,6 +473,15 @@ json build() {
   paths["/v1/embeddings"] = embeddings_path();
   paths["/detokenize"] = json_post("The text of token ids (vLLM's shape)", "DetokenizeRequest",
                                    parse(R"({"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"}}})"));
+  json message_ok = parse(R"({
+    "description": "The message; with stream=true, Anthropic's server-sent events, message_start to message_stop",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Message"}},
+                "text/event-stream": {"schema": {"type": "string"}}}
+  })");
+  paths["/v1/messages"] = anthropic_post("Anthropic's Messages API", "MessagesRequest", message_ok);
+  json counted = parse(R"({"description": "OK", "content": {"application/json": {"schema": {
+    "type": "object", "required": ["input_tokens"], "properties": {"input_tokens": {"type": "integer"}}}}}})");
+  paths["/v1/messages/count_tokens"] = anthropic_post("The prompt tokens of a Messages request", "CountTokensRequest", counted);
   paths["/version"] = simple_get("The server's version",
                                  parse(R"({"type": "object", "required": ["version"], "properties": {"version": {"type": "string"}}})"));
   paths["/health"] = simple_get("Alive", status);
