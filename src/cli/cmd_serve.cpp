@@ -22,6 +22,7 @@
 #include "engine/step_broadcast.h"
 #include "device/device.h"
 #include "server/api_server.h"
+#include "server/response_store.h"
 
 namespace ds {
 namespace {
@@ -69,6 +70,9 @@ OptionTable serve_option_table() {
            {{"--max-connections"}, "N", "0", "open connections at once; 0: the open-file limit less 64"},
            {{"--max-connections-per-address"}, "N", "0", "open connections from one address; 0: a quarter of --max-connections"},
            {{"--log-prompts"}, "", "", "put each prompt's text in the access log (off: its token counts only)"},
+           {{"--store-dir"}, "DIR", "", "keep stored Responses (/v1/responses, store) in DIR/responses.sqlite, across restarts; without it none are"},
+           {{"--store-max-bytes"}, "SIZE", "1GiB", "with --store-dir: the stored responses' size at most; past it the oldest go"},
+           {{"--store-max-age"}, "DAYS", "30", "with --store-dir: a stored response goes after this many days"},
            {{"--metrics-public"}, "", "", "serve /metrics without a key"},
        }});
 }
@@ -219,6 +223,19 @@ int cmd_serve(int argc, char** argv) {
   if (pooling != "last" && pooling != "mean") return fail("--embedding-pooling must be last or mean");
   server_options.embedding_pooling = pooling == "mean" ? GenerationParams::Pooling::mean : GenerationParams::Pooling::last;
   server_options.metrics_public = a.has("--metrics-public");
+  std::unique_ptr<ResponseStore> response_store;
+  if (a.has("--store-dir")) {
+    auto max_bytes = parse_memory_size(a.get("--store-max-bytes"));
+    auto max_days = a.get_float("--store-max-age");
+    if (!max_bytes.ok()) return fail("--store-max-bytes: " + max_bytes.message());
+    if (!max_days.ok() || !(max_days.value() > 0 && max_days.value() <= 3650)) return fail("--store-max-age must be 0..3650 days");
+    auto opened = ResponseStore::open(a.get("--store-dir"), ResponseStoreLimits{max_bytes.value(), int64_t(max_days.value() * 86400)});
+    if (!opened.ok()) return fail(opened.message());
+    response_store = opened.take();
+    server_options.response_store = response_store.get();
+  } else if (a.has("--store-max-bytes") || a.has("--store-max-age")) {
+    return fail("--store-max-bytes and --store-max-age bound --store-dir: give --store-dir DIR");
+  }
   server_options.prepare_threads = int(prepare_threads.value());
   server_options.max_prepare_queue = size_t(max_in_flight.value());  // no narrower than admission itself
   Server server(versions, *admission.value(), server_options, admin.get());

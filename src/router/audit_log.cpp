@@ -1,8 +1,7 @@
 #include "router/audit_log.h"
 
-#include <sqlite3.h>
-
 #include "base/log.h"
+#include "base/sqlite.h"
 
 namespace ds {
 namespace {
@@ -43,60 +42,12 @@ CREATE TABLE IF NOT EXISTS decisions (
 );
 )sql";
 
-// A prepared statement, finalized when it goes.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
-  ~Statement() { sqlite3_finalize(s_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-  bool ok() const { return s_ != nullptr; }
-  sqlite3_stmt* get() const { return s_; }
-  int next = 1;  // the next parameter's index
-
-  void bind(const std::string& v) { sqlite3_bind_text(s_, next++, v.data(), int(v.size()), SQLITE_TRANSIENT); }
-  void bind(int64_t v) { sqlite3_bind_int64(s_, next++, v); }
-  void bind(double v) { sqlite3_bind_double(s_, next++, v); }
-  template <typename T>
-  void bind(const std::optional<T>& v) {
-    if (v) return bind(*v);
-    sqlite3_bind_null(s_, next++);
-  }
-  // The next parameters, in order.
-  template <typename... T>
-  void bind_all(const T&... v) {
-    (bind(v), ...);
-  }
-
- private:
-  sqlite3_stmt* s_ = nullptr;
-};
-
-std::string column_text(sqlite3_stmt* s, int i) {
-  const auto* text = sqlite3_column_text(s, i);
-  return text ? reinterpret_cast<const char*>(text) : "";
-}
-
 }  // namespace
 
 Result<std::unique_ptr<AuditLog>> AuditLog::open(const std::string& path) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
-    const std::string error = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    return Status::error("audit: cannot open '" + path + "': " + error);
-  }
-  char* error = nullptr;
-  // WAL: readers and the writer never wait for each other; NORMAL: a crash
-  // loses at most the last transactions, never the file.
-  const std::string setup = std::string("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;") + k_schema;
-  if (sqlite3_exec(db, setup.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
-    const std::string message = error ? error : "?";
-    sqlite3_free(error);
-    sqlite3_close(db);
-    return Status::error("audit: '" + path + "': " + message);
-  }
-  return std::unique_ptr<AuditLog>(new AuditLog(db));
+  auto db = open_sqlite_wal(path, k_schema);
+  if (!db.ok()) return Status::error("audit: " + db.message());
+  return std::unique_ptr<AuditLog>(new AuditLog(db.value()));
 }
 
 AuditLog::AuditLog(sqlite3* db) : db_(db), writer_([this] { write_loop(); }) {}
@@ -167,7 +118,7 @@ void AuditLog::write_loop() {
 
 Status AuditLog::write(const Row& row) {
   if (const auto* r = std::get_if<AuditRequestRow>(&row)) {
-    Statement s(db_,
+    SqliteStatement s(db_,
                 "INSERT INTO requests (request_id, time, unix_ms, kind, stage_percent, tenant, path, input,"
                 " stable_version, stable_status, stable_latency_ms, stable_ttft_ms, stable_tpot_ms, stable_output_tokens, stable_output, stable_error,"
                 " canary_version, canary_status, canary_latency_ms, canary_ttft_ms, canary_tpot_ms, canary_output_tokens, canary_output, canary_error,"
@@ -190,7 +141,7 @@ Status AuditLog::write(const Row& row) {
     return Status();
   }
   const auto& d = std::get<AuditDecisionRow>(row);
-  Statement s(db_,
+  SqliteStatement s(db_,
               "INSERT INTO decisions (time, unix_ms, stable_version, canary_version, from_percent, to_percent, action, state, decided_by, reasons, figures)"
               " VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', ? / 1000.0, 'unixepoch'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!s.ok()) return Status::error(sqlite3_errmsg(db_));
@@ -201,7 +152,7 @@ Status AuditLog::write(const Row& row) {
 }
 
 Result<std::vector<AuditDecisionRow>> AuditLog::decisions(const std::string& stable, const std::string& canary, int limit) {
-  Statement s(db_,
+  SqliteStatement s(db_,
               "SELECT unix_ms, from_percent, to_percent, action, state, decided_by, reasons, figures FROM"
               " (SELECT * FROM decisions WHERE stable_version = ? AND canary_version = ? ORDER BY id DESC LIMIT ?) ORDER BY id");
   if (!s.ok()) return Status::error(std::string("audit: ") + sqlite3_errmsg(db_));
@@ -215,11 +166,11 @@ Result<std::vector<AuditDecisionRow>> AuditLog::decisions(const std::string& sta
     d.canary_version = canary;
     d.from_percent = sqlite3_column_int(s.get(), 1);
     d.to_percent = sqlite3_column_int(s.get(), 2);
-    d.action = column_text(s.get(), 3);
-    d.state = column_text(s.get(), 4);
-    d.by = column_text(s.get(), 5);
-    d.reasons_json = column_text(s.get(), 6);
-    d.figures_json = column_text(s.get(), 7);
+    d.action = sqlite_column_text(s.get(), 3);
+    d.state = sqlite_column_text(s.get(), 4);
+    d.by = sqlite_column_text(s.get(), 5);
+    d.reasons_json = sqlite_column_text(s.get(), 6);
+    d.figures_json = sqlite_column_text(s.get(), 7);
     out.push_back(std::move(d));
   }
   if (rc != SQLITE_DONE) return Status::error(std::string("audit: ") + sqlite3_errmsg(db_));

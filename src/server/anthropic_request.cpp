@@ -1,14 +1,13 @@
 #include "server/anthropic_request.h"
 
 #include <map>
-#include <nlohmann/json.hpp>
-#include <set>
+
+#include "server/request_fields.h"
 
 namespace ds {
 namespace {
 
-// Ordered, so that a tool's input_schema reaches the template in the client's key order.
-using json = nlohmann::ordered_json;
+using json = OrderedJson;
 
 const std::set<std::string> k_fields = {"model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream",
                                         "temperature", "top_p", "top_k", "tools", "tool_choice", "thinking", "output_config",
@@ -26,59 +25,42 @@ const std::map<std::string, std::string> k_field_origin = {{"stop", "stop_sequen
                                                            {"parallel_tool_calls", "tool_choice"},
                                                            {"response_format", "output_config"}};
 
-struct Failure {
-  ApiError error;
-};
-
-[[noreturn]] void fail(const std::string& field, const std::string& message) { throw Failure{ApiError::invalid(field, message)}; }
-
-void only_keys(const json& object, const std::set<std::string>& allowed, const std::string& where, const std::string& field) {
-  for (const auto& [key, value] : object.items()) {
-    if (!allowed.count(key)) fail(field, "unknown field '" + where + "." + key + "'");
-  }
-}
-
-const json* member(const json& object, const char* key) {
-  const auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
 // cache_control on a block: {"type": "ephemeral", "ttl"?}; the prefix cache keeps every shared prefix without it.
 void check_cache_control(const json& block, const std::string& where, const std::string& field) {
   const json* control = member(block, "cache_control");
   if (!control) return;
   const std::string at = (where.empty() ? "" : where + ".") + "cache_control";
-  if (!control->is_object() || control->value("type", "") != "ephemeral") fail(field, at + " must be {\"type\": \"ephemeral\"}");
-  only_keys(*control, {"type", "ttl"}, at, field);
+  if (!control->is_object() || control->value("type", "") != "ephemeral") refuse_field(field, at + " must be {\"type\": \"ephemeral\"}");
+  only_fields(*control, {"type", "ttl"}, at, field);
 }
 
 std::string text_of_block(const json& block, const std::string& where, const std::string& field) {
-  only_keys(block, {"type", "text", "cache_control"}, where, field);
+  only_fields(block, {"type", "text", "cache_control"}, where, field);
   check_cache_control(block, where, field);
   const json* text = member(block, "text");
-  if (!text || !text->is_string()) fail(field, where + ".text must be a string");
+  if (!text || !text->is_string()) refuse_field(field, where + ".text must be a string");
   return text->get<std::string>();
 }
 
 std::string block_type(const json& block, const std::string& where, const std::string& field) {
-  if (!block.is_object()) fail(field, where + " must be an object");
+  if (!block.is_object()) refuse_field(field, where + " must be an object");
   const json* type = member(block, "type");
-  if (!type || !type->is_string()) fail(field, where + ".type must be a string");
+  if (!type || !type->is_string()) refuse_field(field, where + ".type must be a string");
   return type->get<std::string>();
 }
 
 [[noreturn]] void refuse_block(const std::string& type, const std::string& where, const std::string& field) {
   if (type == "image" || type == "document" || type == "search_result") {
-    fail(field, where + ": '" + type + "' content is not supported by dsinfer (text only)");
+    refuse_field(field, where + ": '" + type + "' content is not supported by dsinfer (text only)");
   }
-  if (type == "redacted_thinking") fail(field, where + ": redacted_thinking is not supported by dsinfer");
-  fail(field, where + ": content blocks of type '" + type + "' are not supported here");
+  if (type == "redacted_thinking") refuse_field(field, where + ": redacted_thinking is not supported by dsinfer");
+  refuse_field(field, where + ": content blocks of type '" + type + "' are not supported here");
 }
 
 // A string, or text blocks joined.
 std::string text_content(const json& content, const std::string& where, const std::string& field) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) fail(field, where + " must be a string or an array of text blocks");
+  if (!content.is_array()) refuse_field(field, where + " must be a string or an array of text blocks");
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string at = where + "[" + std::to_string(i) + "]";
@@ -94,7 +76,7 @@ void user_message(const json& content, const std::string& where, json& out) {
     out.push_back({{"role", "user"}, {"content", content}});
     return;
   }
-  if (!content.is_array() || content.empty()) fail("messages", where + ".content must be a string or a non-empty array of content blocks");
+  if (!content.is_array() || content.empty()) refuse_field("messages", where + ".content must be a string or a non-empty array of content blocks");
   std::string text;
   bool has_text = false;
   for (size_t i = 0; i < content.size(); ++i) {
@@ -104,15 +86,15 @@ void user_message(const json& content, const std::string& where, json& out) {
       text += text_of_block(content[i], at, "messages");
       has_text = true;
     } else if (type == "tool_result") {
-      if (has_text) fail("messages", at + ": tool_result blocks come before any text in a user message");
-      only_keys(content[i], {"type", "tool_use_id", "content", "is_error", "cache_control"}, at, "messages");
+      if (has_text) refuse_field("messages", at + ": tool_result blocks come before any text in a user message");
+      only_fields(content[i], {"type", "tool_use_id", "content", "is_error", "cache_control"}, at, "messages");
       check_cache_control(content[i], at, "messages");
       const json* id = member(content[i], "tool_use_id");
-      if (!id || !id->is_string()) fail("messages", at + ".tool_use_id must be a string");
+      if (!id || !id->is_string()) refuse_field("messages", at + ".tool_use_id must be a string");
       const json* result = member(content[i], "content");
       std::string result_text = result ? text_content(*result, at + ".content", "messages") : "";
       const json* is_error = member(content[i], "is_error");
-      if (is_error && !is_error->is_boolean()) fail("messages", at + ".is_error must be true or false");
+      if (is_error && !is_error->is_boolean()) refuse_field("messages", at + ".is_error must be true or false");
       if (is_error && is_error->get<bool>()) result_text = "Error: " + result_text;
       out.push_back({{"role", "tool"}, {"tool_call_id", *id}, {"content", result_text}});
     } else {
@@ -129,7 +111,7 @@ void assistant_message(const json& content, const std::string& where, json& out)
     out.push_back(message);
     return;
   }
-  if (!content.is_array()) fail("messages", where + ".content must be a string or an array of content blocks");
+  if (!content.is_array()) refuse_field("messages", where + ".content must be a string or an array of content blocks");
   std::string text, reasoning;
   json calls = json::array();
   for (size_t i = 0; i < content.size(); ++i) {
@@ -138,19 +120,19 @@ void assistant_message(const json& content, const std::string& where, json& out)
     if (type == "text") {
       text += text_of_block(content[i], at, "messages");
     } else if (type == "thinking") {
-      only_keys(content[i], {"type", "thinking", "signature"}, at, "messages");
+      only_fields(content[i], {"type", "thinking", "signature"}, at, "messages");
       const json* thinking = member(content[i], "thinking");
-      if (!thinking || !thinking->is_string()) fail("messages", at + ".thinking must be a string");
+      if (!thinking || !thinking->is_string()) refuse_field("messages", at + ".thinking must be a string");
       reasoning += thinking->get<std::string>();
     } else if (type == "tool_use") {
-      only_keys(content[i], {"type", "id", "name", "input", "cache_control"}, at, "messages");
+      only_fields(content[i], {"type", "id", "name", "input", "cache_control"}, at, "messages");
       check_cache_control(content[i], at, "messages");
       const json* id = member(content[i], "id");
       const json* name = member(content[i], "name");
       const json* input = member(content[i], "input");
-      if (!id || !id->is_string()) fail("messages", at + ".id must be a string");
-      if (!name || !name->is_string()) fail("messages", at + ".name must be a string");
-      if (!input || !input->is_object()) fail("messages", at + ".input must be an object");
+      if (!id || !id->is_string()) refuse_field("messages", at + ".id must be a string");
+      if (!name || !name->is_string()) refuse_field("messages", at + ".name must be a string");
+      if (!input || !input->is_object()) refuse_field("messages", at + ".input must be an object");
       calls.push_back({{"id", *id}, {"type", "function"}, {"function", {{"name", *name}, {"arguments", input->dump()}}}});
     } else {
       refuse_block(type, at, "messages");
@@ -166,53 +148,50 @@ json messages_of(const json& body) {
   json out = json::array();
   if (const json* system = member(body, "system")) out.push_back({{"role", "system"}, {"content", text_content(*system, "system", "system")}});
   const json* messages = member(body, "messages");
-  if (!messages) fail("messages", "'messages' is required");
-  if (!messages->is_array() || messages->empty()) fail("messages", "'messages' must be a non-empty array");
+  if (!messages) refuse_field("messages", "'messages' is required");
+  if (!messages->is_array() || messages->empty()) refuse_field("messages", "'messages' must be a non-empty array");
   if (messages->back().is_object() && messages->back().value("role", json()) == "assistant") {
-    fail("messages", "a last message from the assistant (prefill, continuing its reply) is not supported by dsinfer");
+    refuse_field("messages", "a last message from the assistant (prefill, continuing its reply) is not supported by dsinfer");
   }
   for (size_t i = 0; i < messages->size(); ++i) {
     const json& m = (*messages)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) fail("messages", where + " must be an object");
-    only_keys(m, {"role", "content"}, where, "messages");
+    if (!m.is_object()) refuse_field("messages", where + " must be an object");
+    only_fields(m, {"role", "content"}, where, "messages");
     const std::string role = m.value("role", json()).is_string() ? m["role"].get<std::string>() : "";
     const json* content = member(m, "content");
-    if (!content) fail("messages", where + ".content is required");
+    if (!content) refuse_field("messages", where + ".content is required");
     if (role == "user") user_message(*content, where, out);
     else if (role == "assistant") assistant_message(*content, where, out);
-    else fail("messages", where + ".role must be user or assistant (the system prompt is the top-level 'system')");
+    else refuse_field("messages", where + ".role must be user or assistant (the system prompt is the top-level 'system')");
   }
   return out;
 }
 
 json tools_of(const json& tools) {
-  if (!tools.is_array()) fail("tools", "'tools' must be an array");
   json out = json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const json& t = tools[i];
-    const std::string where = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object()) fail("tools", where + " must be an object");
+  each_item(tools, "tools", [&](const json& t, const std::string& where) {
+    if (!t.is_object()) refuse_field("tools", where + " must be an object");
     if (const json* type = member(t, "type"); type && !(type->is_string() && type->get<std::string>() == "custom")) {
-      fail("tools", where + ": server and client tools of type '" + (type->is_string() ? type->get<std::string>() : "?") +
+      refuse_field("tools", where + ": server and client tools of type '" + (type->is_string() ? type->get<std::string>() : "?") +
                         "' are not supported by dsinfer (only your own tools, with an input_schema)");
     }
-    only_keys(t, {"type", "name", "description", "input_schema", "cache_control"}, where, "tools");
+    only_fields(t, {"type", "name", "description", "input_schema", "cache_control"}, where, "tools");
     check_cache_control(t, where, "tools");
     const json* schema = member(t, "input_schema");
-    if (!schema || !schema->is_object()) fail("tools", where + ".input_schema must be a JSON Schema object");
+    if (!schema || !schema->is_object()) refuse_field("tools", where + ".input_schema must be a JSON Schema object");
     json function = {{"name", t.value("name", json())}};
     if (const json* description = member(t, "description")) function["description"] = *description;
     function["parameters"] = *schema;
     out.push_back({{"type", "function"}, {"function", function}});
-  }
+  });
   return out;
 }
 
 void tool_choice_of(const json& choice, json& chat) {
-  if (!choice.is_object()) fail("tool_choice", "'tool_choice' must be an object: {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
+  if (!choice.is_object()) refuse_field("tool_choice", "'tool_choice' must be an object: {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
   const std::string type = choice.value("type", json()).is_string() ? choice["type"].get<std::string>() : "";
-  only_keys(choice, type == "tool" ? std::set<std::string>{"type", "name", "disable_parallel_tool_use"}
+  only_fields(choice, type == "tool" ? std::set<std::string>{"type", "name", "disable_parallel_tool_use"}
                                    : std::set<std::string>{"type", "disable_parallel_tool_use"},
             "tool_choice", "tool_choice");
   if (type == "auto") chat["tool_choice"] = "auto";
@@ -220,13 +199,13 @@ void tool_choice_of(const json& choice, json& chat) {
   else if (type == "none") chat["tool_choice"] = "none";
   else if (type == "tool") {
     const json* name = member(choice, "name");
-    if (!name || !name->is_string()) fail("tool_choice", "tool_choice.name must name a tool");
+    if (!name || !name->is_string()) refuse_field("tool_choice", "tool_choice.name must name a tool");
     chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", *name}}}};
   } else {
-    fail("tool_choice", "tool_choice.type must be auto, any, tool or none");
+    refuse_field("tool_choice", "tool_choice.type must be auto, any, tool or none");
   }
   if (const json* single = member(choice, "disable_parallel_tool_use")) {
-    if (!single->is_boolean()) fail("tool_choice", "tool_choice.disable_parallel_tool_use must be true or false");
+    if (!single->is_boolean()) refuse_field("tool_choice", "tool_choice.disable_parallel_tool_use must be true or false");
     chat["parallel_tool_calls"] = !single->get<bool>();
   }
 }
@@ -235,60 +214,60 @@ void tool_choice_of(const json& choice, json& chat) {
 bool omits_thinking(const json& thinking) {
   const json* display = member(thinking, "display");
   if (!display) return false;
-  if (*display != "summarized" && *display != "omitted") fail("thinking", "thinking.display must be summarized or omitted");
+  if (*display != "summarized" && *display != "omitted") refuse_field("thinking", "thinking.display must be summarized or omitted");
   return *display == "omitted";
 }
 
 void thinking_of(const json& thinking, const json* max_tokens, json& chat) {
-  if (!thinking.is_object()) fail("thinking", "'thinking' must be an object");
+  if (!thinking.is_object()) refuse_field("thinking", "'thinking' must be an object");
   const std::string type = thinking.value("type", json()).is_string() ? thinking["type"].get<std::string>() : "";
   if (type == "disabled") {
-    only_keys(thinking, {"type"}, "thinking", "thinking");
+    only_fields(thinking, {"type"}, "thinking", "thinking");
     chat["chat_template_kwargs"] = {{"thinking", false}, {"enable_thinking", false}};
     return;
   }
   if (type == "adaptive") {  // the model decides how much it thinks: thinking is allowed
-    only_keys(thinking, {"type", "display"}, "thinking", "thinking");
+    only_fields(thinking, {"type", "display"}, "thinking", "thinking");
     chat["chat_template_kwargs"] = {{"thinking", true}, {"enable_thinking", true}};
     return;
   }
-  if (type != "enabled") fail("thinking", "thinking.type must be enabled, adaptive or disabled (between_tools is not supported)");
-  only_keys(thinking, {"type", "budget_tokens", "display"}, "thinking", "thinking");
+  if (type != "enabled") refuse_field("thinking", "thinking.type must be enabled, adaptive or disabled (between_tools is not supported)");
+  only_fields(thinking, {"type", "budget_tokens", "display"}, "thinking", "thinking");
   const json* budget = member(thinking, "budget_tokens");
-  if (!budget || !budget->is_number_integer() || budget->get<int64_t>() < 1024) fail("thinking", "thinking.budget_tokens must be an integer of at least 1024");
+  if (!budget || !budget->is_number_integer() || budget->get<int64_t>() < 1024) refuse_field("thinking", "thinking.budget_tokens must be an integer of at least 1024");
   if (max_tokens && max_tokens->is_number_integer() && budget->get<int64_t>() >= max_tokens->get<int64_t>()) {
-    fail("thinking", "thinking.budget_tokens must be less than max_tokens");
+    refuse_field("thinking", "thinking.budget_tokens must be less than max_tokens");
   }
   chat["chat_template_kwargs"] = {{"thinking", true}, {"enable_thinking", true}, {"thinking_budget", *budget}};
 }
 
 // output_config.format json_schema: the reply constrained by the schema (as response_format is).
 void output_config_of(const json& output, json& chat) {
-  if (!output.is_object()) fail("output_config", "'output_config' must be an object");
-  only_keys(output, {"format", "effort"}, "output_config", "output_config");
-  if (member(output, "effort")) fail("output_config", "output_config.effort is not supported by dsinfer");
+  if (!output.is_object()) refuse_field("output_config", "'output_config' must be an object");
+  only_fields(output, {"format", "effort"}, "output_config", "output_config");
+  if (member(output, "effort")) refuse_field("output_config", "output_config.effort is not supported by dsinfer");
   const json* format = member(output, "format");
   if (!format) return;
-  if (!format->is_object() || format->value("type", json()) != "json_schema") fail("output_config", "output_config.format.type must be json_schema");
-  only_keys(*format, {"type", "schema"}, "output_config.format", "output_config");
+  if (!format->is_object() || format->value("type", json()) != "json_schema") refuse_field("output_config", "output_config.format.type must be json_schema");
+  only_fields(*format, {"type", "schema"}, "output_config.format", "output_config");
   const json* schema = member(*format, "schema");
-  if (!schema || !schema->is_object()) fail("output_config", "output_config.format.schema must be a JSON Schema object");
+  if (!schema || !schema->is_object()) refuse_field("output_config", "output_config.format.schema must be a JSON Schema object");
   chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}}}};
 }
 
 json chat_request_of(const json& body, bool count_tokens) {
   for (const auto& [key, value] : body.items()) {
     if ((count_tokens ? k_count_fields : k_fields).count(key)) continue;
-    if (k_unimplemented.count(key)) fail(key, "'" + key + "' is not supported by dsinfer; remove it from the request");
-    fail(key, "unknown field '" + key + "'");
+    if (k_unimplemented.count(key)) refuse_field(key, "'" + key + "' is not supported by dsinfer; remove it from the request");
+    refuse_field(key, "unknown field '" + key + "'");
   }
   json chat = {{"messages", messages_of(body)}};
   const json* model = member(body, "model");
-  if (!model || !model->is_string()) fail("model", "'model' (a string) is required");
+  if (!model || !model->is_string()) refuse_field("model", "'model' (a string) is required");
   chat["model"] = *model;
   const json* max_tokens = member(body, "max_tokens");
   if (!count_tokens) {
-    if (!max_tokens || !max_tokens->is_number_integer() || max_tokens->get<int64_t>() < 1) fail("max_tokens", "'max_tokens' (an integer of at least 1) is required");
+    if (!max_tokens || !max_tokens->is_number_integer() || max_tokens->get<int64_t>() < 1) refuse_field("max_tokens", "'max_tokens' (an integer of at least 1) is required");
     chat["max_tokens"] = *max_tokens;
   }
   if (const json* tools = member(body, "tools")) chat["tools"] = tools_of(*tools);
@@ -298,16 +277,16 @@ json chat_request_of(const json& body, bool count_tokens) {
   if (const json* output = member(body, "output_config")) output_config_of(*output, chat);
   if (count_tokens) return chat;
   if (const json* temperature = member(body, "temperature")) {
-    if (!temperature->is_number() || temperature->get<double>() < 0 || temperature->get<double>() > 1) fail("temperature", "'temperature' must be a number in [0, 1]");
+    if (!temperature->is_number() || temperature->get<double>() < 0 || temperature->get<double>() > 1) refuse_field("temperature", "'temperature' must be a number in [0, 1]");
     chat["temperature"] = *temperature;
   }
   if (const json* top_p = member(body, "top_p")) chat["top_p"] = *top_p;
   if (const json* top_k = member(body, "top_k")) {
-    if (!top_k->is_number_integer() || top_k->get<int64_t>() < 0) fail("top_k", "'top_k' must be a non-negative integer");
+    if (!top_k->is_number_integer() || top_k->get<int64_t>() < 0) refuse_field("top_k", "'top_k' must be a non-negative integer");
     chat["top_k"] = *top_k;
   }
   if (const json* stops = member(body, "stop_sequences")) {
-    if (!stops->is_array()) fail("stop_sequences", "'stop_sequences' must be an array of strings");
+    if (!stops->is_array()) refuse_field("stop_sequences", "'stop_sequences' must be an array of strings");
     chat["stop"] = *stops;
   }
   if (const json* stream = member(body, "stream")) {
@@ -315,10 +294,10 @@ json chat_request_of(const json& body, bool count_tokens) {
     if (stream->is_boolean() && stream->get<bool>()) chat["stream_options"] = {{"include_usage", true}};
   }
   if (const json* metadata = member(body, "metadata")) {
-    if (!metadata->is_object()) fail("metadata", "'metadata' must be an object");
-    only_keys(*metadata, {"user_id"}, "metadata", "metadata");
+    if (!metadata->is_object()) refuse_field("metadata", "'metadata' must be an object");
+    only_fields(*metadata, {"user_id"}, "metadata", "metadata");
     if (const json* user = member(*metadata, "user_id")) {
-      if (!user->is_string()) fail("metadata", "metadata.user_id must be a string");
+      if (!user->is_string()) refuse_field("metadata", "metadata.user_id must be a string");
       chat["user"] = *user;
     }
   }
@@ -333,7 +312,7 @@ std::variant<CompletionRequest, ApiError> parse_anthropic_request(const std::str
   json chat;
   try {
     chat = chat_request_of(parsed, count_tokens);
-  } catch (const Failure& failure) {
+  } catch (const RequestFieldError& failure) {
     return failure.error;
   }
   auto request = parse_completion_request(Endpoint::chat, chat.dump());

@@ -10,6 +10,8 @@
 #include "server/anthropic_request.h"
 #include "server/completion_request.h"
 #include "server/openapi.h"
+#include "server/response_store.h"
+#include "server/responses_request.h"
 #include "server/generation.h"
 #include "server/tool_choice_grammar.h"
 
@@ -52,6 +54,9 @@ constexpr Route k_routes[] = {
     {"/v1/embeddings", "POST", true, RouteKind::generation},
     {"/v1/messages", "POST", true, RouteKind::generation},
     {"/v1/messages/count_tokens", "POST", true, RouteKind::tokenizer},
+    {"/v1/responses", "POST", true, RouteKind::generation},
+    {"/v1/responses/{id}", "GET, DELETE", true, RouteKind::tokenizer},
+    {"/v1/responses/{id}/input_items", "GET", true, RouteKind::tokenizer},
     {"/tokenize", "POST", true, RouteKind::tokenizer},
     {"/detokenize", "POST", true, RouteKind::tokenizer},
     {"/admin/models", "GET, POST", true, RouteKind::admin},
@@ -71,12 +76,26 @@ bool takes(const Route& route, const std::string& method) {
 
 constexpr const char* k_model_prefix = "/v1/models/";
 
+// Whether `path` is `pattern`, where a "{name}" segment of the pattern stands for any one non-empty segment.
+bool matches(const std::string& pattern, const std::string& path) {
+  size_t p = 0, q = 0;
+  while (p < pattern.size() && q < path.size()) {
+    if (pattern[p] == '{') {
+      p = pattern.find('}', p) + 1;
+      const size_t end = std::min(path.find('/', q), path.size());
+      if (end == q) return false;
+      q = end;
+    } else if (pattern[p++] != path[q++]) {
+      return false;
+    }
+  }
+  return p == pattern.size() && q == path.size();
+}
+
 // A path's route, or nullptr; `path` may also be a route's own pattern (the access log's label).
 const Route* find_route(const std::string& path) {
-  const bool model_path = path.size() > std::strlen(k_model_prefix) && path.rfind(k_model_prefix, 0) == 0 &&
-                          path.find('/', std::strlen(k_model_prefix)) == std::string::npos;
   for (const Route& route : k_routes) {
-    if (path == route.path || (model_path && std::strcmp(route.path, "/v1/models/{model}") == 0)) return &route;
+    if (path == route.path || matches(route.path, path)) return &route;
   }
   return nullptr;
 }
@@ -361,10 +380,15 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
     return answer(context, *exchange, 200, "application/json", dump(model), "ok");
   }
   auto body = std::make_shared<std::string>(std::move(request.body));
-  const Endpoint endpoint = path == "/v1/chat/completions" ? Endpoint::chat : path == "/v1/messages" ? Endpoint::messages : Endpoint::completion;
-  const bool queued = prepare_queue_.try_post([this, context, version, body, endpoint, path, exchange] {
+  const Endpoint endpoint = path == "/v1/chat/completions" ? Endpoint::chat
+                            : path == "/v1/messages"       ? Endpoint::messages
+                            : path == "/v1/responses"      ? Endpoint::responses
+                                                           : Endpoint::completion;
+  const std::string method = request.method;
+  const bool queued = prepare_queue_.try_post([this, context, version, body, endpoint, path, method, exchange] {
     if (path == "/tokenize" || path == "/detokenize") return tokenize(context, *version, *body, path == "/detokenize", exchange);
     if (path == "/v1/messages/count_tokens") return count_tokens(context, *version, *body, exchange);
+    if (path.rfind("/v1/responses/", 0) == 0) return stored_response(context, method, path, exchange);
     if (path == "/v1/embeddings") return prepare_embedding(context, version, *body, exchange);
     prepare(context, version, *body, endpoint, exchange);
   });
@@ -399,11 +423,28 @@ void Server::prepare(const RequestContext& context, Version version, const std::
     exchange->post([this, context, exchange, error, reason = std::string(reason)] { answer_error(context, *exchange, error, reason); });
   };
   if (exchange->disconnected()) return;  // racy but harmless: start() checks again on the strand
-  auto parsed = endpoint == Endpoint::messages ? parse_anthropic_request(body, false) : parse_completion_request(endpoint, body);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
   auto p = std::make_shared<Prepared>();
   p->version = version;
-  p->request = std::move(std::get<CompletionRequest>(parsed));
+  if (endpoint == Endpoint::responses) {
+    const ResponseHistory history = [&](const std::string& id) -> std::optional<std::string> {
+      if (!options_.response_store) return std::nullopt;
+      auto stored = options_.response_store->get(context.tenant, id);
+      return stored ? std::optional<std::string>(stored->context_json) : std::nullopt;
+    };
+    auto turn = parse_responses_request(body, history);
+    if (auto* error = std::get_if<ApiError>(&turn)) return fail(*error, "invalid");
+    ResponsesRequest& t = std::get<ResponsesRequest>(turn);
+    if (t.store && !options_.response_store) {
+      if (t.store_asked) return fail(ApiError::invalid("store", "this server stores no responses: start it with --store-dir DIR"), "invalid");
+      t.store = false;  // OpenAI's default, where there is nowhere to keep them
+    }
+    p->request = std::move(t.request);
+    p->responses = Prepared::ResponsesTurn{t.previous_response_id, t.input_json, t.context_json, t.echo_json, t.store};
+  } else {
+    auto parsed = endpoint == Endpoint::messages ? parse_anthropic_request(body, false) : parse_completion_request(endpoint, body);
+    if (auto* error = std::get_if<ApiError>(&parsed)) return fail(*error, "invalid");
+    p->request = std::move(std::get<CompletionRequest>(parsed));
+  }
   CompletionRequest& r = p->request;
   if (auto error = unknown_model(r.model)) return fail(*error, "model");
   if (chat && !v.chat_template) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
@@ -495,6 +536,34 @@ std::optional<std::string> Server::stall_reason() const {
     return std::string(reason);
   }
   return std::nullopt;
+}
+
+// On a prepare thread: a stored response, its input items, or its deletion, for its own tenant only.
+void Server::stored_response(const RequestContext& context, const std::string& method, const std::string& path,
+                             std::shared_ptr<HttpExchange> exchange) {
+  const std::string rest = path.substr(std::strlen("/v1/responses/"));
+  const size_t slash = rest.find('/');
+  const std::string id = rest.substr(0, slash);
+  const bool items = slash != std::string::npos;
+  auto reply = [&](int status, const std::string& body, const char* reason) {
+    exchange->post([this, context, exchange, status, body, reason = std::string(reason)] {
+      answer(context, *exchange, status, "application/json", body, reason);
+    });
+  };
+  const ApiError missing{404, "no stored response '" + id.substr(0, 128) + "'", "invalid_request_error", "id", "not_found", 0};
+  if (!options_.response_store) return reply(404, ApiError{404, "this server stores no responses (--store-dir)", "invalid_request_error", "id",
+                                                           "not_found", 0}.json(), "not_found");
+  if (method == "DELETE") {
+    if (!options_.response_store->remove(context.tenant, id)) return reply(404, missing.json(), "not_found");
+    return reply(200, dump(json{{"id", id}, {"object", "response"}, {"deleted", true}}), "ok");
+  }
+  const auto stored = options_.response_store->get(context.tenant, id);
+  if (!stored) return reply(404, missing.json(), "not_found");
+  if (!items) return reply(200, stored->response_json, "ok");
+  const json data = json::parse(stored->input_json);
+  const json list = {{"object", "list"}, {"data", data}, {"first_id", data.empty() ? json() : data.front().value("id", json())},
+                     {"last_id", data.empty() ? json() : data.back().value("id", json())}, {"has_more", false}};
+  reply(200, dump(list), "ok");
 }
 
 // On a prepare thread: Anthropic's count_tokens, the prompt /v1/messages would run.

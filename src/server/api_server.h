@@ -35,6 +35,7 @@
 namespace ds {
 
 struct EmbeddingRequest;
+class ResponseStore;
 
 struct ServerOptions {
   std::string model_name;  // what requests' `model` names, whatever the version serving it
@@ -45,6 +46,7 @@ struct ServerOptions {
   size_t max_prepare_queue = 64;  // requests waiting for those threads; more: 503 (serve: --max-in-flight)
   GenerationParams::Pooling embedding_pooling = GenerationParams::Pooling::last;  // /v1/embeddings (serve: --embedding-pooling)
   double stall_timeout_seconds = 0.0;  // engine busy this long without progress: stalled (0: 10 x its longest step, at least 10 s)
+  ResponseStore* response_store = nullptr;  // --store-dir: stored Responses; none without it
 };
 
 class Server : public HttpService {
@@ -91,6 +93,8 @@ class Server : public HttpService {
   void start(const RequestContext& context, std::shared_ptr<Prepared> prepared, std::shared_ptr<HttpExchange> exchange);
   void tokenize(const RequestContext& context, const ModelVersion& version, const std::string& body, bool detokenize,
                 std::shared_ptr<HttpExchange> exchange);
+  // GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items: the tenant's stored responses.
+  void stored_response(const RequestContext& context, const std::string& method, const std::string& path, std::shared_ptr<HttpExchange> exchange);
   // POST /v1/messages/count_tokens: the tokens of the prompt /v1/messages would run.
   void count_tokens(const RequestContext& context, const ModelVersion& version, const std::string& body, std::shared_ptr<HttpExchange> exchange);
   // The Authorization header, or for Anthropic's routes x-api-key as one ("Bearer KEY").

@@ -17,8 +17,9 @@
 
 namespace ds {
 
-// messages: Anthropic's /v1/messages, a chat request with Anthropic's reply (server/anthropic_request.h).
-enum class Endpoint { chat, completion, messages };
+// messages: Anthropic's /v1/messages; responses: OpenAI's /v1/responses: chat requests with their own replies
+// (server/anthropic_request.h, server/responses_request.h).
+enum class Endpoint { chat, completion, messages, responses };
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::chat;

@@ -10,10 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "base/log.h"
 #include "server/anthropic_reply.h"
 #include "server/anthropic_request.h"
 #include "server/generation.h"
 #include "server/reasoning_splitter.h"
+#include "server/response_store.h"
+#include "server/responses_reply.h"
 
 namespace ds {
 namespace {
@@ -45,6 +48,14 @@ int64_t unix_time() {
 }
 
 bool failed(FinishReason reason) { return reason == FinishReason::error || reason == FinishReason::cancelled; }
+
+// A stored response's id: unguessable, so that one id names one response in the store for good.
+std::string response_id() {
+  static thread_local std::mt19937_64 random{std::random_device{}()};
+  char id[48];
+  std::snprintf(id, sizeof id, "resp_%016llx%016llx", (unsigned long long)random(), (unsigned long long)random());
+  return id;
+}
 
 }  // namespace
 
@@ -93,13 +104,15 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   int32_t n_prompt = 0;
   std::vector<Choice> choices;
   std::optional<AnthropicReply> anthropic;  // /v1/messages: the reply in Anthropic's shape (one choice)
+  std::optional<Prepared::ResponsesTurn> turn;  // /v1/responses: the turn, stored when it ends ...
+  std::optional<ResponsesReply> responses;      // ... and its Response object (one choice)
   std::shared_ptr<Generation> self_hold;  // alive until the final event, even if the client has gone
   bool timed_out = false, gone = false, ended = false;
   bool prompt_only = false;
 
   Generation(Server& s, std::shared_ptr<HttpExchange> e, RequestContext c, Prepared& p)
       : server(s), version(p.version), exchange(std::move(e)), request(std::move(p.request)), context(std::move(c)),
-        prompt_text(std::move(p.prompt_text)) {
+        prompt_text(std::move(p.prompt_text)), turn(std::move(p.responses)) {
     n_prompt = int32_t(p.prompt.size());
     shared.prompt = std::move(p.prompt);
     shared.params = std::move(p.params);
@@ -144,9 +157,12 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       }
     });
     if (request.endpoint == Endpoint::messages) anthropic.emplace(id, server.options_.model_name, request.stream, request.omit_reasoning);
+    if (turn) responses.emplace(id, server.options_.model_name, turn->echo_json, turn->previous_response_id, turn->store, request.stream);
     if (request.stream) {
       exchange->begin_stream(200, "text/event-stream", {{"X-Model-Version", version->label}});
-      if (anthropic) {
+      if (responses) {
+        exchange->write_chunk(responses->start());
+      } else if (anthropic) {
         exchange->write_chunk(anthropic->start(n_prompt));
       } else if (chat()) {
         for (size_t i = 0; i < choices.size(); ++i) send_chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr, json(nullptr));
@@ -288,8 +304,14 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
         if (request.chat.parallel_tool_calls || (c.tool_calls.empty() && calls.empty())) calls.push_back(std::move(call));
       }
     }
-    if (anthropic) {
-      std::string events = anthropic->thinking(delta.reasoning) + anthropic->text(delta.content);
+    if (responses) {
+      std::string events = responses->reasoning(delta.reasoning);  // before the text: one statement each, in order
+      events += responses->text(delta.content);
+      for (const ParsedToolCall& call : calls) events += responses->function_call(call.name, call.arguments);
+      if (!events.empty()) exchange->write_chunk(events);
+    } else if (anthropic) {
+      std::string events = anthropic->thinking(delta.reasoning);  // before the text: one statement each, in order
+      events += anthropic->text(delta.content);
       for (const ParsedToolCall& call : calls) events += anthropic->tool_use(call.name, call.arguments);
       if (!events.empty()) exchange->write_chunk(events);
     } else if (request.stream) {
@@ -345,7 +367,9 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       server.live_.erase({version->engine.get(), c.stream->id()});
     }
     if (failed(event.finish)) cancel_all();  // one choice failing ends the request
-    if (request.stream && !anthropic && !failed(event.finish) && !gone && !timed_out) send_chunk(i, json::object(), nullptr, finish_reason_of(c));
+    if (request.stream && !anthropic && !responses && !failed(event.finish) && !gone && !timed_out) {
+      send_chunk(i, json::object(), nullptr, finish_reason_of(c));
+    }
     if (i == 0) {
       // The choices not submitted yet (choice 0 ended with its first event) start
       // now from the cached prompt, unless the request is over.
@@ -415,22 +439,11 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     if (gone) {
       reason = "client_gone";
       status = 499;  // nginx's code for a client that closed the connection; logged, never sent
+    } else if (answer_failure(status, reason)) {
     } else if (anthropic) {
-      answer_anthropic(m, status, reason);
-    } else if (auto error = failure()) {
-      reason = error->second;
-      status = error->first.status;
-      if (request.stream) {
-        exchange->write_chunk("data: " + error->first.json() + "\n\n");
-        exchange->write_chunk("data: [DONE]\n\n");
-        exchange->end_stream();
-        server.count_request(context.path, 200);
-      } else {
-        HttpHeaders headers{{"X-Model-Version", version->label}};
-        if (error->first.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error->first.retry_after_seconds));
-        exchange->respond(status, "application/json", error->first.json(), headers);
-        server.count_request(context.path, status);
-      }
+      answer_anthropic(m);
+    } else if (responses) {
+      answer_responses(m);
     } else if (request.stream) {
       if (request.include_usage) {
         const json chunk = {{"id", id}, {"object", chunk_object()}, {"created", created},
@@ -470,24 +483,31 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     record(m, status, reason);
   }
 
-  // /v1/messages: the message, its stream's last events, or the error in Anthropic's shape.
-  void answer_anthropic(const RequestMetrics& m, int& status, std::string& reason) {
-    const Choice& c = choices[0];
-    if (auto error = failure()) {
-      reason = error->second;
-      status = error->first.status;
-      if (request.stream) {
-        exchange->write_chunk(AnthropicReply::error_event(error->first));
-        exchange->end_stream();
-        server.count_request(context.path, 200);
-      } else {
-        HttpHeaders headers{{"X-Model-Version", version->label}};
-        if (error->first.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error->first.retry_after_seconds));
-        exchange->respond(status, "application/json", anthropic_error_json(error->first), headers);
-        server.count_request(context.path, status);
-      }
-      return;
+  // The error that ends the request, as its API writes it: the stream's last
+  // events, or a whole error body. False when the request did not fail.
+  bool answer_failure(int& status, std::string& reason) {
+    const auto error = failure();
+    if (!error) return false;
+    reason = error->second;
+    status = error->first.status;
+    if (request.stream) {
+      exchange->write_chunk(anthropic   ? AnthropicReply::error_event(error->first)
+                            : responses ? responses->failed(error->first)
+                                        : "data: " + error->first.json() + "\n\ndata: [DONE]\n\n");
+      exchange->end_stream();
+      server.count_request(context.path, 200);
+    } else {
+      HttpHeaders headers{{"X-Model-Version", version->label}};
+      if (error->first.retry_after_seconds > 0) headers.emplace_back("Retry-After", std::to_string(error->first.retry_after_seconds));
+      exchange->respond(status, "application/json", anthropic ? anthropic_error_json(error->first) : error->first.json(), headers);
+      server.count_request(context.path, status);
     }
+    return true;
+  }
+
+  // /v1/messages: the message, or its stream's last events.
+  void answer_anthropic(const RequestMetrics& m) {
+    const Choice& c = choices[0];
     const std::string stop = anthropic_stop_reason(c.last.finish, c.last.stop_string, anthropic->made_tool_calls());
     const std::string stop_sequence = stop == "stop_sequence" ? c.last.stop_string : "";
     if (request.stream) {
@@ -495,6 +515,26 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
       exchange->end_stream();
     } else {
       exchange->respond(200, "application/json", dump(anthropic->message(stop, stop_sequence, m)), {{"X-Model-Version", version->label}});
+    }
+    server.count_request(context.path, 200);
+  }
+
+  // /v1/responses: the Response object (stored first, when asked), or its stream's last events.
+  void answer_responses(const RequestMetrics& m) {
+    const std::string events = responses->finish(choices[0].last.finish, m);
+    if (turn->store) {
+      nlohmann::ordered_json context_items = nlohmann::ordered_json::parse(turn->context_json);
+      for (const auto& item : responses->output()) context_items.push_back(item);
+      const Status stored = server.options_.response_store->put(context.tenant, id,
+                                                                {responses->response().dump(), turn->input_json, context_items.dump()});
+      if (!stored.ok()) DS_LOG_ERROR("response %s not stored: %s", id.c_str(), stored.message().c_str());
+    }
+    if (request.stream) {
+      exchange->write_chunk(events);
+      exchange->end_stream();
+    } else {
+      exchange->respond(200, "application/json", responses->response().dump(-1, ' ', false, json::error_handler_t::replace),
+                        {{"X-Model-Version", version->label}});
     }
     server.count_request(context.path, 200);
   }
@@ -534,7 +574,11 @@ void Server::start(const RequestContext& context, std::shared_ptr<Prepared> p, s
   ++p->version->in_flight;
   const Endpoint endpoint = p->request.endpoint;
   auto g = std::make_shared<Generation>(*this, exchange, context, *p);
-  g->id = std::string(endpoint == Endpoint::chat ? "chatcmpl-" : endpoint == Endpoint::messages ? "msg_" : "cmpl-") + std::to_string(next_id_++);
+  g->id = endpoint == Endpoint::responses ? response_id()
+                                          : std::string(endpoint == Endpoint::chat       ? "chatcmpl-"
+                                                        : endpoint == Endpoint::messages ? "msg_"
+                                                                                         : "cmpl-") +
+                                                std::to_string(next_id_++);
   g->start();
 }
 

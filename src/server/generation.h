@@ -18,6 +18,12 @@ struct Server::Prepared {
   std::string prompt_text;
   std::optional<bool> reasoning_open;  // set for templates with reasoning: whether the prompt opened <think>
   ToolCallFormat tool_calls = ToolCallFormat::none;  // parse the reply's tool calls in this format
+  // /v1/responses: what the Response object repeats and what is stored of the turn.
+  struct ResponsesTurn {
+    std::string previous_response_id, input_json, context_json, echo_json;
+    bool store = false;
+  };
+  std::optional<ResponsesTurn> responses;
   // What the engine is asked for every choice (choice i samples with seed + i),
   // the output's constraint among them. max_tokens 0 with echo scores the
   // prompt only: one token is computed for it and not returned.

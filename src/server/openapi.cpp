@@ -399,6 +399,48 @@ json anthropic_post(const std::string& summary, const std::string& request_schem
   return {{"post", post}};
 }
 
+// OpenAI's Responses API (server/responses_request.h).
+json responses_request_schema() {
+  return parse(R"({
+    "type": "object", "required": ["input"], "additionalProperties": false,
+    "properties": {
+      "model": {"type": "string"},
+      "input": {"oneOf": [
+        {"type": "string"},
+        {"type": "array", "minItems": 1, "items": {"oneOf": [
+          {"type": "object", "required": ["role", "content"], "additionalProperties": false,
+           "properties": {"type": {"type": "string", "enum": ["message"]},
+                          "role": {"type": "string", "enum": ["user", "assistant", "system", "developer"]},
+                          "content": {"type": "string"}}},
+          {"type": "object", "required": ["type", "call_id", "output"], "additionalProperties": false,
+           "properties": {"type": {"type": "string", "enum": ["function_call_output"]}, "call_id": {"type": "string"},
+                          "output": {"type": "string"}}}]}}]},
+      "instructions": {"type": "string", "nullable": true},
+      "previous_response_id": {"type": "string", "nullable": true},
+      "tools": {"type": "array", "maxItems": 128,
+                "items": {"type": "object", "required": ["type", "name"], "additionalProperties": false,
+                          "properties": {"type": {"type": "string", "enum": ["function"]},
+                                         "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+                                         "description": {"type": "string"}, "parameters": {"type": "object"},
+                                         "strict": {"type": "boolean"}}}},
+      "tool_choice": {"oneOf": [{"type": "string", "enum": ["none", "auto", "required"]},
+                                {"type": "object", "required": ["type", "name"],
+                                 "properties": {"type": {"type": "string", "enum": ["function"]}, "name": {"type": "string"}}}]},
+      "parallel_tool_calls": {"type": "boolean", "nullable": true},
+      "text": {"type": "object", "additionalProperties": false, "properties": {"format": {"type": "object"}}},
+      "reasoning": {"type": "object", "additionalProperties": false,
+                    "properties": {"effort": {"type": "string", "enum": ["none", "minimal", "low", "medium", "high", "xhigh"]}}},
+      "max_output_tokens": {"type": "integer", "minimum": 1, "nullable": true},
+      "temperature": {"type": "number", "minimum": 0, "maximum": 2, "nullable": true},
+      "top_p": {"type": "number", "minimum": 0, "exclusiveMinimum": true, "maximum": 1, "nullable": true},
+      "stream": {"type": "boolean", "nullable": true},
+      "store": {"type": "boolean", "nullable": true},
+      "metadata": {"type": "object", "maxProperties": 16, "additionalProperties": {"type": "string", "maxLength": 512}},
+      "user": {"type": "string", "nullable": true},
+      "truncation": {"type": "string", "enum": ["disabled"]}}
+  })");
+}
+
 json model_object_schema() {
   return parse(R"({"type": "object", "required": ["id", "object"],
                    "properties": {"id": {"type": "string"}, "object": {"type": "string"}}})");
@@ -445,6 +487,11 @@ json build() {
   schemas["EmbeddingRequest"] = embedding_request_schema();
   schemas["MessagesRequest"] = anthropic_request_schema(false);
   schemas["CountTokensRequest"] = anthropic_request_schema(true);
+  schemas["ResponsesRequest"] = responses_request_schema();
+  schemas["Response"] = parse(R"({"type": "object", "required": ["id", "object", "created_at", "status", "output"],
+    "properties": {"id": {"type": "string"}, "object": {"type": "string", "enum": ["response"]}, "created_at": {"type": "integer"},
+                   "status": {"type": "string", "enum": ["completed", "incomplete", "failed", "in_progress"]},
+                   "output": {"type": "array", "items": {"type": "object", "required": ["type"]}}, "usage": {"type": "object"}}})");
   schemas["AnthropicError"] = parse(R"({"type": "object", "required": ["type", "error"],
     "properties": {"type": {"type": "string", "enum": ["error"]},
                    "error": {"type": "object", "required": ["type", "message"],
@@ -482,6 +529,31 @@ json build() {
   json counted = parse(R"({"description": "OK", "content": {"application/json": {"schema": {
     "type": "object", "required": ["input_tokens"], "properties": {"input_tokens": {"type": "integer"}}}}}})");
   paths["/v1/messages/count_tokens"] = anthropic_post("The prompt tokens of a Messages request", "CountTokensRequest", counted);
+  json response_ok = parse(R"({
+    "description": "The Response; with stream=true, server-sent events, response.created to response.completed",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Response"}},
+                "text/event-stream": {"schema": {"type": "string"}}}
+  })");
+  paths["/v1/responses"] = generation_path("OpenAI's Responses API (stored under --store-dir)", "ResponsesRequest", "Response");
+  paths["/v1/responses"]["post"]["responses"]["200"] = response_ok;
+  paths["/v1/responses"]["post"]["responses"]["404"] = error_response("Unknown model, or no stored previous_response_id of this tenant");
+  json id_parameter = parse(R"([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}])");
+  json stored = simple_get("A stored response of this tenant", ref("Response"));
+  stored["get"]["parameters"] = id_parameter;
+  stored["get"]["responses"]["404"] = error_response("No such stored response for this tenant");
+  stored["delete"] = parse(R"({"summary": "Deletes a stored response of this tenant", "responses": {"200": {"description": "Deleted",
+    "content": {"application/json": {"schema": {"type": "object", "required": ["id", "deleted"],
+                                                "properties": {"id": {"type": "string"}, "deleted": {"type": "boolean"}}}}}}}})");
+  stored["delete"]["parameters"] = id_parameter;
+  stored["delete"]["responses"]["401"] = error_response("Missing or unknown API key");
+  stored["delete"]["responses"]["404"] = error_response("No such stored response for this tenant");
+  stored["delete"]["responses"]["503"] = error_response("Not ready");
+  paths["/v1/responses/{id}"] = stored;
+  json items = simple_get("The input items of a stored response", parse(R"({"type": "object", "required": ["object", "data"],
+    "properties": {"object": {"type": "string"}, "data": {"type": "array"}, "has_more": {"type": "boolean"}}})"));
+  items["get"]["parameters"] = id_parameter;
+  items["get"]["responses"]["404"] = error_response("No such stored response for this tenant");
+  paths["/v1/responses/{id}/input_items"] = items;
   paths["/version"] = simple_get("The server's version",
                                  parse(R"({"type": "object", "required": ["version"], "properties": {"version": {"type": "string"}}})"));
   paths["/health"] = simple_get("Alive", status);

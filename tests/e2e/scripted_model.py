@@ -67,3 +67,13 @@ def write_scripted_model(path, pieces, chat_template, n_embd=512):
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def serve_scripted(directory, template, pieces, name, *args):
+    """`dsinfer serve` of a scripted model writing `pieces` under the shared
+    fixture template `template` (a file name), served as `name`."""
+    import os
+    from server_process import ServerProcess, ROOT
+    source = open(os.path.join(ROOT, "..", "shared", "fixtures", "chat-templates", template), encoding="utf-8").read()
+    path = write_scripted_model(os.path.join(str(directory), "model.gguf"), pieces, source)
+    return ServerProcess("--ctx-size", "2048", "--served-model-name", name, *args, model=path)

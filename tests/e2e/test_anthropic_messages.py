@@ -8,7 +8,6 @@ classes with Anthropic's error body. The SDK (2.17) has no temperature
 parameter: greedy decoding is asked for through extra_body, as the API still takes it."""
 
 import json
-import os
 import re
 import urllib.error
 import urllib.request
@@ -16,10 +15,9 @@ import urllib.request
 import anthropic
 import pytest
 
-from scripted_model import write_scripted_model
-from server_process import ServerProcess, ROOT
+from scripted_model import serve_scripted
+from server_process import ServerProcess
 
-TEMPLATES = os.path.join(ROOT, "..", "shared", "fixtures", "chat-templates")
 GREEDY = {"temperature": 0}
 WEATHER = {"name": "get_weather", "description": "The current weather in a city.",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
@@ -160,10 +158,8 @@ def test_a_body_too_large_is_refused_in_anthropics_shape(tmp_path):
 @pytest.fixture(scope="module")
 def hermes(tmp_path_factory):
     """A model that answers every prompt with a call of get_weather in Hermes' format."""
-    source = open(os.path.join(TEMPLATES, "Qwen-Qwen2.5-7B-Instruct.jinja"), encoding="utf-8").read()
     pieces = ["<tool_call>", '\n{"name": "get_weather", ', '"arguments": {"city": "Paris"}}', "\n</tool_call>"]
-    path = write_scripted_model(str(tmp_path_factory.mktemp("hermes") / "model.gguf"), pieces, source)
-    server = ServerProcess("--ctx-size", "2048", "--served-model-name", "scripted", model=path)
+    server = serve_scripted(tmp_path_factory.mktemp("hermes"), "Qwen-Qwen2.5-7B-Instruct.jinja", pieces, "scripted")
     yield anthropic.Anthropic(base_url=server.base, api_key="none", max_retries=0), "".join(pieces)
     server.stop()
 
@@ -203,10 +199,8 @@ def test_tools_tool_use_and_a_tool_result_turn(hermes):
 @pytest.fixture(scope="module")
 def r1(tmp_path_factory):
     """A model that thinks, closes its thinking and answers, under DeepSeek-R1's template."""
-    source = open(os.path.join(TEMPLATES, "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"), encoding="utf-8").read()
-    pieces = ["Let me think", " about it", "</think>", "\n\n", "The answer", " is 4."]
-    path = write_scripted_model(str(tmp_path_factory.mktemp("r1") / "model.gguf"), pieces, source)
-    server = ServerProcess("--ctx-size", "2048", "--served-model-name", "r1", model=path)
+    server = serve_scripted(tmp_path_factory.mktemp("r1"), "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+                            ["Let me think", " about it", "</think>", "\n\n", "The answer", " is 4."], "r1")
     yield anthropic.Anthropic(base_url=server.base, api_key="none", max_retries=0)
     server.stop()
 

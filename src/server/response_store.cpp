@@ -1,0 +1,89 @@
+#include "server/response_store.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "base/sqlite.h"
+
+namespace ds {
+namespace {
+
+constexpr const char* k_schema = R"sql(
+CREATE TABLE IF NOT EXISTS responses (
+  tenant TEXT NOT NULL,
+  id TEXT NOT NULL,
+  created INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  response TEXT NOT NULL,
+  input TEXT NOT NULL,
+  context TEXT NOT NULL,
+  PRIMARY KEY (tenant, id)
+);
+CREATE INDEX IF NOT EXISTS responses_by_age ON responses(created);
+)sql";
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ResponseStore>> ResponseStore::open(const std::string& dir, ResponseStoreLimits limits) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::error("--store-dir " + dir + ": " + std::strerror(errno));
+  auto db = open_sqlite_wal(dir + "/responses.sqlite", k_schema);
+  if (!db.ok()) return Status::error("--store-dir: " + db.message());
+  auto store = std::unique_ptr<ResponseStore>(new ResponseStore(db.value(), limits));
+  store->prune(unix_seconds());
+  return store;
+}
+
+ResponseStore::~ResponseStore() { sqlite3_close(db_); }
+
+Status ResponseStore::put(const std::string& tenant, const std::string& id, const StoredResponse& r) {
+  std::lock_guard lock(mutex_);
+  const int64_t now = unix_seconds();
+  SqliteStatement s(db_, "INSERT OR REPLACE INTO responses (tenant, id, created, bytes, response, input, context) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  if (!s.ok()) return Status::error(std::string("response store: ") + sqlite3_errmsg(db_));
+  s.bind_all(tenant, id, now, int64_t(r.response_json.size() + r.input_json.size() + r.context_json.size()), r.response_json,
+             r.input_json, r.context_json);
+  if (sqlite3_step(s.get()) != SQLITE_DONE) return Status::error(std::string("response store: ") + sqlite3_errmsg(db_));
+  prune(now);
+  return Status();
+}
+
+std::optional<StoredResponse> ResponseStore::get(const std::string& tenant, const std::string& id) {
+  std::lock_guard lock(mutex_);
+  SqliteStatement s(db_, "SELECT response, input, context FROM responses WHERE tenant = ? AND id = ? AND created >= ?");
+  if (!s.ok()) return std::nullopt;
+  s.bind_all(tenant, id, unix_seconds() - limits_.max_age_seconds);
+  if (sqlite3_step(s.get()) != SQLITE_ROW) return std::nullopt;
+  return StoredResponse{sqlite_column_text(s.get(), 0), sqlite_column_text(s.get(), 1), sqlite_column_text(s.get(), 2)};
+}
+
+bool ResponseStore::remove(const std::string& tenant, const std::string& id) {
+  std::lock_guard lock(mutex_);
+  SqliteStatement s(db_, "DELETE FROM responses WHERE tenant = ? AND id = ?");
+  if (!s.ok()) return false;
+  s.bind_all(tenant, id);
+  return sqlite3_step(s.get()) == SQLITE_DONE && sqlite3_changes(db_) > 0;
+}
+
+// Under the lock: rows past the age limit, then the oldest until the rest fit the size limit.
+void ResponseStore::prune(int64_t now) {
+  SqliteStatement old(db_, "DELETE FROM responses WHERE created < ?");
+  old.bind(now - limits_.max_age_seconds);
+  sqlite3_step(old.get());
+  SqliteStatement total(db_, "SELECT COALESCE(SUM(bytes), 0) FROM responses");
+  if (sqlite3_step(total.get()) != SQLITE_ROW || sqlite3_column_int64(total.get(), 0) <= limits_.max_bytes) return;
+  // Oldest first: the newest rows whose running total fits are kept.
+  SqliteStatement trim(db_, R"sql(
+    DELETE FROM responses WHERE rowid IN (
+      SELECT rowid FROM (SELECT rowid, SUM(bytes) OVER (ORDER BY created DESC, rowid DESC) AS kept FROM responses) WHERE kept > ?))sql");
+  trim.bind(limits_.max_bytes);
+  sqlite3_step(trim.get());
+}
+
+}  // namespace ds
