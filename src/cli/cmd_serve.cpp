@@ -94,9 +94,7 @@ int cmd_serve(int argc, char** argv) {
                       "/metrics, /openapi.json; the admin API (/admin/...) with --admin-keys. SIGTERM or SIGINT drains it.",
                       table);
   }
-  if (a.has("--tensor-parallel") && (a.has("--admin-keys") || a.has("--device"))) {
-    return fail("--tensor-parallel with --admin-keys (swapping versions) or --device (each rank's cores) is not implemented");
-  }
+  if (a.has("--tensor-parallel") && a.has("--admin-keys")) return fail("--tensor-parallel with --admin-keys (swapping versions) is not implemented");
   auto ranks = join_tensor_parallel_ranks(a, "serve", argc, argv);
   if (!ranks.ok()) return fail(ranks.message());
   const StepLeader step_leader(ranks.value().get());  // ends the other ranks' loops when this process ends

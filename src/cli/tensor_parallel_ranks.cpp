@@ -77,6 +77,7 @@ Result<std::unique_ptr<Collective>> join_tensor_parallel_ranks(const Args& args,
   if (!ranks.ok()) return ranks.status();
   if (ranks.value() < 1 || ranks.value() > 1024) return Status::error("--tensor-parallel must be 1..1024 ranks");
   if (ranks.value() == 1) return std::unique_ptr<Collective>();
+  if (args.has("--device")) return Status::error("--tensor-parallel with --device (placing each rank on its cores or GPU) is not implemented");
   if (!have_mpi()) return join_mpi_ranks().status();
   if (!launched_by_mpi()) supervise_mpirun(int(ranks.value()), command, argc, argv);
   auto joined = join_mpi_ranks();

@@ -51,9 +51,10 @@ def test_version():
     out = result.stdout
     assert re.match(r"dsinfer \d+\.\d+\.\d+\n", out)
     commit = re.search(r"^commit: (\S+)", out, re.M).group(1)
-    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True)
-    if head.returncode == 0:  # built from this checkout: the commit it reports is HEAD's
-        assert head.stdout.startswith(commit.removesuffix("-dirty")), (commit, head.stdout)
+    if subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True).returncode == 0:
+        # Built from this checkout: a commit of its history (HEAD's, unless commits came after the build).
+        ancestor = subprocess.run(["git", "-C", ROOT, "merge-base", "--is-ancestor", commit.removesuffix("-dirty"), "HEAD"])
+        assert ancestor.returncode == 0, commit
     assert re.search(r"^build: (Release|Debug|RelWithDebInfo|MinSizeRel), ", out, re.M)
     assert re.search(r"^backends: cpu, cuda ", out, re.M)
     assert re.search(r"^tensor parallel: ", out, re.M)
@@ -103,3 +104,10 @@ def test_unknown_option_names_the_closest():
 def test_option_equals_value():
     result = dsinfer("serve", "--port=notanumber", "-m", "/nonexistent.gguf")
     assert "option --port expects an integer, got 'notanumber'" in result.stderr
+
+
+def test_tensor_parallel_with_a_device_is_refused_by_name():
+    for command, extra in [("run", ["-p", "hi"]), ("bench", []), ("logits", ["--tokens", "1,2"]), ("serve", [])]:
+        result = dsinfer(command, "-m", "/nonexistent.gguf", *extra, "--tensor-parallel", "2", "--device", "cpu:0")
+        assert result.returncode == 1
+        assert "--tensor-parallel with --device" in result.stderr, (command, result.stderr)
