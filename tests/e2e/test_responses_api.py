@@ -10,9 +10,12 @@ answered for."""
 import concurrent.futures
 import json
 import os
+import re
 import signal
 import sqlite3
 import time
+import urllib.error
+import urllib.request
 
 import openai
 import pytest
@@ -216,3 +219,35 @@ def test_reasoning_items_from_an_r1_template(r1):
         {"role": "user", "content": "2+2?"}, response.output[0].model_dump(exclude_none=True), response.output[1].model_dump(exclude_none=True),
         {"role": "user", "content": "3+3?"}])
     assert again.status == "completed"
+
+
+def test_a_request_cut_by_its_timeout_ends_in_each_apis_own_error(tmp_path):
+    """--request-timeout ends a slow stream mid-way: Responses' stream ends with response.failed, Anthropic's
+    with `event: error`, chat completions' with an error chunk and [DONE]; not streamed, each API's error body."""
+    admin = tmp_path / "admin.txt"
+    admin.write_text("sk-admin operator\n")
+    server = ServerProcess("--chat-template", "chatml", "--request-timeout", "1", "--admin-keys", str(admin))
+    try:
+        server.debug({"step_delay_ms": 50}, "sk-admin")  # 64 tokens take 3 s: past the timeout
+        cases = {"/v1/responses": {"model": "stories260K", "input": "Hi", "max_output_tokens": 64, "stream": True},
+                 "/v1/messages": {"model": "stories260K", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}}
+        endings = {}
+        for path, body in cases.items():
+            request = urllib.request.Request(server.base + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                endings[path] = re.findall(r"event: ([\w.]+)\ndata: (.*)\n\n", response.read().decode())[-1]
+        name, data = endings["/v1/responses"]
+        assert name == "response.failed" and json.loads(data)["response"]["status"] == "failed"
+        assert "request-timeout" in json.loads(data)["response"]["error"]["message"]
+        name, data = endings["/v1/messages"]
+        assert name == "error" and json.loads(data)["error"]["type"] == "overloaded_error"
+        for path, body in cases.items():
+            request = urllib.request.Request(server.base + path, data=json.dumps(dict(body, stream=False)).encode(),
+                                             headers={"content-type": "application/json"})
+            with pytest.raises(urllib.error.HTTPError) as error:
+                urllib.request.urlopen(request, timeout=30)
+            reply = json.loads(error.value.read())
+            assert error.value.code == 503
+            assert (reply["error"]["type"] == "overloaded_error") if path == "/v1/messages" else (reply["error"]["code"] == "timeout")
+    finally:
+        server.stop()
