@@ -61,7 +61,7 @@ std::string AnthropicReply::add(const std::string& type, const std::string& text
     }
   }
   if (type == "thinking" && omit_thinking_) return out;
-  blocks_.back()[field] = blocks_.back()[field].get<std::string>() + text;
+  blocks_.back()[field].get_ref<std::string&>() += text;  // in place: a long reply is not copied per token
   if (stream_) {
     const json delta = {{"type", type == "thinking" ? "thinking_delta" : "text_delta"}, {field, text}};
     out += event("content_block_delta", {{"type", "content_block_delta"}, {"index", blocks_.size() - 1}, {"delta", delta}});

@@ -32,6 +32,7 @@ void check_cache_control(const json& block, const std::string& where, const std:
   const std::string at = (where.empty() ? "" : where + ".") + "cache_control";
   if (!control->is_object() || control->value("type", "") != "ephemeral") refuse_field(field, at + " must be {\"type\": \"ephemeral\"}");
   only_fields(*control, {"type", "ttl"}, at, field);
+  if (const json* ttl = member(*control, "ttl"); ttl && *ttl != "5m" && *ttl != "1h") refuse_field(field, at + ".ttl must be 5m or 1h");
 }
 
 std::string text_of_block(const json& block, const std::string& where, const std::string& field) {
@@ -307,11 +308,14 @@ json chat_request_of(const json& body, bool count_tokens) {
 }  // namespace
 
 std::variant<CompletionRequest, ApiError> parse_anthropic_request(const std::string& body, bool count_tokens) {
-  if (auto error = body_json_error(body)) return *error;
-  const json parsed = json::parse(body);
+  auto object = parse_json_object<json>(body);
+  if (auto* error = std::get_if<ApiError>(&object)) return *error;
+  const json& parsed = std::get<json>(object);
   json chat;
+  bool omit_thinking = false;
   try {
     chat = chat_request_of(parsed, count_tokens);
+    if (const json* thinking = member(parsed, "thinking")) omit_thinking = omits_thinking(*thinking);
   } catch (const RequestFieldError& failure) {
     return failure.error;
   }
@@ -323,7 +327,7 @@ std::variant<CompletionRequest, ApiError> parse_anthropic_request(const std::str
   }
   CompletionRequest out = std::move(std::get<CompletionRequest>(request));
   out.endpoint = Endpoint::messages;
-  if (const json* thinking = member(parsed, "thinking"); thinking && thinking->is_object()) out.omit_reasoning = omits_thinking(*thinking);
+  out.omit_reasoning = omit_thinking;
   return out;
 }
 

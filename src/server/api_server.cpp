@@ -379,6 +379,10 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
     if (auto error = unknown_model(path.substr(std::strlen(k_model_prefix)))) return answer_error(context, *exchange, *error, "model");
     return answer(context, *exchange, 200, "application/json", dump(model), "ok");
   }
+  if (path.rfind("/v1/responses/", 0) == 0 && request.target.size() != path.size()) {  // OpenAI's list and include parameters
+    return answer_error(context, *exchange, ApiError::invalid("query", "query parameters (limit, order, after, include) are not supported by dsinfer"),
+                        "invalid");
+  }
   auto body = std::make_shared<std::string>(std::move(request.body));
   const Endpoint endpoint = path == "/v1/chat/completions" ? Endpoint::chat
                             : path == "/v1/messages"       ? Endpoint::messages

@@ -45,15 +45,18 @@ bool nests_deeper_than(const std::string& text, int limit) {
 
 }  // namespace
 
-std::optional<ApiError> body_json_error(const std::string& body) {
+template <typename Json>
+std::variant<Json, ApiError> parse_json_object(const std::string& body) {
   if (nests_deeper_than(body, k_max_json_depth)) {
     return ApiError::invalid("", "the request body nests arrays and objects deeper than " + std::to_string(k_max_json_depth) + " levels");
   }
-  if (!nlohmann::json::accept(body)) return ApiError::invalid("", "the request body is not valid JSON");
-  const size_t first = body.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || body[first] != '{') return ApiError::invalid("", "the request body must be a JSON object");
-  return std::nullopt;
+  Json parsed = Json::parse(body, nullptr, false);
+  if (parsed.is_discarded()) return ApiError::invalid("", "the request body is not valid JSON");
+  if (!parsed.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
+  return parsed;
 }
+template std::variant<nlohmann::json, ApiError> parse_json_object<nlohmann::json>(const std::string&);
+template std::variant<nlohmann::ordered_json, ApiError> parse_json_object<nlohmann::ordered_json>(const std::string&);
 
 
 namespace {
@@ -246,11 +249,7 @@ void read_prompt(Reader& r, CompletionRequest& out) {
 }
 
 
-// The body as a JSON object, or the error that says why it is not one.
-std::variant<json, ApiError> parse_body(const std::string& body) {
-  if (auto error = body_json_error(body)) return *error;
-  return json::parse(body);
-}
+std::variant<json, ApiError> parse_body(const std::string& body) { return parse_json_object<json>(body); }
 
 }  // namespace
 

@@ -11,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "engine/sampler.h"
 #include "server/api_error.h"
 #include "server/chat_messages.h"
@@ -48,8 +50,10 @@ struct CompletionRequest {
 
 // Deeper JSON is refused before parsing (a chat request needs about five levels).
 constexpr int k_max_json_depth = 64;
-// Why `body` cannot be a request (nested too deep, not JSON, not an object), or nullopt.
-std::optional<ApiError> body_json_error(const std::string& body);
+// The body as a JSON object (Json: nlohmann::json or ordered_json), or the
+// error that says why it is not one: nested too deep (refused before parsing), not JSON, not an object.
+template <typename Json>
+std::variant<Json, ApiError> parse_json_object(const std::string& body);
 constexpr int k_max_logit_bias = 1024;  // entries of logit_bias
 constexpr int k_max_choices = 16;       // n
 

@@ -525,8 +525,9 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     if (turn->store) {
       nlohmann::ordered_json context_items = nlohmann::ordered_json::parse(turn->context_json);
       for (const auto& item : responses->output()) context_items.push_back(item);
+      const auto text = [](const nlohmann::ordered_json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
       const Status stored = server.options_.response_store->put(context.tenant, id,
-                                                                {responses->response().dump(), turn->input_json, context_items.dump()});
+                                                                {text(responses->response()), turn->input_json, text(context_items)});
       if (!stored.ok()) DS_LOG_ERROR("response %s not stored: %s", id.c_str(), stored.message().c_str());
     }
     if (request.stream) {

@@ -16,6 +16,7 @@
 #include "base/status.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace ds {
 
@@ -44,9 +45,12 @@ class ResponseStore {
  private:
   explicit ResponseStore(sqlite3* db, ResponseStoreLimits limits) : db_(db), limits_(limits) {}
   void prune(int64_t now);
+  // Runs a DELETE ... RETURNING bytes; the bytes it removed.
+  int64_t removed_bytes(sqlite3_stmt* statement);
 
   sqlite3* db_;
   ResponseStoreLimits limits_;
+  int64_t bytes_ = 0;  // the rows' bytes, counted as rows come and go (read once at open): no scan per write
   std::mutex mutex_;  // one connection, one user at a time
 };
 

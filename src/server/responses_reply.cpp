@@ -112,7 +112,7 @@ std::string ResponsesReply::add(const std::string& type, const std::string& text
     if (type == "message") out += event("response.content_part.added", {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", part}});
   }
   json& item = output.back();
-  item["content"][0]["text"] = item["content"][0]["text"].get<std::string>() + text;
+  item["content"][0]["text"].get_ref<std::string&>() += text;  // in place: a long reply is not copied per token
   const json where = {{"item_id", item["id"]}, {"output_index", output.size() - 1}, {"content_index", 0}, {"delta", text}};
   if (type == "message") {
     json delta = where;

@@ -193,7 +193,11 @@ ResponsesRequest build(const json& body, const ResponseHistory& history) {
       throw RequestFieldError{ApiError{404, "no stored response '" + out.previous_response_id.substr(0, 128) + "'", "invalid_request_error",
                                        "previous_response_id", "not_found", 0}};
     }
-    context = json::parse(*stored);
+    context = json::parse(*stored, nullptr, false);
+    if (!context.is_array()) {
+      throw RequestFieldError{ApiError{500, "the stored response '" + out.previous_response_id.substr(0, 128) + "' is unreadable",
+                                       "server_error", "previous_response_id", "", 0}};
+    }
   }
   const json* input = member(body, "input");
   if (!input) refuse_field("input", "'input' is required");
@@ -270,9 +274,10 @@ ResponsesRequest build(const json& body, const ResponseHistory& history) {
 }  // namespace
 
 std::variant<ResponsesRequest, ApiError> parse_responses_request(const std::string& body, const ResponseHistory& history) {
-  if (auto error = body_json_error(body)) return *error;
+  auto object = parse_json_object<json>(body);
+  if (auto* error = std::get_if<ApiError>(&object)) return *error;
   try {
-    return build(json::parse(body), history);
+    return build(std::get<json>(object), history);
   } catch (const RequestFieldError& failure) {
     return failure.error;
   }

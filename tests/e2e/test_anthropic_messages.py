@@ -110,7 +110,8 @@ def test_errors_are_the_clients_exception_classes_with_anthropics_body(stories):
              (dict(messages=user + [{"role": "assistant", "content": "The answer is"}], max_tokens=5, model="stories260K"), "prefill"),
              (dict(messages=user, max_tokens=5, model="stories260K", thinking={"type": "enabled", "budget_tokens": 10}),
               "budget_tokens"),
-             (dict(messages=user, max_tokens=5, model="stories260K", extra_body={"temperature": 1.5}), "temperature")]
+             (dict(messages=user, max_tokens=5, model="stories260K", extra_body={"temperature": 1.5}), "temperature"),
+             (dict(messages=user, max_tokens=5, model="stories260K", thinking={"type": "adaptive", "display": "bogus"}), "display")]
     for kwargs, word in cases:
         with pytest.raises(anthropic.BadRequestError) as error:
             client.messages.create(**kwargs)
