@@ -22,6 +22,9 @@
 #include "engine/step_broadcast.h"
 #include "device/device.h"
 #include "server/api_server.h"
+#include "server/batch_api.h"
+#include "server/batch_runner.h"
+#include "server/batch_store.h"
 #include "server/response_store.h"
 
 namespace ds {
@@ -70,7 +73,9 @@ OptionTable serve_option_table() {
            {{"--max-connections"}, "N", "0", "open connections at once; 0: the open-file limit less 64"},
            {{"--max-connections-per-address"}, "N", "0", "open connections from one address; 0: a quarter of --max-connections"},
            {{"--log-prompts"}, "", "", "put each prompt's text in the access log (off: its token counts only)"},
-           {{"--store-dir"}, "DIR", "", "keep stored Responses (/v1/responses, store) in DIR/responses.sqlite, across restarts; without it none are"},
+           {{"--store-dir"}, "DIR", "", "keep stored Responses (DIR/responses.sqlite), files and batches (DIR/batches.sqlite, DIR/files/) across "
+                                        "restarts; without it there are none"},
+           {{"--batch-lines-in-flight"}, "N", "4", "with --store-dir: batch lines running at once, 1..1024 (below every online request)"},
            {{"--store-max-bytes"}, "SIZE", "1GiB", "with --store-dir: the stored responses' size at most; past it the oldest go"},
            {{"--store-max-age"}, "DAYS", "30", "with --store-dir: a stored response goes after this many days"},
            {{"--metrics-public"}, "", "", "serve /metrics without a key"},
@@ -222,6 +227,9 @@ int cmd_serve(int argc, char** argv) {
   server_options.embedding_pooling = pooling == "mean" ? GenerationParams::Pooling::mean : GenerationParams::Pooling::last;
   server_options.metrics_public = a.has("--metrics-public");
   std::unique_ptr<ResponseStore> response_store;
+  std::unique_ptr<BatchStore> batch_store;
+  std::unique_ptr<BatchRunner> batch_runner;  // started once the server is ready; stopped before it goes
+  std::unique_ptr<BatchApi> batch_api;
   if (a.has("--store-dir")) {
     auto max_bytes = parse_memory_size(a.get("--store-max-bytes"));
     auto max_days = a.get_float("--store-max-age");
@@ -231,9 +239,18 @@ int cmd_serve(int argc, char** argv) {
     if (!opened.ok()) return fail(opened.message());
     response_store = opened.take();
     server_options.response_store = response_store.get();
-  } else if (a.has("--store-max-bytes") || a.has("--store-max-age")) {
-    return fail("--store-max-bytes and --store-max-age bound --store-dir: give --store-dir DIR");
+    auto batches = BatchStore::open(a.get("--store-dir"));
+    if (!batches.ok()) return fail(batches.message());
+    batch_store = batches.take();
+    batch_api = std::make_unique<BatchApi>(*batch_store, [&batch_runner] {
+      if (batch_runner) batch_runner->wake();
+    });
+    server_options.batch_api = batch_api.get();
+  } else if (a.has("--store-max-bytes") || a.has("--store-max-age") || a.has("--batch-lines-in-flight")) {
+    return fail("--store-max-bytes, --store-max-age and --batch-lines-in-flight go with --store-dir: give --store-dir DIR");
   }
+  auto batch_lines = a.get_int("--batch-lines-in-flight");
+  if (!batch_lines.ok() || batch_lines.value() < 1 || batch_lines.value() > 1024) return fail("--batch-lines-in-flight must be 1..1024");
   server_options.prepare_threads = int(prepare_threads.value());
   server_options.max_prepare_queue = size_t(max_in_flight.value());  // no narrower than admission itself
   Server server(versions, *admission.value(), server_options, admin.get());
@@ -300,6 +317,11 @@ int cmd_serve(int argc, char** argv) {
       was_stalled = reason.has_value();
     }
   });
+  if (batch_store) {
+    batch_runner = std::make_unique<BatchRunner>(*batch_store, [&server](const PendingLine& line, std::shared_ptr<HttpExchange> exchange) {
+      server.run_batch_line(line, std::move(exchange));
+    }, int(batch_lines.value()));
+  }
   server.set_ready(true);
   const double cold_start = std::chrono::duration<double>(Clock::now() - started).count();
   {  // held only here: a swap may retire it at once
@@ -325,6 +347,8 @@ int cmd_serve(int argc, char** argv) {
   std::fflush(stdout);
   http.value()->wait();
   if (drainer.joinable()) drainer.join();
+  // Its lines in flight are cancelled and stay unfinished: they run at the next start.
+  if (batch_runner) batch_runner->stop();
   watching = false;
   watchdog.join();
   if (drain_cut) {

@@ -7,7 +7,14 @@
 // values are cached); a step computes the next chunk of the rest. A decode is
 // a chunk of one. When pages run out, the most recently admitted sequence is
 // preempted: its pages are freed and it waits again at the front, to be
-// recomputed (cheaply, through the prefix cache). A decode step may carry
+// recomputed (cheaply, through the prefix cache).
+//
+// Priorities (lower runs first; the server's batch lines run after every
+// online request): the victim of a preemption is the newest sequence of the
+// worst priority running; a waiting sequence takes a slot or pages from
+// running ones of a worse priority; and a step that computes a prompt of a
+// better priority carries nothing of a worse one. So online time to first
+// token neither waits for batch work nor shares a step with it. A decode step may carry
 // draft tokens to verify (speculative decoding): they get what budget and
 // free pages the step has left after every running sequence's own token and
 // before waiting prompts, and never preempt; the pages they took stay with
@@ -78,9 +85,16 @@ class Scheduler {
 
  private:
   void preempt(Sequence* seq);
-  // Tries to give `seq` room for `n_tokens` more tokens, preempting later
-  // admissions as needed; false if `seq` itself had to go.
+  // The newest running sequence of the worst priority above `worse_than`, or null.
+  Sequence* victim(int32_t worse_than) const;
+  void preempt_into(Sequence* seq, StepPlan& plan);
+  // Tries to give `seq` room for `n_tokens` more tokens, preempting the
+  // victims as needed; false if `seq` itself had to go.
   bool make_room(Sequence* seq, int32_t n_tokens, StepPlan& plan);
+  // Moves the first waiting sequence into the step with up to `budget`
+  // tokens, or says false (it stays first in line).
+  bool admit_waiting(int32_t budget, StepPlan& plan);
+  bool is_running(const Sequence* seq) const;
   void insert_waiting(Sequence* seq, bool at_front);
 
   SchedulerConfig config_;

@@ -8,6 +8,8 @@
 
 #include "base/version.h"
 #include "server/anthropic_request.h"
+#include "server/batch_api.h"
+#include "server/batch_store.h"
 #include "server/completion_request.h"
 #include "server/openapi.h"
 #include "server/response_store.h"
@@ -31,6 +33,7 @@ enum class RouteKind {
   plain,       // answered on the I/O thread from what is at hand
   generation,  // rate-limited and admitted; prepared off the I/O threads
   tokenizer,   // /tokenize and /detokenize: off the I/O threads, not rate-limited
+  store,       // stored responses, files and batches (--store-dir): off the I/O threads, not rate-limited
   admin,       // the admin API: its own keys; swaps run on the admin thread
 };
 
@@ -55,8 +58,14 @@ constexpr Route k_routes[] = {
     {"/v1/messages", "POST", true, RouteKind::generation},
     {"/v1/messages/count_tokens", "POST", true, RouteKind::tokenizer},
     {"/v1/responses", "POST", true, RouteKind::generation},
-    {"/v1/responses/{id}", "GET, DELETE", true, RouteKind::tokenizer},
-    {"/v1/responses/{id}/input_items", "GET", true, RouteKind::tokenizer},
+    {"/v1/responses/{id}", "GET, DELETE", true, RouteKind::store},
+    {"/v1/responses/{id}/input_items", "GET", true, RouteKind::store},
+    {"/v1/files", "GET, POST", true, RouteKind::store},
+    {"/v1/files/{id}", "GET, DELETE", true, RouteKind::store},
+    {"/v1/files/{id}/content", "GET", true, RouteKind::store},
+    {"/v1/batches", "GET, POST", true, RouteKind::store},
+    {"/v1/batches/{id}", "GET", true, RouteKind::store},
+    {"/v1/batches/{id}/cancel", "POST", true, RouteKind::store},
     {"/tokenize", "POST", true, RouteKind::tokenizer},
     {"/detokenize", "POST", true, RouteKind::tokenizer},
     {"/admin/models", "GET, POST", true, RouteKind::admin},
@@ -365,6 +374,7 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
   }
   if (path == "/openapi.json") return answer(context, *exchange, 200, "application/json", openapi_spec(), "ok");
   if (path == "/version") return answer(context, *exchange, 200, "application/json", dump(json{{"version", k_dsinfer_version}}), "ok");
+  if (is_batch_api_route(context.path)) return store_request(context, std::move(request), exchange);
   if (!version) {
     return answer_error(context, *exchange, ApiError{503, "the model is being swapped (drain_first); retry shortly", "server_error", "",
                                                      "unavailable", admin_ ? admin_->retry_after_seconds() : 1}, "swapping");
@@ -379,6 +389,11 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
     if (auto error = unknown_model(path.substr(std::strlen(k_model_prefix)))) return answer_error(context, *exchange, *error, "model");
     return answer(context, *exchange, 200, "application/json", dump(model), "ok");
   }
+  run(context, version, std::move(request), exchange);
+}
+
+void Server::run(const RequestContext& context, Version version, HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+  const std::string path = request.path();
   if (path.rfind("/v1/responses/", 0) == 0 && request.target.size() != path.size()) {  // OpenAI's list and include parameters
     return answer_error(context, *exchange, ApiError::invalid("query", "query parameters (limit, order, after, include) are not supported by dsinfer"),
                         "invalid");
@@ -400,6 +415,47 @@ void Server::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange)
     answer_error(context, *exchange, ApiError{503, "the server has too many requests waiting to be tokenized", "server_error", "", "overloaded", 1},
                  "prepare_queue_full");
   }
+}
+
+void Server::store_request(const RequestContext& context, HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+  if (!options_.batch_api) {
+    return answer_error(context, *exchange, ApiError{404, "this server keeps no files or batches: start it with --store-dir DIR",
+                                                     "invalid_request_error", "", "not_found", 0}, "not_found");
+  }
+  auto held = std::make_shared<HttpRequest>(std::move(request));
+  const bool queued = prepare_queue_.try_post([this, context, held, exchange] {
+    const StoreAnswer done = options_.batch_api->handle(context.tenant, *held, context.path);
+    exchange->post([this, context, exchange, done] { answer(context, *exchange, done.status, done.content_type, done.body, done.reason); });
+  });
+  if (!queued) {
+    answer_error(context, *exchange, ApiError{503, "the server has too many requests waiting to be prepared", "server_error", "", "overloaded", 1},
+                 "prepare_queue_full");
+  }
+}
+
+void Server::run_batch_line(const PendingLine& line, std::shared_ptr<HttpExchange> exchange) {
+  RequestContext context;
+  context.request_id = line.request_id();
+  context.client = "batch";
+  context.tenant = line.tenant;
+  context.method = "POST";
+  const Route* route = find_route(line.url);
+  context.path = route ? route->path : "other";
+  context.arrived = Clock::now();
+  context.batch = true;
+  const Version version = versions_.current();
+  if (draining_ || !ready_ || !version || stall_reason()) {
+    return answer_error(context, *exchange, ApiError{503, "not now: the server is starting, draining, swapping or stalled", "server_error", "",
+                                                     "unavailable", 1}, "batch_deferred");
+  }
+  context.version = version->label;
+  HttpRequest request;
+  request.method = "POST";
+  request.target = line.url;
+  request.body = line.body;
+  request.remote_address = context.client;
+  request.request_id = context.request_id;
+  run(context, version, std::move(request), exchange);
 }
 
 void Server::handle_admin(const RequestContext& context, const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
@@ -453,6 +509,7 @@ void Server::prepare(const RequestContext& context, Version version, const std::
   if (auto error = unknown_model(r.model)) return fail(*error, "model");
   if (chat && !v.chat_template) return fail(ApiError::invalid("messages", "this model has no chat template; use /v1/completions"), "invalid");
   p->params = generation_params(r, context.tenant);
+  p->params.priority = context.priority();
   std::string gbnf = r.grammar, gbnf_field = r.grammar_field;
   if (chat && r.chat.tool_choice.mode != ToolChoice::Mode::none) {
     if (v.tool_call_format == ToolCallFormat::none) {

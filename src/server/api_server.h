@@ -35,6 +35,8 @@
 namespace ds {
 
 struct EmbeddingRequest;
+struct PendingLine;
+class BatchApi;
 class ResponseStore;
 
 struct ServerOptions {
@@ -47,7 +49,11 @@ struct ServerOptions {
   GenerationParams::Pooling embedding_pooling = GenerationParams::Pooling::last;  // /v1/embeddings (serve: --embedding-pooling)
   double stall_timeout_seconds = 0.0;  // engine busy this long without progress: stalled (0: 10 x its longest step, at least 10 s)
   ResponseStore* response_store = nullptr;  // --store-dir: stored Responses; none without it
+  BatchApi* batch_api = nullptr;            // --store-dir: files and batches; none without it
 };
+
+// Where a batch line waits in the engine: after every online request (scheduler.h).
+constexpr int32_t k_batch_priority = 1;
 
 class Server : public HttpService {
  public:
@@ -60,6 +66,12 @@ class Server : public HttpService {
   void handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) override;
   void refused(const HttpRequest& head, int status, const std::string& reason) override;
   std::string refusal_body(const HttpRequest& head, int status, const std::string& message) const override;
+
+  // A batch line (batch_runner.h), on its exchange's strand: the request a
+  // client would send, run as the batch's tenant at batch priority, outside
+  // the tenants' in-flight limits (the runner bounds its own lines). A 503
+  // means not now: the runner runs it again later.
+  void run_batch_line(const PendingLine& line, std::shared_ptr<HttpExchange> exchange);
 
   void set_ready(bool ready) { ready_ = ready; }
   // Stop taking generation requests (503) and report not ready; those in flight go on.
@@ -84,11 +96,22 @@ class Server : public HttpService {
     std::string request_id, client, tenant = "-", method, path;
     std::string version;  // the model version that took it, once one has
     std::chrono::steady_clock::time_point arrived;
+    bool batch = false;   // a batch line: run_batch_line
+    int32_t priority() const { return batch ? k_batch_priority : 0; }
   };
 
   RequestContext context_of(const HttpRequest& head) const;
   std::optional<HttpRefusal> refuse_head(const RequestContext& context, const ApiError& error, const std::string& reason);
   using Version = std::shared_ptr<ModelVersion>;
+  // The routes whose body is prepared off the I/O threads, once a version has taken the request.
+  void run(const RequestContext& context, Version version, HttpRequest request, std::shared_ptr<HttpExchange> exchange);
+  // /v1/files and /v1/batches (batch_api.h), on a prepare thread.
+  void store_request(const RequestContext& context, HttpRequest request, std::shared_ptr<HttpExchange> exchange);
+  // A request's slot among the tenants' in flight (a batch line takes none).
+  Refusal enter(const RequestContext& context) { return context.batch ? Refusal::none : admission_.enter(context.tenant); }
+  void leave(const RequestContext& context) {
+    if (!context.batch) admission_.leave(context.tenant);
+  }
   void prepare(const RequestContext& context, Version version, const std::string& body, Endpoint endpoint, std::shared_ptr<HttpExchange> exchange);
   void start(const RequestContext& context, std::shared_ptr<Prepared> prepared, std::shared_ptr<HttpExchange> exchange);
   void tokenize(const RequestContext& context, const ModelVersion& version, const std::string& body, bool detokenize,

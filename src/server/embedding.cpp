@@ -17,11 +17,12 @@ using json = nlohmann::json;
 
 // An embedding is one engine request per input: its prompt computed and
 // pooled, one position of output room (nothing is sampled).
-GenerationParams embedding_params(GenerationParams::Pooling pooling, const std::string& tenant) {
+GenerationParams embedding_params(GenerationParams::Pooling pooling, const std::string& tenant, int32_t priority) {
   GenerationParams params;
   params.max_tokens = 1;
   params.embedding = pooling;
   params.tenant_salt = tenant_salt(tenant);
+  params.priority = priority;
   return params;
 }
 
@@ -73,7 +74,7 @@ struct Server::Embedding : std::enable_shared_from_this<Embedding> {
     results.resize(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       prompt_tokens += int32_t(inputs[i].size());
-      streams.push_back(version->engine->submit({std::move(inputs[i]), embedding_params(server.options_.embedding_pooling, context.tenant)}));
+      streams.push_back(version->engine->submit({std::move(inputs[i]), embedding_params(server.options_.embedding_pooling, context.tenant, context.priority())}));
       streams.back()->set_listener([weak, i, exchange = exchange] {
         exchange->post([weak, i] {
           if (auto e = weak.lock()) e->drain(i);
@@ -95,7 +96,7 @@ struct Server::Embedding : std::enable_shared_from_this<Embedding> {
 
   void finish() {
     const auto release = std::move(self_hold);
-    server.admission_.leave(context.tenant);
+    server.leave(context);
     --version->in_flight;
     if (gone) return server.log_access(context, 499, "client_gone");
     json data = json::array();
@@ -134,7 +135,7 @@ void Server::prepare_embedding(const RequestContext& context, Version version, c
                 "invalid");
   }
   auto inputs = std::make_shared<std::vector<std::vector<int32_t>>>(request->token_lists);
-  const GenerationParams params = embedding_params(options_.embedding_pooling, context.tenant);
+  const GenerationParams params = embedding_params(options_.embedding_pooling, context.tenant, context.priority());
   // A text that can never fit is refused before it is tokenized (by its
   // byte length); the tokenized inputs are admitted on the strand (start_embedding).
   for (const std::string& text : request->texts) {
@@ -155,13 +156,13 @@ void Server::start_embedding(const RequestContext& context, Version version, std
                              std::shared_ptr<std::vector<std::vector<int32_t>>> inputs, std::shared_ptr<HttpExchange> exchange) {
   if (exchange->disconnected()) return log_access(context, 499, "client_gone");
   // Each input is its own engine request, admitted by the same rule as a generation's.
-  const GenerationParams params = embedding_params(options_.embedding_pooling, context.tenant);
+  const GenerationParams params = embedding_params(options_.embedding_pooling, context.tenant, context.priority());
   for (const auto& tokens : *inputs) {
     if (const Admit admit = version->engine->admit(tokens, params); !admit.fits()) {
       return answer_error(context, *exchange, admission_error(admit, "input"), admission_reason(admit));
     }
   }
-  if (const Refusal full = admission_.enter(context.tenant); full != Refusal::none) {
+  if (const Refusal full = enter(context); full != Refusal::none) {
     return answer_error(context, *exchange, in_flight_error(full), refusal_name(full));
   }
   ++version->in_flight;

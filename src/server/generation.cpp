@@ -431,7 +431,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
     const auto release = std::move(self_hold);  // this object may go when finish returns
     // The slot is free before the answer's last bytes leave: a client that
     // sends its next request on reading them must find it free.
-    server.admission_.leave(context.tenant);
+    server.leave(context);
     --version->in_flight;
     const RequestMetrics m = totals();
     int status = 200;
@@ -569,7 +569,7 @@ void Server::start(const RequestContext& context, std::shared_ptr<Prepared> p, s
   if (!admit.fits()) {
     return answer_error(context, *exchange, admission_error(admit, refused_field(p->request, admit)), admission_reason(admit));
   }
-  if (const Refusal full = admission_.enter(context.tenant); full != Refusal::none) {
+  if (const Refusal full = enter(context); full != Refusal::none) {
     return answer_error(context, *exchange, in_flight_error(full), refusal_name(full));
   }
   ++p->version->in_flight;

@@ -460,6 +460,100 @@ json model_path() {
   return path;
 }
 
+// An operation of the Files and Batch APIs (--store-dir; 404 for everything without it).
+json store_operation(const std::string& summary, const json& ok, const std::string& content_type = "application/json") {
+  json op;
+  op["summary"] = summary;
+  op["responses"]["200"]["description"] = "OK";
+  op["responses"]["200"]["content"][content_type]["schema"] = ok;
+  op["responses"]["400"] = error_response("Invalid fields or query parameters (the message names them)");
+  op["responses"]["401"] = error_response("Missing or unknown API key");
+  op["responses"]["404"] = error_response("No such file or batch of this tenant, or no --store-dir");
+  op["responses"]["503"] = error_response("Overloaded; see Retry-After");
+  return op;
+}
+
+void add_batch_api(json& paths, json& schemas) {
+  schemas["File"] = parse(R"({"type": "object", "required": ["id", "object", "bytes", "created_at", "filename", "purpose"],
+    "properties": {"id": {"type": "string"}, "object": {"type": "string", "enum": ["file"]}, "bytes": {"type": "integer"},
+                   "created_at": {"type": "integer"}, "filename": {"type": "string"},
+                   "purpose": {"type": "string", "enum": ["batch", "batch_output"]}, "status": {"type": "string"}}})");
+  schemas["Batch"] = parse(R"({"type": "object", "required": ["id", "object", "endpoint", "input_file_id", "completion_window", "status",
+                                                              "created_at", "request_counts"],
+    "properties": {"id": {"type": "string"}, "object": {"type": "string", "enum": ["batch"]}, "endpoint": {"type": "string"},
+                   "input_file_id": {"type": "string"}, "completion_window": {"type": "string"},
+                   "status": {"type": "string", "enum": ["in_progress", "completed", "expired", "cancelling", "cancelled"]},
+                   "output_file_id": {"type": "string", "nullable": true}, "error_file_id": {"type": "string", "nullable": true},
+                   "created_at": {"type": "integer"}, "expires_at": {"type": "integer"},
+                   "request_counts": {"type": "object", "required": ["total", "completed", "failed"],
+                                      "properties": {"total": {"type": "integer"}, "completed": {"type": "integer"}, "failed": {"type": "integer"}}},
+                   "metadata": {"type": "object", "nullable": true}}})");
+  schemas["BatchRequest"] = parse(R"({"type": "object", "required": ["input_file_id", "endpoint", "completion_window"], "additionalProperties": false,
+    "properties": {"input_file_id": {"type": "string"},
+                   "endpoint": {"type": "string", "enum": ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"]},
+                   "completion_window": {"type": "string", "pattern": "^[1-9][0-9]{0,5}[smh]$",
+                                         "description": "at most 24h; 24h is OpenAI's only value"},
+                   "metadata": {"type": "object", "nullable": true, "maxProperties": 16,
+                                "additionalProperties": {"type": "string", "maxLength": 512}}}})");
+  const auto list_of = [](const std::string& schema) {
+    json list = parse(R"({"type": "object", "required": ["object", "data", "has_more"],
+      "properties": {"object": {"type": "string", "enum": ["list"]}, "data": {"type": "array"}, "has_more": {"type": "boolean"},
+                     "first_id": {"type": "string", "nullable": true}, "last_id": {"type": "string", "nullable": true}}})");
+    list["properties"]["data"]["items"] = ref(schema);
+    return list;
+  };
+  const json id_parameter = parse(R"([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}])");
+  const json deleted = parse(R"({"type": "object", "required": ["id", "deleted"],
+                                 "properties": {"id": {"type": "string"}, "deleted": {"type": "boolean"}}})");
+
+  json upload = store_operation("Uploads a JSONL file of batch requests (purpose batch; at most --max-body-bytes)", ref("File"));
+  upload["requestBody"] = parse(R"({"required": true, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["purpose", "file"], "additionalProperties": false,
+    "properties": {"purpose": {"type": "string", "enum": ["batch"]}, "file": {"type": "string", "format": "binary"}}}}}})");
+  upload["responses"]["413"] = error_response("Body too large");
+  json files = store_operation("This tenant's files, newest first", list_of("File"));
+  files["parameters"] = parse(R"([
+    {"name": "purpose", "in": "query", "schema": {"type": "string"}},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000}},
+    {"name": "order", "in": "query", "schema": {"type": "string", "enum": ["asc", "desc"]}},
+    {"name": "after", "in": "query", "schema": {"type": "string"}}])");
+  paths["/v1/files"] = {{"post", upload}, {"get", files}};
+  json file = store_operation("A file of this tenant", ref("File"));
+  file["parameters"] = id_parameter;
+  json remove = store_operation("Deletes a file of this tenant", deleted);
+  remove["parameters"] = id_parameter;
+  paths["/v1/files/{id}"] = {{"get", file}, {"delete", remove}};
+  json content = store_operation("A file's bytes", parse(R"({"type": "string", "format": "binary"})"), "application/octet-stream");
+  content["parameters"] = id_parameter;
+  paths["/v1/files/{id}/content"] = {{"get", content}};
+
+  json create = store_operation("Creates a batch from an uploaded file; its lines run below every online request", ref("Batch"));
+  create["requestBody"] = json_body("BatchRequest");
+  json batches = store_operation("This tenant's batches, newest first", list_of("Batch"));
+  batches["parameters"] = parse(R"([
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
+    {"name": "after", "in": "query", "schema": {"type": "string"}}])");
+  paths["/v1/batches"] = {{"post", create}, {"get", batches}};
+  json batch = store_operation("A batch of this tenant", ref("Batch"));
+  batch["parameters"] = id_parameter;
+  paths["/v1/batches/{id}"] = {{"get", batch}};
+  json cancel = store_operation("Cancels an in_progress batch (409 for one that has ended)", ref("Batch"));
+  cancel["parameters"] = id_parameter;
+  cancel["responses"]["409"] = error_response("The batch has ended or is being cancelled");
+  paths["/v1/batches/{id}/cancel"] = {{"post", cancel}};
+
+  // What a created file or batch leads to (schemathesis follows these with the created id).
+  const auto link_to = [](const char* operation) { return json{{"operationId", operation}, {"parameters", {{"id", "$response.body#/id"}}}}; };
+  paths["/v1/files/{id}"]["get"]["operationId"] = "retrieveFile";
+  paths["/v1/files/{id}"]["delete"]["operationId"] = "deleteFile";
+  paths["/v1/files/{id}/content"]["get"]["operationId"] = "fileContent";
+  paths["/v1/batches/{id}"]["get"]["operationId"] = "retrieveBatch";
+  paths["/v1/batches/{id}/cancel"]["post"]["operationId"] = "cancelBatch";
+  paths["/v1/files"]["post"]["responses"]["200"]["links"] = {
+      {"RetrieveFile", link_to("retrieveFile")}, {"FileContent", link_to("fileContent")}, {"DeleteFile", link_to("deleteFile")}};
+  paths["/v1/batches"]["post"]["responses"]["200"]["links"] = {{"RetrieveBatch", link_to("retrieveBatch")}, {"CancelBatch", link_to("cancelBatch")}};
+}
+
 json build() {
   json spec = parse(R"({
     "openapi": "3.0.3",
@@ -554,6 +648,7 @@ json build() {
   items["get"]["parameters"] = id_parameter;
   items["get"]["responses"]["404"] = error_response("No such stored response for this tenant");
   paths["/v1/responses/{id}/input_items"] = items;
+  add_batch_api(paths, schemas);
   paths["/version"] = simple_get("The server's version",
                                  parse(R"({"type": "object", "required": ["version"], "properties": {"version": {"type": "string"}}})"));
   paths["/health"] = simple_get("Alive", status);

@@ -10,7 +10,8 @@ from server_process import ServerProcess
 
 def test_openapi_contract(tmp_path):
     # A short context keeps each generated completion cheap.
-    s = ServerProcess("--ctx-size", "64", "--chat-template", "deepseek-r1", "--tenant-rate", "1000", "--rate", "1000", "--burst", "1000", "--tenant-burst", "1000")
+    s = ServerProcess("--ctx-size", "64", "--chat-template", "deepseek-r1", "--tenant-rate", "1000", "--rate", "1000", "--burst", "1000", "--tenant-burst", "1000",
+                      "--store-dir", str(tmp_path / "store"))
     try:
         result = subprocess.run(
             [sys.executable, "-m", "schemathesis.cli", "run", s.base + "/openapi.json", "--max-examples", "40",

@@ -21,6 +21,12 @@ int32_t next_token(const std::vector<int32_t>& tokens) {
   return int32_t(h % 1000);
 }
 
+std::vector<int32_t> alone(const std::vector<int32_t>& p, int32_t max_new) {
+  std::vector<int32_t> tokens = p;
+  for (int32_t i = 0; i < max_new; ++i) tokens.push_back(next_token(tokens));
+  return std::vector<int32_t>(tokens.begin() + int64_t(p.size()), tokens.end());
+}
+
 struct Harness {
   BlockPool pool;
   KvCacheManager kv;
@@ -62,6 +68,15 @@ struct Harness {
     return plan;
   }
 
+  // Runs to the end; every sequence's output is what it would be alone.
+  void run_to_end_as_alone() {
+    run_to_end();
+    for (const auto& seq : sequences) {
+      const std::vector<int32_t> its_prompt(seq->tokens.begin(), seq->tokens.begin() + seq->n_prompt);
+      EXPECT_EQ(outputs[seq->id], alone(its_prompt, seq->max_new_tokens)) << "sequence " << seq->id;
+    }
+  }
+
   void run_to_end(int64_t max_steps = 100000) {
     while ((scheduler.n_running() > 0 || scheduler.n_waiting() > 0) && steps < max_steps) {
       step();
@@ -75,12 +90,6 @@ std::vector<int32_t> prompt(int32_t n, int32_t seed) {
   std::vector<int32_t> tokens;
   for (int32_t i = 0; i < n; ++i) tokens.push_back((seed * 7919 + i * 31) % 1000);
   return tokens;
-}
-
-std::vector<int32_t> alone(const std::vector<int32_t>& p, int32_t max_new) {
-  std::vector<int32_t> tokens = p;
-  for (int32_t i = 0; i < max_new; ++i) tokens.push_back(next_token(tokens));
-  return std::vector<int32_t>(tokens.begin() + int64_t(p.size()), tokens.end());
 }
 
 TEST(Scheduler, LongPromptsArriveInChunksWhileOthersKeepDecoding) {
@@ -141,7 +150,63 @@ TEST(Scheduler, PriorityThenArrivalOrder) {
   EXPECT_EQ(order, (std::vector<int64_t>{urgent->id, urgent_second->id, late_low->id}));
 }
 
-// Thousands of sequences of random lengths, some cancelled mid-way, against a
+// A better priority arriving while every slot runs worse ones takes a slot:
+// the newest of the worst is preempted, and no output changes.
+TEST(Scheduler, AWaitingBetterPriorityPreemptsForASlot) {
+  Harness h(64, 4, SchedulerConfig{16, 2, 512});
+  h.add(prompt(4, 1), 30, /*priority=*/1);
+  Sequence* batch_b = h.add(prompt(4, 2), 30, /*priority=*/1);
+  h.step();
+  h.step();
+  Sequence* online = h.add(prompt(4, 3), 5, /*priority=*/0);
+  const StepPlan plan = h.step();
+  ASSERT_EQ(plan.preempted.size(), 1u);
+  EXPECT_EQ(plan.preempted[0], batch_b) << "the newest of the worst priority goes";
+  bool online_ran = false;
+  for (const ScheduledChunk& c : plan.chunks) online_ran |= c.seq == online;
+  EXPECT_TRUE(online_ran);
+  h.run_to_end_as_alone();
+}
+
+// A step computing a better priority's prompt carries nothing of a worse
+// one: the better prompt is computed whole in its first step, alone.
+TEST(Scheduler, AStepComputingABetterPromptCarriesNothingWorse) {
+  Harness h(128, 4, SchedulerConfig{16, 8, 512});
+  Sequence* batch = h.add(prompt(200, 1), 3, /*priority=*/1);
+  h.step();
+  Sequence* online = h.add(prompt(12, 2), 3, /*priority=*/0);
+  const StepPlan plan = h.step();
+  ASSERT_FALSE(plan.chunks.empty());
+  EXPECT_EQ(plan.chunks[0].seq, online);
+  EXPECT_EQ(plan.chunks[0].n_tokens, 12);
+  int32_t batch_tokens = 0;
+  for (const ScheduledChunk& c : plan.chunks) batch_tokens += c.seq == batch ? c.n_tokens : 0;
+  EXPECT_EQ(batch_tokens, 0);
+  const StepPlan next = h.step();  // the online sequence decodes; the batch prompt goes on beside it
+  ASSERT_EQ(next.chunks.size(), 2u);
+  EXPECT_EQ(next.chunks[0].seq, online);
+  EXPECT_EQ(next.chunks[1].seq, batch);
+  EXPECT_EQ(next.chunks[1].n_tokens, 15);
+  h.run_to_end_as_alone();
+}
+
+// A better priority takes pages from worse running ones; equal priorities
+// never preempt each other for a waiting one.
+TEST(Scheduler, AWaitingBetterPriorityPreemptsForPages) {
+  Harness h(10, 4, SchedulerConfig{64, 8, 64});  // 40 slots
+  Sequence* batch = h.add(prompt(30, 1), 4, /*priority=*/1);
+  h.step();
+  Sequence* online = h.add(prompt(20, 2), 4, /*priority=*/0);
+  Sequence* online_second = h.add(prompt(30, 3), 4, /*priority=*/0);
+  const StepPlan plan = h.step();
+  ASSERT_EQ(plan.preempted.size(), 1u);
+  EXPECT_EQ(plan.preempted[0], batch);
+  EXPECT_GT(online->n_computed, 0);
+  EXPECT_EQ(online_second->n_computed, 0) << "waits for pages: its equal is never preempted for it";
+  h.run_to_end_as_alone();
+}
+
+// Thousands of sequences of random lengths and two priorities, some cancelled mid-way, against a
 // small pool: after every step every page is free, cached or held by live
 // sequences only, and at the end nothing is held.
 TEST(Scheduler, RandomWorkloadLosesNoPage) {
@@ -150,7 +215,7 @@ TEST(Scheduler, RandomWorkloadLosesNoPage) {
   int32_t added = 0;
   while (added < 3000 || h.scheduler.n_running() + h.scheduler.n_waiting() > 0) {
     for (int k = 0; k < 3 && added < 3000; ++k, ++added) {
-      h.add(prompt(1 + int32_t(rng() % 40), int32_t(rng() % 5)), 1 + int32_t(rng() % 30));
+      h.add(prompt(1 + int32_t(rng() % 40), int32_t(rng() % 5)), 1 + int32_t(rng() % 30), /*priority=*/int32_t(rng() % 2));
     }
     h.step();
     if (rng() % 4 == 0) {  // a client goes away
