@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <random>
 
 #include "base/log.h"
 #include "base/memory_size.h"
 #include "cli/model_options.h"
+#include "engine/kv_disk_tier.h"
 #include "engine/step_broadcast.h"
+#include "kernels/cpu_features.h"
 #include "gguf/gguf_file.h"
 
 namespace ds {
@@ -59,6 +62,9 @@ struct Settings {
   int64_t n_ctx = 0;
   std::string chat_template_choice, tool_call_format = "auto";
   int64_t file_bytes = 0, kv_pool_bytes = 0;
+  std::string kv_disk_dir;  // --kv-disk-dir, or none
+  int64_t kv_disk_bytes = 0;
+  std::string numerics;  // what a KV page's bytes depend on besides the weights (the disk tier's fingerprint)
 };
 
 Result<Settings> settle(const Args& args, Collective* ranks) {
@@ -110,6 +116,20 @@ Result<Settings> settle(const Args& args, Collective* ranks) {
   // A new prompt leaves 5% of the pool free for the running requests to grow into.
   s.engine.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(s.n_ctx), 0.05};
   s.engine.prefix_cache = !args.has("--no-prefix-cache");
+  if (args.has("--kv-disk-dir")) {
+    s.kv_disk_dir = args.get("--kv-disk-dir");
+    auto bytes = parse_memory_size(args.get("--kv-disk-bytes"));
+    if (!bytes.ok() || bytes.value() < page_bytes) return Status::error("--kv-disk-bytes must be a size of at least one page (" + std::to_string(page_bytes) + " bytes)");
+    s.kv_disk_bytes = bytes.value();
+    if (!s.engine.prefix_cache) return Status::error("--kv-disk-dir extends the prefix cache: it cannot go with --no-prefix-cache");
+    if (ranks) return Status::error("--kv-disk-dir is not supported with --tensor-parallel (each rank holds a slice of every page)");
+    if (kv.n_window_pages > 0) return Status::error("--kv-disk-dir is not supported yet for families with windowed KV streams (DeepSeek-V4)");
+    s.numerics = std::string(config.value().family->name) + " kv " + dtype_name(kv.dtype) + " page " + std::to_string(kv.page_tokens) +
+                 " mla-prefill " + std::to_string(int(s.options.model.mla_prefill)) + " repack " + std::to_string(!args.has("--no-repack")) +
+                 " isa " + kernel_isa_name();
+  } else if (args.has("--kv-disk-bytes")) {
+    return Status::error("--kv-disk-bytes bounds --kv-disk-dir: give --kv-disk-dir DIR");
+  }
   auto speculation = parse_speculation(args);
   if (!speculation.ok()) return speculation.status();
   s.engine.speculation = speculation.value();
@@ -135,6 +155,57 @@ Result<std::string> run_to_end(Engine& engine, EngineRequest request) {
     if (event->finish == FinishReason::error) return Status::error(event->error);
     if (event->finish != FinishReason::none) return text;
   }
+}
+
+// --kv-disk-dir: the tier, its fingerprint the weights' and `backend`'s with the settings'.
+Result<std::unique_ptr<KvDiskTier>> open_kv_disk_tier(const Settings& s, const std::string& backend, int64_t page_bytes) {
+  auto fingerprint = kv_fingerprint(s.options.path, s.numerics + " backend " + backend);
+  if (!fingerprint.ok()) return fingerprint.status();
+  KvDiskTierOptions options;
+  options.dir = s.kv_disk_dir;
+  options.max_bytes = s.kv_disk_bytes;
+  options.fingerprint = fingerprint.value();
+  options.page_bytes = page_bytes;
+  options.page_tokens = int32_t(s.options.kv.page_tokens);
+  const Clock::time_point started = Clock::now();
+  auto tier = KvDiskTier::open(options);
+  if (!tier.ok()) return tier.status();
+  const KvDiskTierStats stats = tier.value()->stats();
+  DS_LOG_INFO("kv disk tier %s: %lld page files (%s) found in %.0f ms, budget %s, fingerprint %016llx", options.dir.c_str(),
+              (long long)stats.files, format_memory_size(stats.bytes).c_str(),
+              std::chrono::duration<double, std::milli>(Clock::now() - started).count(), format_memory_size(options.max_bytes).c_str(),
+              (unsigned long long)options.fingerprint);
+  return tier;
+}
+
+// Whether reading a page back from the tier beats computing it: a page's
+// read time from a probe file (the page cache dropped first) against a
+// prompt's prefill time per page on this version, both measured here. The
+// probe prompt's pages are under a salt of their own: never a hit.
+Status decide_kv_disk_reads(ModelVersion& v) {
+  KvDiskTier& tier = *v.kv_disk;
+  auto read = tier.probe_read_seconds_per_page();
+  const int32_t page_tokens = tier.options().page_tokens;
+  EngineRequest probe;
+  std::mt19937 random(std::random_device{}());
+  for (int32_t i = 0; i < 4 * page_tokens + 1; ++i) probe.prompt.push_back(int32_t(random() % uint32_t(v.tokenizer->vocab().n_tokens())));
+  probe.params.max_tokens = 1;
+  probe.params.stop_at_end_of_generation = false;
+  probe.params.tenant_salt = random();
+  const Clock::time_point started = Clock::now();
+  auto ran = run_to_end(*v.engine, std::move(probe));
+  if (!ran.ok()) return Status::error("the prefill probe failed: " + ran.message());
+  const double compute = std::chrono::duration<double>(Clock::now() - started).count() / 4;
+  if (!read.ok()) {
+    DS_LOG_WARN("kv disk tier: no read probe (%s): pages are read back", read.message().c_str());
+    return Status();
+  }
+  const bool reads = read.value() < compute;
+  tier.set_reads(reads);
+  DS_LOG_INFO("kv disk tier: a page (%lld tokens, %lld bytes) reads in %.3f ms and computes in %.2f ms: %s", (long long)page_tokens,
+              (long long)tier.options().page_bytes, read.value() * 1e3, compute * 1e3,
+              reads ? "hits are read back" : "hits are recomputed (reading is slower); pages are still written");
+  return Status();
 }
 
 // One forward of a two-token prompt through every layer (page faults taken,
@@ -212,6 +283,12 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
   v->weight_file_bytes = s.file_bytes;
   v->kv_pool_bytes = s.kv_pool_bytes;
   EngineCoreConfig engine = s.engine;
+  if (!s.kv_disk_dir.empty()) {
+    auto tier = open_kv_disk_tier(s, v->model->backend().name(), v->memory->page_bytes());
+    if (!tier.ok()) return tier.status();
+    v->kv_disk = tier.take();
+    engine.kv_disk = v->kv_disk.get();
+  }
   if (!engine.speculation.draft_model.empty()) {
     // As many positions as the target's pool: every sequence it holds can draft.
     auto draft = load_draft_model(engine.speculation, s.options, *v->model, vocab, s.options.kv.n_pages * s.options.kv.page_tokens);
@@ -226,6 +303,7 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
   v->engine = std::make_unique<Engine>(*v->model, *v->memory, engine, *v->tokenizer);
   phase("kv_pool_and_engine");
   if (Status checked = warm_up_and_check(*v, request, v->load_phases); !checked.ok()) return checked;
+  if (v->kv_disk) DS_RETURN_IF_ERROR(decide_kv_disk_reads(*v));
   v->load_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   v->loaded_at = std::chrono::system_clock::now();
   std::string phases;
@@ -247,6 +325,8 @@ OptionTable version_option_table() {
                            {{"--max-num-seqs"}, "N", "16", "sequences the engine runs at once, 1..4096"},
                            {{"--max-num-batched-tokens"}, "N", "512", "tokens a step computes at most, 1..1048576"},
                            {{"--no-prefix-cache"}, "", "", "do not reuse the KV pages of a shared prompt prefix"},
+                           {{"--kv-disk-dir"}, "DIR", "", "keep full KV pages in DIR too, for prefix reuse beyond the pool and across restarts"},
+                           {{"--kv-disk-bytes"}, "SIZE", "10GiB", "with --kv-disk-dir: the directory's size at most; past it the least recently used pages go"},
                        }});
 }
 

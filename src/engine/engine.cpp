@@ -8,6 +8,7 @@ Engine::Engine(Model& model, KvCache& memory, const EngineCoreConfig& config, co
     : core_(model, memory, config, &tokenizer),
       rule_(core_.admission_rule()),
       stats_(core_.stats()),
+      kv_disk_(config.kv_disk),
       thread_([this] { loop(); }) {}
 
 Engine::~Engine() {
@@ -46,8 +47,14 @@ Admit Engine::admit_at_least(int64_t n_prompt, const GenerationParams& params) c
 }
 
 EngineStats Engine::stats() const {
-  std::lock_guard lock(mutex_);
-  return stats_;
+  EngineStats stats;
+  {
+    std::lock_guard lock(mutex_);
+    stats = stats_;
+  }
+  // The tier's writer moves on between steps: its counters are read now, not at the last step.
+  if (kv_disk_) stats.kv_disk = kv_disk_->stats();
+  return stats;
 }
 
 void Engine::cancel(int64_t id) {

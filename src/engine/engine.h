@@ -85,6 +85,7 @@ class Engine {
   bool stopping_ = false;
   EngineStats stats_;
 
+  KvDiskTier* kv_disk_;  // the core's disk tier, or null: its own lock, read by stats()
   std::atomic<int64_t> next_id_{1};
   std::atomic<bool> busy_{false};
   std::atomic<int64_t> progress_ns_{0}, longest_step_ns_{0};  // steady-clock nanoseconds

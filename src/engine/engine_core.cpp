@@ -32,6 +32,11 @@ EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& co
   const int32_t n_draft = config.speculation.n_draft;
   DS_CHECK(memory.keeps_drafts(n_draft), "the KV cache's rings keep fewer draft tokens than speculation drafts (KvCacheOptions::draft_tokens)");
   DS_CHECK(!draft_model_ || draft_model_->cache().keeps_drafts(n_draft), "the draft model's KV cache keeps fewer draft tokens than it drafts");
+  if (config.kv_disk) {
+    kv_disk_ = config.kv_disk;
+    kv_.attach_tier({config.kv_disk, [&memory](int32_t page, uint8_t* host) { memory.read_page(page, host); },
+                     [&memory](int32_t page, const uint8_t* host) { memory.write_page(page, host); }, memory.page_bytes()});
+  }
 }
 
 Result<int64_t> EngineCore::add(std::vector<int32_t> prompt, const GenerationParams& params) {
@@ -360,6 +365,7 @@ EngineStats EngineCore::stats() const {
   s.draft_tokens = draft_tokens_;
   s.accepted_draft_tokens = accepted_draft_tokens_;
   s.expert_tokens = model_.last_expert_tokens();
+  if (kv_disk_) s.kv_disk = kv_disk_->stats();
   return s;
 }
 

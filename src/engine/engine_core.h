@@ -24,6 +24,7 @@
 #include "engine/block_pool.h"
 #include "engine/draft_model.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/kv_disk_tier.h"
 #include "engine/model_runner.h"
 #include "engine/mtp_drafter.h"
 #include "engine/ngram_drafter.h"
@@ -48,6 +49,8 @@ struct EngineCoreConfig {
   // Or by the model file's multi-token-prediction layer, whose rows the
   // model's KV pages hold (engine/mtp_drafter.h); not owned, outlives the core.
   MtpDrafter* mtp_drafter = nullptr;
+  // The prefix cache's disk tier (kv_disk_tier.h), or null; not owned, outlives the core.
+  KvDiskTier* kv_disk = nullptr;
 };
 
 // What drafts under `config`, as reports name it.
@@ -76,6 +79,7 @@ struct EngineStats {
   int64_t draft_tokens = 0;           // ... the draft tokens in them (speculative decoding)
   int64_t accepted_draft_tokens = 0;  // ... and of those, kept
   std::vector<int64_t> expert_tokens;  // MoE: tokens each routed expert took in the last step, all layers
+  std::optional<KvDiskTierStats> kv_disk;  // with a disk tier
 };
 
 class EngineCore {
@@ -185,6 +189,7 @@ class EngineCore {
   SpeculationConfig speculation_;
   DraftModel* draft_model_;
   MtpDrafter* mtp_drafter_;
+  KvDiskTier* kv_disk_ = nullptr;
   int64_t drafts_ = 0, draft_tokens_ = 0, accepted_draft_tokens_ = 0;
   StepTrace trace_;
 };

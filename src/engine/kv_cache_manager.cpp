@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/status.h"
+#include "engine/kv_disk_tier.h"
 
 namespace ds {
 
@@ -53,8 +54,35 @@ std::vector<KvCacheManager::CachedPage> KvCacheManager::cached_pages(std::span<c
   return pages;
 }
 
+void KvCacheManager::attach_tier(KvTierLink tier) {
+  DS_CHECK(!window_pool_, "the disk tier takes no windowed streams");
+  tier_ = std::move(tier);
+  tier_buffer_.resize(size_t(tier_.page_bytes));
+}
+
+std::vector<PageKey> KvCacheManager::tier_pages(std::span<const int32_t> tokens, uint64_t salt, size_t after, uint64_t parent) const {
+  std::vector<PageKey> keys;
+  if (!tier_.disk || !prefix_cache_) return keys;
+  for (size_t begin = after * size_t(page_tokens_); begin + size_t(page_tokens_) < tokens.size(); begin += size_t(page_tokens_)) {
+    PageKey key = make_page_key(parent, tokens.subspan(begin, size_t(page_tokens_)), salt);
+    if (!tier_.disk->contains(key)) break;
+    parent = key.hash;
+    keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+void KvCacheManager::write_to_tier(int32_t page, const PageKey& key) {
+  if (!tier_.disk) return;
+  tier_.read_page(page, tier_buffer_.data());
+  tier_.disk->write(key, tier_buffer_.data());
+}
+
 int32_t KvCacheManager::cached_prefix(std::span<const int32_t> tokens, uint64_t tenant_salt) const {
-  return int32_t(cached_pages(tokens, salt_for(tenant_salt)).size()) * page_tokens_;
+  const uint64_t salt = salt_for(tenant_salt);
+  const std::vector<CachedPage> pages = cached_pages(tokens, salt);
+  const size_t on_disk = tier_pages(tokens, salt, pages.size(), pages.empty() ? 0 : pages.back().key.hash).size();
+  return int32_t(pages.size() + on_disk) * page_tokens_;
 }
 
 int32_t KvCacheManager::start(int64_t seq, std::span<const int32_t> tokens, uint64_t tenant_salt, bool reuse_prefix) {
@@ -71,6 +99,18 @@ int32_t KvCacheManager::start(int64_t seq, std::span<const int32_t> tokens, uint
       table.window_pages.push_back(hit.window_page);
     }
   }
+  // Then the tier's pages, read into free pages (a page that fails its checks ends the hit there).
+  const uint64_t parent = table.page_hashes.empty() ? 0 : table.page_hashes.back();
+  for (PageKey& key : tier_pages(tokens, table.salt, table.pages.size(), parent)) {
+    if (!pool_.can_allocate(1) || !tier_.disk->read(key, tier_buffer_.data())) break;
+    const int32_t page = pool_.allocate(1)[0];
+    tier_.write_page(page, tier_buffer_.data());
+    table.page_hashes.push_back(key.hash);
+    pool_.cache(page, std::move(key));
+    table.pages.push_back(page);
+  }
+  // A lookup that went past the pool and stopped short of the prompt's full pages.
+  if (tier_.disk && prefix_cache_ && (tokens.size() - 1) / size_t(page_tokens_) > table.pages.size()) tier_.disk->note_miss();
   table.n_computed = int32_t(table.pages.size()) * page_tokens_;
   return table.n_computed;
 }
@@ -132,7 +172,10 @@ void KvCacheManager::commit(int64_t seq, std::span<const int32_t> tokens, int32_
         page = owner;
       }
     };
+    const int32_t ours = table.pages[index];
+    const bool fresh = !pool_.has_key(ours);
     share(pool_, table.pages[index]);
+    if (fresh && table.pages[index] == ours) write_to_tier(ours, key);  // registered now, not shared
     if (window_pool_) share(*window_pool_, table.window_pages[index]);
     table.page_hashes.push_back(key.hash);
   }

@@ -15,8 +15,14 @@
 // page's key, until evicted). A cached prefix is reused up to a page only if
 // the window pages of its horizon are still cached: the prefix hit is cut
 // back to the longest prefix whose are (as vLLM's sliding-window layers).
+//
+// With a disk tier (kv_disk_tier.h; families without windowed streams), each
+// full page is written to it when it is registered, and a prompt's prefix
+// goes on from the pool's hit into the tier: those pages are read back into
+// fresh pages, registered and held as pool hits are.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +30,16 @@
 #include "engine/block_pool.h"
 
 namespace ds {
+
+class KvDiskTier;
+
+// The disk tier and how a page's bytes move between it and the KV memory.
+struct KvTierLink {
+  KvDiskTier* disk = nullptr;
+  std::function<void(int32_t page, uint8_t* host)> read_page;
+  std::function<void(int32_t page, const uint8_t* host)> write_page;
+  int64_t page_bytes = 0;
+};
 
 class KvCacheManager {
  public:
@@ -33,17 +49,22 @@ class KvCacheManager {
   KvCacheManager(BlockPool& pool, int32_t page_tokens, uint64_t model_salt, bool prefix_cache = true, BlockPool* window_pool = nullptr,
                  int32_t horizon = 0);
 
+  // Requires a family without windowed streams.
+  void attach_tier(KvTierLink tier);
+
   int32_t page_tokens() const { return page_tokens_; }
   const BlockPool& pool() const { return pool_; }
   const BlockPool* window_pool() const { return window_pool_; }
 
   // How many leading tokens of a new sequence's prompt are in cached full
-  // pages. At least one token is always left to compute, since the model
-  // needs a position to produce logits from. No side effects.
+  // pages, the pool's or the disk tier's. At least one token is always left
+  // to compute, since the model needs a position to produce logits from.
+  // No side effects.
   int32_t cached_prefix(std::span<const int32_t> tokens, uint64_t tenant_salt) const;
 
   // Starts a sequence: takes a reference to its cached prefix pages (unless
-  // !reuse_prefix) and returns how many tokens they hold (the sequence's first computed count).
+  // !reuse_prefix), reading the tier's into free pages while there are any,
+  // and returns how many tokens they hold (the sequence's first computed count).
   int32_t start(int64_t seq, std::span<const int32_t> tokens, uint64_t tenant_salt, bool reuse_prefix = true);
 
   // Pages to allocate for the sequence to hold n_slots token slots, and
@@ -89,6 +110,10 @@ class KvCacheManager {
   // The cached full pages a prompt begins with, with their keys and the window
   // pages of the hit's horizon; leaves at least the last token out.
   std::vector<CachedPage> cached_pages(std::span<const int32_t> tokens, uint64_t salt) const;
+  // The keys of the tier's pages that go on from `after` (the pool's hit), within the prompt's full pages but its last token.
+  std::vector<PageKey> tier_pages(std::span<const int32_t> tokens, uint64_t salt, size_t after, uint64_t parent) const;
+  // Writes a newly registered page to the tier.
+  void write_to_tier(int32_t page, const PageKey& key);
 
   BlockPool& pool_;
   int32_t page_tokens_;
@@ -96,6 +121,8 @@ class KvCacheManager {
   bool prefix_cache_;
   BlockPool* window_pool_;
   int32_t horizon_;
+  KvTierLink tier_;
+  std::vector<uint8_t> tier_buffer_;  // one page's bytes on their way to or from the tier
   std::unordered_map<int64_t, Table> tables_;
 };
 

@@ -20,6 +20,7 @@
 #include "engine/draft_model.h"
 #include "engine/mtp_drafter.h"
 #include "engine/engine.h"
+#include "engine/kv_disk_tier.h"
 #include "grammar/token_matcher.h"
 #include "grammar/vocab_trie.h"
 #include "model/kv_cache.h"
@@ -52,6 +53,7 @@ class ModelVersion {
   double load_seconds = 0;  // all of them
   std::unique_ptr<DraftModel> draft_model;  // --draft-model's, when given: the engine drafts with it
   std::unique_ptr<MtpDrafter> mtp_drafter;  // --speculative-mtp's, when given
+  std::unique_ptr<KvDiskTier> kv_disk;      // --kv-disk-dir's, when given: outlives the engine
   std::unique_ptr<Engine> engine;
 
   // Generation and embedding requests admitted on this version and not yet finished.

@@ -91,6 +91,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
     }
   }
   std::unique_ptr<KvCache> cache(new KvCache());
+  cache->backend_ = &backend;
   cache->options_ = options;
   cache->options_.n_window_pages = n_window_pages;
   cache->n_layer_ = config.n_layer + config.kv.nextn_layers;
@@ -129,6 +130,44 @@ KvLayerView KvCache::layer(int64_t index) const {
   // With MLA the latent rows are keys and values at once: v is null, or the
   // indexer's key stream (KvRowShape::latent), and kv_dim is the latent-plus-RoPE row.
   return KvLayerView{options_.dtype, k, v_dim_ > 0 ? k + k_bytes : nullptr, options_.page_tokens, k_dim_, n_kv_heads_};
+}
+
+template <typename Fn>
+void KvCache::for_each_piece(int64_t page, Fn fn) const {
+  if (streams_.empty()) {
+    for (int64_t l = 0; l < n_layer_; ++l) {
+      const KvLayerView view = layer(l);
+      fn(view.k + page * k_page_bytes_, k_page_bytes_);
+      if (view.v) fn(view.v + page * v_page_bytes_, v_page_bytes_);
+    }
+    return;
+  }
+  for (size_t l = 0; l < streams_.size(); ++l) {
+    for (size_t s = 0; s < streams_[l].size(); ++s) {
+      const KvStream& stream = streams_[l][s];
+      if (stream.windowed) continue;
+      const int64_t bytes = row_bytes(options_.dtype, stream.dim) * stream.rows_per_page(options_.page_tokens, options_.draft_tokens);
+      fn(memory_.data() + stream_offsets_[l][s] + page * bytes, bytes);
+    }
+  }
+}
+
+void KvCache::read_page(int64_t page, uint8_t* host) const {
+  int64_t at = 0;
+  for_each_piece(page, [&](const uint8_t* device, int64_t bytes) {
+    backend_->download(host + at, device, size_t(bytes));
+    at += bytes;
+  });
+  DS_CHECK(at == page_bytes_, "kv cache: a page's pieces do not add up to its bytes");
+}
+
+void KvCache::write_page(int64_t page, const uint8_t* host) {
+  int64_t at = 0;
+  for_each_piece(page, [&](uint8_t* device, int64_t bytes) {
+    backend_->upload(device, host + at, size_t(bytes));
+    at += bytes;
+  });
+  DS_CHECK(at == page_bytes_, "kv cache: a page's pieces do not add up to its bytes");
 }
 
 KvLayerView KvCache::stream(int64_t index, int64_t s) const {

@@ -51,6 +51,10 @@ class KvCache {
   bool keeps_drafts(int64_t n) const { return !has_rings_ || n <= options_.draft_tokens; }
   // Bytes one page takes across all layers, keys and values.
   int64_t page_bytes() const { return page_bytes_; }
+  // A page's page_bytes() in every layer (and stream not windowed), to or
+  // from the host, in one fixed order: what the disk tier keeps of a page.
+  void read_page(int64_t page, uint8_t* host) const;
+  void write_page(int64_t page, const uint8_t* host);
   // One token's share of a page, averaged over the page (a stream with a row
   // per 128 tokens costs 1/128 of a row); windowed streams are not counted.
   static int64_t bytes_per_token(const ModelConfig& config, DType dtype);
@@ -71,6 +75,11 @@ class KvCache {
 
  private:
   KvCache() = default;
+  // fn(device bytes, size) for each piece of a page, in read_page's order.
+  template <typename Fn>
+  void for_each_piece(int64_t page, Fn fn) const;
+
+  Backend* backend_ = nullptr;
   KvCacheOptions options_;
   int64_t n_layer_ = 0;
   int64_t k_dim_ = 0, v_dim_ = 0;  // elements per token and layer (v_dim_ = 0: MLA, keys only)

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/fd_io.h"
 #include "base/sqlite.h"
 
 namespace ds {
@@ -162,16 +163,11 @@ Status BatchStore::write_file(const std::string& id, const std::string& content)
   const std::string path = file_path(id), temporary = path + ".tmp";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return Status::error("cannot write " + temporary + ": " + std::strerror(errno));
-  for (size_t at = 0; at < content.size();) {
-    const ssize_t n = ::write(fd, content.data() + at, content.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string error = std::strerror(errno);
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      return Status::error("cannot write " + temporary + ": " + error);
-    }
-    at += size_t(n);
+  if (!write_fully(fd, content.data(), content.size())) {
+    const std::string error = std::strerror(errno);
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    return Status::error("cannot write " + temporary + ": " + error);
   }
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);

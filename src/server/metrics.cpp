@@ -88,6 +88,22 @@ std::string Metrics::render(const EngineStats& e, int64_t in_flight) const {
         double(e.draft_tokens));
   gauge("dsinfer:spec_accepted_tokens", "Draft tokens accepted (the target sampled the same token) since start (monotonic).",
         double(e.accepted_draft_tokens));
+  if (const auto& d = e.kv_disk) {  // --kv-disk-dir
+    gauge("dsinfer:kv_disk_hits", "KV pages read back from the disk tier since start (monotonic).", double(d->hits));
+    gauge("dsinfer:kv_disk_misses", "Prefix lookups the disk tier could not continue since start (monotonic).", double(d->misses));
+    gauge("dsinfer:kv_disk_read_bytes", "Bytes read from the disk tier since start (monotonic).", double(d->bytes_read));
+    gauge("dsinfer:kv_disk_written_bytes", "Bytes written to the disk tier since start (monotonic).", double(d->bytes_written));
+    gauge("dsinfer:kv_disk_pages_written", "KV pages written to the disk tier since start (monotonic).", double(d->pages_written));
+    gauge("dsinfer:kv_disk_pages_dropped", "KV pages not written: the queue was full or the write failed (monotonic).",
+          double(d->pages_dropped));
+    gauge("dsinfer:kv_disk_pages_evicted", "Page files removed to keep the directory within its budget (monotonic).",
+          double(d->pages_evicted));
+    gauge("dsinfer:kv_disk_corrupt_pages", "Page files that failed a check (torn, truncated, foreign, corrupted), removed (monotonic).",
+          double(d->corrupt));
+    gauge("dsinfer:kv_disk_bytes", "Bytes of page files in the disk tier's directory, as this instance knows it.", double(d->bytes));
+    gauge("dsinfer:kv_disk_writes_disabled", "1 once the disk refused writes (full, read-only, failing): no more pages are written.",
+          d->writes_disabled ? 1.0 : 0.0);
+  }
   if (!e.expert_tokens.empty()) {
     out += "# HELP dsinfer:expert_tokens Tokens each routed expert took in the last step, summed over MoE layers.\n"
            "# TYPE dsinfer:expert_tokens gauge\n";

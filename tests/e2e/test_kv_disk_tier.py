@@ -1,0 +1,195 @@
+"""The prefix cache's disk tier (`serve --kv-disk-dir`): a prompt's pages
+read back after a restart with logprobs identical to computing them, tenants
+kept apart, damaged pages (a flipped bit, a truncated file) and another
+setting's pages never used, a SIGKILL amid writes, a full disk and a
+read-only directory degrading to no writes, and the directory within its
+budget. Times are never asserted: what shows a hit is the usage's
+cached_tokens and the tier's counters."""
+
+import concurrent.futures
+import json
+import os
+import random
+import signal
+import struct
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from server_process import ServerProcess
+
+PAGE = 16  # stories260K's KV page, in tokens
+
+
+def complete(server, prompt, key="sk-alpha"):
+    body = json.dumps({"prompt": prompt, "max_tokens": 4, "temperature": 0, "logprobs": 3}).encode()
+    request = urllib.request.Request(server.base + "/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        reply = json.loads(r.read())
+    return reply["usage"]["prompt_tokens_details"]["cached_tokens"], reply["choices"][0]["logprobs"]
+
+
+def prompt_of(seed, pages=15):
+    return [random.Random(seed).randrange(3, 500) for _ in range(pages * PAGE + 1)]
+
+
+def page_files(directory):
+    return [n for n in os.listdir(directory) if n.endswith(".kvpage")]
+
+
+def chains(directory):
+    """The page files as prefixes, each in position order: a file's header
+    holds its key and its parent's (kv_disk_tier.cpp: magic, fingerprint, key, parent)."""
+    by_parent = {}
+    for name in page_files(directory):
+        with open(os.path.join(directory, name), "rb") as f:
+            header = f.read(32)
+        key, parent = struct.unpack("<QQ", header[16:32])
+        by_parent.setdefault(parent, []).append((key, name))
+    found = []
+    for key, name in by_parent.get(0, []):
+        chain = [name]
+        while key in by_parent:
+            key, name = by_parent[key][0]
+            chain.append(name)
+        found.append(chain)
+    return found
+
+
+def serve(directory, *extra):
+    return ServerProcess("--kv-disk-dir", str(directory), "--kv-disk-bytes", "64MiB", "--ctx-size", "512", *extra)
+
+
+@pytest.fixture
+def keys(tmp_path):
+    path = tmp_path / "keys.txt"
+    path.write_text("sk-alpha alpha\nsk-beta beta\n")
+    return str(path)
+
+
+def test_a_restart_reads_the_prefix_back_and_tenants_stay_apart(tmp_path, keys):
+    directory, prompt = tmp_path / "kv", prompt_of(1)
+    first = serve(directory, "--api-keys", keys)
+    try:
+        cached, cold = complete(first, prompt)
+        assert cached == 0
+    finally:
+        first.stop()
+    second = serve(directory, "--api-keys", keys)
+    try:
+        cached, again = complete(second, prompt)
+        assert cached == 15 * PAGE and again == cold, "every full page but the last token's read back, the same logprobs"
+        assert second.metric("dsinfer:kv_disk_hits") == 15
+        cached, theirs = complete(second, prompt, key="sk-beta")
+        assert cached == 0 and theirs == cold, "tenant beta never finds alpha's pages, on disk or in the pool"
+        assert second.metric("dsinfer:kv_disk_hits") == 15
+    finally:
+        second.stop()
+
+
+def test_damaged_pages_and_another_settings_pages_are_never_used(tmp_path):
+    directory, prompt = tmp_path / "kv", prompt_of(2)
+    first = serve(directory)
+    try:
+        _, cold = complete(first, prompt)
+    finally:
+        first.stop()
+    pages = next(chain for chain in chains(directory) if len(chain) == 15)  # the prompt's (the start's probe wrote 4)
+    with open(directory / pages[0], "r+b") as f:  # a flipped bit in the first page's payload
+        f.seek(2000)
+        byte = f.read(1)
+        f.seek(2000)
+        f.write(bytes([byte[0] ^ 0x04]))
+    second = serve(directory)
+    try:
+        cached, answer = complete(second, prompt)
+        assert cached == 0 and answer == cold
+        assert second.metric("dsinfer:kv_disk_corrupt_pages") == 1
+    finally:
+        second.stop()
+    os.truncate(directory / pages[5], os.path.getsize(directory / pages[5]) // 2)  # torn
+    third = serve(directory)
+    try:
+        cached, answer = complete(third, prompt)
+        assert cached == 5 * PAGE and answer == cold, "the pages before the torn one, then computed"
+        assert third.metric("dsinfer:kv_disk_corrupt_pages") == 1
+    finally:
+        third.stop()
+    other = serve(directory, "--kv-cache-dtype", "f32")  # another setting: another fingerprint
+    try:
+        cached, _ = complete(other, prompt)
+        assert cached == 0 and other.metric("dsinfer:kv_disk_hits") == 0
+    finally:
+        other.stop()
+
+
+def test_a_kill_amid_writes_leaves_nothing_wrong(tmp_path):
+    directory = tmp_path / "kv"
+    prompts = [prompt_of(10 + i) for i in range(6)]
+    first = serve(directory)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            colds = list(pool.map(lambda p: complete(first, p)[1], prompts))
+        first.process.send_signal(signal.SIGKILL)  # the writer may be mid-file
+        first.process.wait()
+    finally:
+        first.stop()
+    second = serve(directory)
+    try:
+        for prompt, cold in zip(prompts, colds):
+            _, answer = complete(second, prompt)
+            assert answer == cold
+        assert not [n for n in os.listdir(directory) if n.startswith(".tmp-") and not n.endswith("probe")]
+    finally:
+        second.stop()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs CAP_SYS_ADMIN)")
+    yield mount_point
+    subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def test_a_full_disk_then_a_read_only_one_degrade_to_no_writes(small_disk):
+    prompt = prompt_of(3)
+    first = serve(small_disk)
+    try:
+        cached, cold = complete(first, prompt)
+        assert cached == 0
+        deadline = time.time() + 30  # the pages are written in the background: guards against a hang only
+        while first.metric("dsinfer:kv_disk_writes_disabled") != 1:
+            assert time.time() < deadline, "the full disk did not stop the writes"
+            time.sleep(0.05)
+        assert "no more pages are written" in first.output()
+        assert complete(first, prompt_of(4))[0] == 0  # requests go on
+    finally:
+        first.stop()
+    written = len(page_files(small_disk))
+    assert written > 0
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    second = serve(small_disk)
+    try:
+        cached, answer = complete(second, prompt)
+        assert answer == cold and cached % PAGE == 0
+        assert second.metric("dsinfer:kv_disk_writes_disabled") == 1
+    finally:
+        second.stop()
+
+
+def test_the_directory_stays_within_its_budget(tmp_path):
+    directory, budget = tmp_path / "kv", 100 * 1024
+    server = ServerProcess("--kv-disk-dir", str(directory), "--kv-disk-bytes", str(budget), "--ctx-size", "512")
+    try:
+        for i in range(10):  # 150 pages of about 10 KB: fifteen times the budget
+            complete(server, prompt_of(100 + i))
+        assert server.metric("dsinfer:kv_disk_pages_evicted") > 0
+    finally:
+        server.stop()
+    assert sum(os.path.getsize(directory / n) for n in os.listdir(directory)) <= budget
