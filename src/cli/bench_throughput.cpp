@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 
+#include "cli/kv_disk_options.h"
 #include "engine/engine_core.h"
 #include "tokenizer/tokenizer.h"
 
@@ -209,6 +210,16 @@ int run_throughput_bench(const Args& a, CommonModelOptions options) {
   if (!mtp.ok()) return fail(mtp.message());
   config.mtp_drafter = mtp.value().get();
   const bool speculative = config.speculation.n_draft > 0;
+  auto kv_disk = parse_kv_disk_options(a, m.config(), kv.value(), config.prefix_cache, false);
+  if (!kv_disk.ok()) return fail(kv_disk.message());
+  std::unique_ptr<KvDiskTier> tier;
+  if (kv_disk.value()) {
+    auto opened = open_kv_disk_tier(*kv_disk.value(), options, m.config(), *memory.value(), m.backend().name());
+    if (!opened.ok()) return fail(opened.message());
+    tier = opened.take();
+    tier->set_reads(false);  // the run below computes every prompt (and writes its pages); the tier's pass reads them
+    config.kv_disk = tier.get();
+  }
 
   // With speculation, the same requests decoded plainly first, over the same
   // KV memory (a fresh engine: nothing in its prefix cache), for the speedup.
@@ -265,6 +276,25 @@ int run_throughput_bench(const Args& a, CommonModelOptions options) {
                 differing == 0 ? "yes" : ("no, " + std::to_string(differing) + " of " + std::to_string(requests.size()) +
                                           " differ").c_str());
     if (differing) return fail("speculative decoding changed greedy outputs: a bug");
+  }
+  if (tier) {
+    // The same requests again on a fresh engine (an empty pool, as after a
+    // restart) whose prompts' pages come back from the disk tier.
+    tier->flush();
+    tier->set_reads(true);
+    EngineCore warm_core(m, *memory.value(), config, nullptr);
+    auto warm = serve_requests(warm_core, requests, concurrency.value());
+    if (!warm.ok()) return fail(warm.message());
+    size_t differing = 0;
+    for (size_t i = 0; i < requests.size(); ++i) differing += warm.value().outputs[i] != f.outputs[i];
+    const KvDiskTierStats d = tier->stats();
+    std::printf("kv disk tier: TTFT p50 %.1f ms computed, %.1f ms read back (%.1fx); %lld of %lld prompt tokens from it; %lld pages "
+                "read (%.1f MiB), %lld written, %lld dropped, %lld corrupt; greedy outputs identical: %s\n",
+                percentile(f.ttft, 50), percentile(warm.value().ttft, 50), percentile(f.ttft, 50) / percentile(warm.value().ttft, 50),
+                (long long)warm.value().end.prefix_hit_tokens, (long long)warm.value().end.prefix_query_tokens, (long long)d.hits,
+                double(d.bytes_read) / 1048576.0, (long long)d.pages_written, (long long)d.pages_dropped, (long long)d.corrupt,
+                differing == 0 ? "yes" : "no");
+    if (differing) return fail("pages read back from the disk tier changed greedy outputs: a bug");
   }
   if (!f.expert_tokens.empty()) {
     const auto [least, most] = std::minmax_element(f.expert_tokens.begin(), f.expert_tokens.end());

@@ -4,7 +4,9 @@
 // flight; prints request throughput, output tokens/s, TTFT and TPOT percentiles.
 // With a drafter (--speculative-ngram, --draft-model, --speculative-mtp) the same requests are
 // served without one first, for the speedup and the check that the greedy
-// outputs are the same.
+// outputs are the same. With --kv-disk-dir the requests are computed (their
+// pages written to the tier), then served again by a fresh engine whose
+// prompts come back from the tier: TTFT both ways, and the same check.
 
 #include "cli/args.h"
 #include "cli/model_options.h"

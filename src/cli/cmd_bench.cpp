@@ -15,6 +15,7 @@
 #include "cli/bench_grammar.h"
 #include "cli/bench_report.h"
 #include "cli/bench_throughput.h"
+#include "cli/kv_disk_options.h"
 #include "cli/commands.h"
 #include "cli/memory_bandwidth.h"
 #include "cli/model_options.h"
@@ -105,6 +106,7 @@ OptionTable bench_option_table() {
       device_option_table(),
       speculation_option_table(),
       tensor_parallel_option_table(),
+      kv_disk_option_table(),
       {
           {{"-p", "--n-prompt"}, "N[,N...]", "512", "ppN: N prompt tokens in one forward"},
           {{"-n", "--n-gen"}, "N[,N...]", "", "tgN: N single-token decode steps (default: 128; with --json-schema, 512 tokens a run)"},
@@ -150,7 +152,7 @@ int cmd_bench(int argc, char** argv) {
   const std::initializer_list<const char*> throughput_options = {"--concurrency", "--requests", "--prompt-len", "--gen-len",
                                                                  "--max-num-batched-tokens", "--prompts", "--trace",
                                                                  "--speculative-ngram", "--speculative-mtp", "--draft-model",
-                                                                 "--draft-tokens", "--draft-p-min"};
+                                                                 "--draft-tokens", "--draft-p-min", "--kv-disk-dir", "--kv-disk-bytes"};
   const std::initializer_list<const char*> sequence_options = {"--n-prompt", "--n-depth", "--output", "--membw", "--bandwidth"};
   if (a.has("--membw") && !a.has("--model")) {
     // The machine alone: what would configure a model or a test is refused, not ignored.

@@ -8,9 +8,8 @@
 #include "base/log.h"
 #include "base/memory_size.h"
 #include "cli/model_options.h"
-#include "engine/kv_disk_tier.h"
+#include "cli/kv_disk_options.h"
 #include "engine/step_broadcast.h"
-#include "kernels/cpu_features.h"
 #include "gguf/gguf_file.h"
 
 namespace ds {
@@ -62,9 +61,7 @@ struct Settings {
   int64_t n_ctx = 0;
   std::string chat_template_choice, tool_call_format = "auto";
   int64_t file_bytes = 0, kv_pool_bytes = 0;
-  std::string kv_disk_dir;  // --kv-disk-dir, or none
-  int64_t kv_disk_bytes = 0;
-  std::string numerics;  // what a KV page's bytes depend on besides the weights (the disk tier's fingerprint)
+  std::optional<KvDiskSettings> kv_disk;  // --kv-disk-dir's
 };
 
 Result<Settings> settle(const Args& args, Collective* ranks) {
@@ -116,20 +113,9 @@ Result<Settings> settle(const Args& args, Collective* ranks) {
   // A new prompt leaves 5% of the pool free for the running requests to grow into.
   s.engine.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(s.n_ctx), 0.05};
   s.engine.prefix_cache = !args.has("--no-prefix-cache");
-  if (args.has("--kv-disk-dir")) {
-    s.kv_disk_dir = args.get("--kv-disk-dir");
-    auto bytes = parse_memory_size(args.get("--kv-disk-bytes"));
-    if (!bytes.ok() || bytes.value() < page_bytes) return Status::error("--kv-disk-bytes must be a size of at least one page (" + std::to_string(page_bytes) + " bytes)");
-    s.kv_disk_bytes = bytes.value();
-    if (!s.engine.prefix_cache) return Status::error("--kv-disk-dir extends the prefix cache: it cannot go with --no-prefix-cache");
-    if (ranks) return Status::error("--kv-disk-dir is not supported with --tensor-parallel (each rank holds a slice of every page)");
-    if (kv.n_window_pages > 0) return Status::error("--kv-disk-dir is not supported yet for families with windowed KV streams (DeepSeek-V4)");
-    s.numerics = std::string(config.value().family->name) + " kv " + dtype_name(kv.dtype) + " page " + std::to_string(kv.page_tokens) +
-                 " mla-prefill " + std::to_string(int(s.options.model.mla_prefill)) + " repack " + std::to_string(!args.has("--no-repack")) +
-                 " isa " + kernel_isa_name();
-  } else if (args.has("--kv-disk-bytes")) {
-    return Status::error("--kv-disk-bytes bounds --kv-disk-dir: give --kv-disk-dir DIR");
-  }
+  auto kv_disk = parse_kv_disk_options(args, config.value(), kv, s.engine.prefix_cache, ranks != nullptr);
+  if (!kv_disk.ok()) return kv_disk.status();
+  s.kv_disk = kv_disk.value();
   auto speculation = parse_speculation(args);
   if (!speculation.ok()) return speculation.status();
   s.engine.speculation = speculation.value();
@@ -155,27 +141,6 @@ Result<std::string> run_to_end(Engine& engine, EngineRequest request) {
     if (event->finish == FinishReason::error) return Status::error(event->error);
     if (event->finish != FinishReason::none) return text;
   }
-}
-
-// --kv-disk-dir: the tier, its fingerprint the weights' and `backend`'s with the settings'.
-Result<std::unique_ptr<KvDiskTier>> open_kv_disk_tier(const Settings& s, const std::string& backend, int64_t page_bytes) {
-  auto fingerprint = kv_fingerprint(s.options.path, s.numerics + " backend " + backend);
-  if (!fingerprint.ok()) return fingerprint.status();
-  KvDiskTierOptions options;
-  options.dir = s.kv_disk_dir;
-  options.max_bytes = s.kv_disk_bytes;
-  options.fingerprint = fingerprint.value();
-  options.page_bytes = page_bytes;
-  options.page_tokens = int32_t(s.options.kv.page_tokens);
-  const Clock::time_point started = Clock::now();
-  auto tier = KvDiskTier::open(options);
-  if (!tier.ok()) return tier.status();
-  const KvDiskTierStats stats = tier.value()->stats();
-  DS_LOG_INFO("kv disk tier %s: %lld page files (%s) found in %.0f ms, budget %s, fingerprint %016llx", options.dir.c_str(),
-              (long long)stats.files, format_memory_size(stats.bytes).c_str(),
-              std::chrono::duration<double, std::milli>(Clock::now() - started).count(), format_memory_size(options.max_bytes).c_str(),
-              (unsigned long long)options.fingerprint);
-  return tier;
 }
 
 // Whether reading a page back from the tier beats computing it: a page's
@@ -283,8 +248,8 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
   v->weight_file_bytes = s.file_bytes;
   v->kv_pool_bytes = s.kv_pool_bytes;
   EngineCoreConfig engine = s.engine;
-  if (!s.kv_disk_dir.empty()) {
-    auto tier = open_kv_disk_tier(s, v->model->backend().name(), v->memory->page_bytes());
+  if (s.kv_disk) {
+    auto tier = open_kv_disk_tier(*s.kv_disk, s.options, v->model->config(), *v->memory, v->model->backend().name());
     if (!tier.ok()) return tier.status();
     v->kv_disk = tier.take();
     engine.kv_disk = v->kv_disk.get();
@@ -325,9 +290,8 @@ OptionTable version_option_table() {
                            {{"--max-num-seqs"}, "N", "16", "sequences the engine runs at once, 1..4096"},
                            {{"--max-num-batched-tokens"}, "N", "512", "tokens a step computes at most, 1..1048576"},
                            {{"--no-prefix-cache"}, "", "", "do not reuse the KV pages of a shared prompt prefix"},
-                           {{"--kv-disk-dir"}, "DIR", "", "keep full KV pages in DIR too, for prefix reuse beyond the pool and across restarts"},
-                           {{"--kv-disk-bytes"}, "SIZE", "10GiB", "with --kv-disk-dir: the directory's size at most; past it the least recently used pages go"},
-                       }});
+                       },
+                       kv_disk_option_table()});
 }
 
 ModelLoader model_version_loader(const Args& serve_args, Collective* ranks) {

@@ -26,6 +26,7 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest request) {
   auto stream = std::make_shared<RequestStream>(next_id_++);
   {
     std::lock_guard lock(mutex_);
+    core_.request_yield(request.params.priority);
     submitted_.emplace_back(std::move(request), stream);
   }
   work_.notify_all();

@@ -74,12 +74,33 @@ Result<std::vector<StepOutput>> EngineCore::step() {
   const StepPlan plan = schedule(start);
   if (plan.chunks.empty()) return outputs;
   StepRows rows = build_batch(plan);
-  DS_RETURN_IF_ERROR(runner_.run());
+  open_to_yield(plan);
+  const Status ran = runner_.run();
+  step_priority_.store(std::numeric_limits<int32_t>::min(), std::memory_order_release);
+  DS_RETURN_IF_ERROR(ran);
+  if (runner_.yielded()) {
+    ++yielded_steps_;
+    return outputs;  // nothing of the step is kept: its chunks are scheduled again
+  }
   commit(plan, rows, outputs);
   mask_grammar(rows);
   sample(rows, outputs);
   count_step(plan, start);
   return outputs;
+}
+
+// A step may yield when dropping it loses nothing: no drafts (their drafters
+// keep state), no windowed streams (a compressor's), no other ranks.
+void EngineCore::open_to_yield(const StepPlan& plan) {
+  yield_.store(false, std::memory_order_release);
+  const int32_t pending = pending_yield_.exchange(std::numeric_limits<int32_t>::max());
+  const bool may_yield = speculation_.n_draft == 0 && !mtp_drafter_ && window_pool_.n_pages() == 0 && !model_.collective();
+  if (!may_yield) return runner_.set_yield(nullptr);
+  int32_t best = std::numeric_limits<int32_t>::max();
+  for (const ScheduledChunk& chunk : plan.chunks) best = std::min(best, chunk.seq->priority);
+  runner_.set_yield(&yield_);
+  step_priority_.store(best, std::memory_order_release);
+  if (pending < best) yield_.store(true, std::memory_order_release);  // asked since the requests were taken
 }
 
 void EngineCore::write_nextn_rows(const std::vector<int64_t>& ids) {
@@ -364,6 +385,7 @@ EngineStats EngineCore::stats() const {
   s.drafts = drafts_;
   s.draft_tokens = draft_tokens_;
   s.accepted_draft_tokens = accepted_draft_tokens_;
+  s.yielded_steps = yielded_steps_;
   s.expert_tokens = model_.last_expert_tokens();
   if (kv_disk_) s.kv_disk = kv_disk_->stats();
   return s;

@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <atomic>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -78,6 +80,7 @@ struct EngineStats {
   int64_t drafts = 0;                 // all steps: drafts verified (a sequence's draft tokens in one step)
   int64_t draft_tokens = 0;           // ... the draft tokens in them (speculative decoding)
   int64_t accepted_draft_tokens = 0;  // ... and of those, kept
+  int64_t yielded_steps = 0;          // steps dropped for a better priority (request_yield)
   std::vector<int64_t> expert_tokens;  // MoE: tokens each routed expert took in the last step, all layers
   std::optional<KvDiskTierStats> kv_disk;  // with a disk tier
 };
@@ -93,6 +96,19 @@ class EngineCore {
   Result<int64_t> add(std::vector<int32_t> prompt, const GenerationParams& params);
   // Ends a request before its next step; its pages are freed at once.
   void cancel(int64_t id);
+  // From any thread: a request of `priority` is on its way. A step running
+  // only worse priorities stops at its next layer boundary and computes
+  // nothing (its sequences run again), so the new request waits for a layer,
+  // not a step. Not for steps with drafts, windowed streams or tensor
+  // parallel ranks (each keeps state a dropped step would corrupt).
+  // Asked between steps, it applies to the next step (the request came after
+  // the step's requests were taken).
+  void request_yield(int32_t priority) {
+    int32_t pending = pending_yield_.load(std::memory_order_relaxed);
+    while (priority < pending && !pending_yield_.compare_exchange_weak(pending, priority)) {
+    }
+    if (priority < step_priority_.load(std::memory_order_acquire)) yield_.store(true, std::memory_order_release);
+  }
   // Runs one step: end the cancelled, schedule, build the batch, run the
   // model, commit what it computed, mask, sample or verify (each token's text
   // and whether it ends its request decided there), count. Empty when there
@@ -158,6 +174,8 @@ class EngineCore {
   void mask_grammar(StepRows& rows);
   void sample(const StepRows& rows, std::vector<StepOutput>& outputs);
   void count_step(const StepPlan& plan, Clock::time_point start);
+  // Arms request_yield for the step about to run, where it may yield.
+  void open_to_yield(const StepPlan& plan);
 
   // The output of a token sampled for `request`: its text, its logprobs, and
   // whether it ends the request (then with the metrics, and the request gone).
@@ -190,6 +208,11 @@ class EngineCore {
   DraftModel* draft_model_;
   MtpDrafter* mtp_drafter_;
   KvDiskTier* kv_disk_ = nullptr;
+  // request_yield's: the best priority of the step running (none while no step may yield), and the flag the forward reads.
+  std::atomic<int32_t> step_priority_{std::numeric_limits<int32_t>::min()};
+  std::atomic<int32_t> pending_yield_{std::numeric_limits<int32_t>::max()};  // the best priority asked since the last step began
+  std::atomic<bool> yield_{false};
+  int64_t yielded_steps_ = 0;
   int64_t drafts_ = 0, draft_tokens_ = 0, accepted_draft_tokens_ = 0;
   StepTrace trace_;
 };

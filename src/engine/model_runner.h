@@ -38,6 +38,9 @@ class ModelRunner {
   void want_hidden(int32_t step_token);
   // The forward over every token added; the cache is untouched when it fails.
   Status run(const LayerObserver& observer = nullptr);
+  // The next runs stop between layers once `*flag` is set (null: never); whether the last one did.
+  void set_yield(const std::atomic<bool>* flag) { batch_.yield = flag; }
+  bool yielded() const { return batch_.yielded; }
 
   int64_t n_tokens() const { return batch_.n_tokens(); }
   int64_t n_logit_rows() const { return int64_t(batch_.logit_tokens.size()); }

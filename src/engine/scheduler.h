@@ -14,7 +14,9 @@
 // worst priority running; a waiting sequence takes a slot or pages from
 // running ones of a worse priority; and a step that computes a prompt of a
 // better priority carries nothing of a worse one. So online time to first
-// token neither waits for batch work nor shares a step with it. A decode step may carry
+// token neither waits for batch work nor shares a step with it; and a step
+// of worse work already running yields at its next layer
+// (EngineCore::request_yield) when a better request arrives. A decode step may carry
 // draft tokens to verify (speculative decoding): they get what budget and
 // free pages the step has left after every running sequence's own token and
 // before waiting prompts, and never preempt; the pages they took stay with

@@ -4,6 +4,7 @@
 // KV pages are block_tables[seq_of_token[t]]; its keys and values are written
 // there before attention, and it attends to positions [0, positions[t]].
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct Batch {
   const float* previous_hidden = nullptr;
   // The engine's profiler, when it records this step: the forward's layers and ops become its spans.
   StepTrace* trace = nullptr;
+  // When set (by another thread, mid-step), the forward stops at the next
+  // layer boundary and sets `yielded`: the step's work is dropped, to run
+  // again (the engine yields a step of batch work to an online request).
+  const std::atomic<bool>* yield = nullptr;
+  mutable bool yielded = false;
 
   int64_t n_tokens() const { return int64_t(tokens.size()); }
 };

@@ -167,7 +167,13 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
 
   const ForwardContext ctx{b, c, batch.trace, x_.data(), h_.data(), out_.data(), collective_};
   if (is_nextn()) mix_previous_hidden(batch, ctx);
+  batch.yielded = false;
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    // Never between ranks' collectives: every rank must run every layer.
+    if (batch.yield && !collective_ && batch.yield->load(std::memory_order_relaxed)) {
+      batch.yielded = true;
+      return Status();
+    }
     TraceScope scope(batch.trace, "layer", layers_->layer_kind(layer));
     layers_->run_layer(layer, ctx, step, cache);
     if (observer) {

@@ -161,8 +161,8 @@ void BatchRunner::start_lines() {
     starting.emplace_back(std::move(line), std::move(exchange));
   }
   lock.unlock();  // before `starting` goes: an exchange released calls back into this runner
-  for (auto& [line, exchange] : starting) {
-    strand_.post([this, line = std::move(line), exchange] { execute_(line, exchange); });
+  for (auto& started : starting) {
+    strand_.post([this, line = std::move(started.first), exchange = started.second] { execute_(line, exchange); });
   }
 }
 

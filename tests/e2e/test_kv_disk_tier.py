@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from server_process import ServerProcess
+from server_process import STORIES, ServerProcess
 
 PAGE = 16  # stories260K's KV page, in tokens
 
@@ -181,6 +181,16 @@ def test_a_full_disk_then_a_read_only_one_degrade_to_no_writes(small_disk):
         assert second.metric("dsinfer:kv_disk_writes_disabled") == 1
     finally:
         second.stop()
+
+
+def test_bench_reports_prefill_computed_and_read_back(tmp_path):
+    out = subprocess.run([os.environ.get("DSINFER", os.path.join(os.path.dirname(__file__), "..", "..", "build", "dsinfer")), "bench",
+                          "-m", STORIES, "--concurrency", "2", "--requests", "4", "--prompt-len", "200", "--gen-len", "8",
+                          "--kv-disk-dir", str(tmp_path / "kv")], capture_output=True, text=True, timeout=300, check=True).stdout
+    line = next(l for l in out.splitlines() if l.startswith("kv disk tier:"))
+    assert "greedy outputs identical: yes" in line and "0 corrupt" in line
+    read_back = int(line.split(" of ")[0].split()[-1])
+    assert read_back == 4 * 12 * PAGE, line  # every request's full pages (200 prompt tokens: 12 pages and 8 tokens)
 
 
 def test_the_directory_stays_within_its_budget(tmp_path):

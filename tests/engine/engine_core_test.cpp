@@ -36,6 +36,7 @@ struct RunShape {
   float temperature = 0.0f;  // > 0: seeded sampling
   DraftModel* draft_model = nullptr;  // with n_draft: drafts from this model instead
   bool mtp = false;  // with n_draft: from the model's multi-token-prediction layer instead (loaded with nextn_rows)
+  int32_t yield_every = 0;  // > 0: every that many steps, one is asked to yield (EngineCore::request_yield) before it runs
 };
 
 std::vector<std::vector<int32_t>> prompts() {
@@ -57,6 +58,7 @@ struct RunStats {
   int64_t prefix_hits = 0;
   int64_t preemptions = 0;
   int64_t drafts = 0, draft_tokens = 0, accepted_draft_tokens = 0;
+  int64_t yielded_steps = 0;
 };
 
 // The cache of a run: n_pages pages, and as many window pages where the model
@@ -91,8 +93,10 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
   const auto all = prompts();
   std::map<int64_t, size_t> index_of;
   std::vector<std::vector<int32_t>> outputs(all.size());
+  int64_t n_steps = 0;
   auto drain = [&] {
     while (!core.idle()) {
+      if (s.yield_every > 0 && ++n_steps % s.yield_every == 0) core.request_yield(-1);
       auto step = core.step();
       EXPECT_TRUE(step.ok()) << step.message();
       const EngineStats stats = core.stats();
@@ -117,7 +121,7 @@ std::vector<std::vector<int32_t>> generate(Model& model, const RunShape& s, bool
   EXPECT_EQ(end.window_pages_held, 0);
   EXPECT_EQ(end.n_running + end.n_waiting, 0);
   EXPECT_LE(end.prefix_hit_tokens, end.prefix_query_tokens);
-  if (stats) *stats = RunStats{end.prefix_hit_tokens, end.n_preemptions, end.drafts, end.draft_tokens, end.accepted_draft_tokens};
+  if (stats) *stats = RunStats{end.prefix_hit_tokens, end.n_preemptions, end.drafts, end.draft_tokens, end.accepted_draft_tokens, end.yielded_steps};
   EXPECT_LE(end.accepted_draft_tokens, end.draft_tokens);
   // Every draft verified holds one to n_draft tokens.
   EXPECT_LE(end.drafts, end.draft_tokens);
@@ -293,6 +297,19 @@ TEST_P(EngineCoreTest, ConcurrentRequestsEqualSingleRuns) {
                                            << s.max_batched_tokens << " prefix cache " << s.prefix_cache;
     }
   }
+}
+
+// A yielded step is dropped whole and runs again: the tokens are those of a
+// run that never yielded. (A family with windowed streams never yields.)
+TEST_P(EngineCoreTest, StepsThatYieldGiveTheSameTokens) {
+  RunShape s = shape(16, 256, 64, true);
+  s.yield_every = 3;
+  RunStats stats;
+  const auto outputs = generate(*model_, s, false, &stats);
+  for (size_t i = 0; i < outputs.size(); ++i) ASSERT_EQ(outputs[i], reference_[i]) << "prompt " << i;
+  const bool windowed = KvCache::window_pages_per_sequence(model_->config(), s.page_tokens) > 0;
+  if (windowed) EXPECT_EQ(stats.yielded_steps, 0);
+  if (!windowed) EXPECT_GT(stats.yielded_steps, 0);
 }
 
 TEST_P(EngineCoreTest, PreemptedAndRecomputedSequencesGiveTheSameTokens) {
