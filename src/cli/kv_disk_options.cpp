@@ -51,8 +51,8 @@ Result<std::unique_ptr<KvDiskTier>> open_kv_disk_tier(const KvDiskSettings& sett
   auto opened = KvDiskTier::open(tier);
   if (!opened.ok()) return opened.status();
   const KvDiskTierStats stats = opened.value()->stats();
-  DS_LOG_INFO("kv disk tier %s: %lld page files (%s) found in %.0f ms, budget %s, fingerprint %016llx", tier.dir.c_str(),
-              (long long)stats.files, format_memory_size(stats.bytes).c_str(),
+  DS_LOG_INFO("kv disk tier %s: %lld page files (%s; %lld of another model or setting) found in %.0f ms, budget %s, fingerprint %016llx",
+              tier.dir.c_str(), (long long)stats.files, format_memory_size(stats.bytes).c_str(), (long long)stats.foreign_files,
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count(),
               format_memory_size(tier.max_bytes).c_str(), (unsigned long long)tier.fingerprint);
   return opened;

@@ -138,7 +138,12 @@ void KvDiskTier::scan() {
     return a.used.tv_sec != b.used.tv_sec ? a.used.tv_sec < b.used.tv_sec : a.used.tv_nsec < b.used.tv_nsec;
   });
   std::lock_guard lock(mutex_);
-  for (const Found& f : found) remember(f.name, f.bytes);
+  char ours[24];
+  std::snprintf(ours, sizeof ours, "%016llx-", (unsigned long long)options_.fingerprint);
+  for (const Found& f : found) {
+    remember(f.name, f.bytes);
+    stats_.foreign_files += f.name.rfind(ours, 0) != 0;
+  }
   while (stats_.bytes > options_.max_bytes && !lru_.empty()) {
     const std::string oldest = lru_.front().name;
     ::unlink((options_.dir + "/" + oldest).c_str());

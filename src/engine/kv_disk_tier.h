@@ -51,6 +51,7 @@ struct KvDiskTierStats {
   int64_t pages_written = 0, pages_dropped = 0, pages_evicted = 0;
   int64_t corrupt = 0;                     // files that failed a check (removed, recomputed)
   int64_t files = 0, bytes = 0;            // in the directory, as this instance knows it
+  int64_t foreign_files = 0;               // of them, another model's or setting's at the start (never read; evicted first as the oldest)
   bool writes_disabled = false;            // a full, read-only or failing disk
 };
 

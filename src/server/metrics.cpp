@@ -101,6 +101,7 @@ std::string Metrics::render(const EngineStats& e, int64_t in_flight) const {
     gauge("dsinfer:kv_disk_corrupt_pages", "Page files that failed a check (torn, truncated, foreign, corrupted), removed (monotonic).",
           double(d->corrupt));
     gauge("dsinfer:kv_disk_bytes", "Bytes of page files in the disk tier's directory, as this instance knows it.", double(d->bytes));
+    gauge("dsinfer:kv_disk_foreign_files", "Page files of another model or setting found at start (never read).", double(d->foreign_files));
     gauge("dsinfer:kv_disk_writes_disabled", "1 once the disk refused writes (full, read-only, failing): no more pages are written.",
           d->writes_disabled ? 1.0 : 0.0);
   }

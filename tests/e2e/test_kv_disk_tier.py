@@ -118,8 +118,10 @@ def test_damaged_pages_and_another_settings_pages_are_never_used(tmp_path):
         assert third.metric("dsinfer:kv_disk_corrupt_pages") == 1
     finally:
         third.stop()
+    before = len(page_files(directory))
     other = serve(directory, "--kv-cache-dtype", "f32")  # another setting: another fingerprint
     try:
+        assert other.metric("dsinfer:kv_disk_foreign_files") == before
         cached, _ = complete(other, prompt)
         assert cached == 0 and other.metric("dsinfer:kv_disk_hits") == 0
     finally:
