@@ -74,8 +74,7 @@ std::vector<PageKey> KvCacheManager::tier_pages(std::span<const int32_t> tokens,
 
 void KvCacheManager::write_to_tier(int32_t page, const PageKey& key) {
   if (!tier_.disk) return;
-  tier_.read_page(page, tier_buffer_.data());
-  tier_.disk->write(key, tier_buffer_.data());
+  tier_.disk->write(key, [&](uint8_t* payload) { tier_.read_page(page, payload); });
 }
 
 int32_t KvCacheManager::cached_prefix(std::span<const int32_t> tokens, uint64_t tenant_salt) const {

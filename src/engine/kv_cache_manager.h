@@ -122,7 +122,7 @@ class KvCacheManager {
   BlockPool* window_pool_;
   int32_t horizon_;
   KvTierLink tier_;
-  std::vector<uint8_t> tier_buffer_;  // one page's bytes on their way to or from the tier
+  std::vector<uint8_t> tier_buffer_;  // one page's bytes on their way from the tier
   std::unordered_map<int64_t, Table> tables_;
 };
 

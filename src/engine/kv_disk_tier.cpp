@@ -231,7 +231,7 @@ bool KvDiskTier::read(const PageKey& key, uint8_t* out) {
   return true;
 }
 
-void KvDiskTier::write(const PageKey& key, const uint8_t* payload) {
+void KvDiskTier::write(const PageKey& key, const std::function<void(uint8_t* payload)>& fill) {
   const std::string name = name_of(key);
   const int64_t bytes = options_.page_bytes;
   {
@@ -243,7 +243,7 @@ void KvDiskTier::write(const PageKey& key, const uint8_t* payload) {
     }
     queued_bytes_ += bytes;
   }
-  // The file's bytes, built here: the payload must be copied before the page is reused.
+  // The payload is copied here, before the page is reused; the checksums are the writer's.
   Header header{};
   std::memcpy(header.magic, k_magic, sizeof k_magic);
   header.fingerprint = options_.fingerprint;
@@ -252,12 +252,9 @@ void KvDiskTier::write(const PageKey& key, const uint8_t* payload) {
   header.n_tokens = uint32_t(key.tokens.size());
   header.payload_bytes = uint64_t(bytes);
   std::vector<uint8_t> file(sizeof header + key.tokens.size() * sizeof(int32_t) + size_t(bytes));
-  std::memcpy(file.data() + sizeof header, key.tokens.data(), key.tokens.size() * sizeof(int32_t));
-  uint8_t* body = file.data() + sizeof header + key.tokens.size() * sizeof(int32_t);
-  std::memcpy(body, payload, size_t(bytes));
-  header.payload_checksum = checksum64(body, size_t(bytes));
-  header.header_checksum = header_checksum(header, key.tokens.data());
   std::memcpy(file.data(), &header, sizeof header);
+  std::memcpy(file.data() + sizeof header, key.tokens.data(), key.tokens.size() * sizeof(int32_t));
+  fill(file.data() + sizeof header + key.tokens.size() * sizeof(int32_t));
   {
     std::lock_guard lock(mutex_);
     queue_.emplace_back(name, std::move(file));
@@ -321,8 +318,14 @@ void KvDiskTier::work() {
   }
 }
 
-void KvDiskTier::write_now(const std::string& name, const std::vector<uint8_t>& bytes) {
+void KvDiskTier::write_now(const std::string& name, std::vector<uint8_t>& bytes) {
   const int64_t size = int64_t(bytes.size());
+  Header header;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  const auto* tokens = reinterpret_cast<const int32_t*>(bytes.data() + sizeof header);
+  header.payload_checksum = checksum64(bytes.data() + sizeof header + header.n_tokens * sizeof(int32_t), size_t(header.payload_bytes));
+  header.header_checksum = header_checksum(header, tokens);
+  std::memcpy(bytes.data(), &header, sizeof header);
   {
     std::lock_guard lock(mutex_);
     if (stats_.writes_disabled || index_.count(name)) return;

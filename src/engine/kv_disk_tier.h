@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -66,8 +67,10 @@ class KvDiskTier {
   // The page's payload into `out` (page_bytes), checked; false when absent or
   // when the file fails a check (then counted and removed).
   bool read(const PageKey& key, uint8_t* out);
-  // Queues the page for writing (its payload copied); dropped when the queue is full.
-  void write(const PageKey& key, const uint8_t* payload);
+  // Queues the page for writing: fill(out) copies its page_bytes of payload
+  // into the file's buffer, and is not called when the page is dropped
+  // (already on disk, the queue full, writes stopped).
+  void write(const PageKey& key, const std::function<void(uint8_t* payload)>& fill);
   // Off: contains() finds nothing (hits are recomputed); pages are still written.
   void set_reads(bool on) { reads_ = on; }
   // The seconds one page's file takes to read from the disk: a probe file
@@ -90,7 +93,8 @@ class KvDiskTier {
   std::string name_of(const PageKey& key) const;
   void scan();
   void work();
-  void write_now(const std::string& name, const std::vector<uint8_t>& bytes);
+  // Checksums the file's bytes, then writes them under their name.
+  void write_now(const std::string& name, std::vector<uint8_t>& bytes);
   // Under the lock: the index's entries.
   void remember(const std::string& name, int64_t bytes);
   void forget(const std::string& name);

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/random_id.h"
+#include "base/unix_time.h"
 #include "server/api_error.h"
 #include "server/multipart_form.h"
 #include "server/url_query.h"
@@ -163,7 +165,7 @@ StoreAnswer BatchApi::handle(const std::string& tenant, const HttpRequest& reque
   }
   const std::string id = id_in(path, "/v1/batches/");
   if (route == "/v1/batches/{id}/cancel") {
-    const auto batch = store_.cancel(tenant, id, unix_seconds_now());
+    const auto batch = store_.cancel(tenant, id, unix_seconds());
     if (!batch) return not_found("batch", id);
     if (batch->status != "cancelling") {
       return error_answer(ApiError{409, "batch '" + id + "' is " + batch->status + ": only an in_progress batch can be cancelled",
@@ -234,13 +236,13 @@ StoreAnswer BatchApi::create_batch(const std::string& tenant, const std::string&
   if (!content) return not_found("file", input);
 
   BatchRecord batch;
-  batch.id = random_store_id("batch_");
+  batch.id = random_id("batch_");
   batch.endpoint = endpoint;
   batch.input_file_id = input;
   batch.completion_window = window;
   batch.status = "in_progress";
   batch.metadata_json = dump(metadata);
-  batch.created_at = batch.in_progress_at = unix_seconds_now();
+  batch.created_at = batch.in_progress_at = unix_seconds();
   batch.expires_at = batch.created_at + *seconds;
   std::vector<NewBatchLine> lines;
   std::set<std::string> custom_ids;

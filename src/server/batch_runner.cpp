@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
+#include "base/unix_time.h"
 
 namespace ds {
 namespace {
@@ -113,13 +114,13 @@ void BatchRunner::record(const Ended& r) {
 }
 
 void BatchRunner::end_batches() {
-  for (const auto& [batch_id, status] : store_.batches_to_end(unix_seconds_now())) {
-    const std::string prefix = "batch_req_" + batch_id.substr(batch_id.find('_') + 1) + "_";
+  for (const auto& [batch_id, status] : store_.batches_to_end(unix_seconds())) {
+    const std::string prefix = batch_request_prefix(batch_id);
     const auto of_batch = [&](const std::string& id) { return id.rfind(prefix, 0) == 0; };
     // A completed batch's last lines end by themselves; a cancelled or expired one's stop now.
     const size_t busy = status == "completed" ? count_where(of_batch) : cancel_where(of_batch);
     if (busy > 0) continue;
-    if (Status ended = store_.end_batch(batch_id, status, unix_seconds_now()); !ended.ok()) {
+    if (Status ended = store_.end_batch(batch_id, status, unix_seconds()); !ended.ok()) {
       DS_LOG_ERROR("batch %s not ended: %s", batch_id.c_str(), ended.message().c_str());
     } else {
       DS_LOG_INFO("batch %s %s", batch_id.c_str(), status.c_str());

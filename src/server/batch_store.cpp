@@ -6,17 +6,17 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
 #include <sstream>
 
 #include "base/fd_io.h"
+#include "base/random_id.h"
 #include "base/sqlite.h"
+#include "base/unix_time.h"
 
 namespace ds {
 namespace {
@@ -119,18 +119,9 @@ void sync_directory(const std::string& dir) {
 
 }  // namespace
 
-std::string random_store_id(const char* prefix) {
-  static thread_local std::mt19937_64 random{std::random_device{}()};
-  char id[64];
-  std::snprintf(id, sizeof id, "%s%016llx%08llx", prefix, (unsigned long long)random(), (unsigned long long)(random() & 0xffffffffu));
-  return id;
-}
+std::string batch_request_prefix(const std::string& batch_id) { return "batch_req_" + batch_id.substr(batch_id.find('_') + 1) + "_"; }
 
-int64_t unix_seconds_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string PendingLine::request_id() const { return "batch_req_" + batch_id.substr(batch_id.find('_') + 1) + "_" + std::to_string(index); }
+std::string PendingLine::request_id() const { return batch_request_prefix(batch_id) + std::to_string(index); }
 
 Result<std::unique_ptr<BatchStore>> BatchStore::open(const std::string& dir) {
   for (const std::string& d : {dir, dir + "/files"}) {
@@ -187,7 +178,7 @@ Status BatchStore::insert_file_row(const std::string& tenant, const StoredFile& 
 
 Result<StoredFile> BatchStore::add_file(const std::string& tenant, const std::string& filename, const std::string& purpose,
                                          const std::string& content) {
-  StoredFile f{random_store_id("file-"), filename, purpose, int64_t(content.size()), unix_seconds_now()};
+  StoredFile f{random_id("file-"), filename, purpose, int64_t(content.size()), unix_seconds()};
   if (Status written = write_file(f.id, content); !written.ok()) return written;
   std::lock_guard lock(mutex_);
   if (Status inserted = insert_file_row(tenant, f); !inserted.ok()) {
@@ -354,8 +345,8 @@ Status BatchStore::end_batch(const std::string& batch_id, const std::string& sta
       if (!transaction.commit()) return sql_error(db_);
     }
   }
-  StoredFile output{random_store_id("file-"), batch_id + "_output.jsonl", "batch_output", 0, now};
-  StoredFile errors{random_store_id("file-"), batch_id + "_error.jsonl", "batch_output", 0, now};
+  StoredFile output{random_id("file-"), batch_id + "_output.jsonl", "batch_output", 0, now};
+  StoredFile errors{random_id("file-"), batch_id + "_error.jsonl", "batch_output", 0, now};
   auto output_bytes = write_records(output.id, batch_id, true);
   if (!output_bytes.ok()) return output_bytes.status();
   auto error_bytes = write_records(errors.id, batch_id, false);

@@ -56,6 +56,9 @@ struct PendingLine {
   std::string request_id() const;  // batch_req_<batch>_<index>: the line's id in its output and the access log
 };
 
+// What every request id of a batch's lines begins with.
+std::string batch_request_prefix(const std::string& batch_id);
+
 class BatchStore {
  public:
   static Result<std::unique_ptr<BatchStore>> open(const std::string& dir);
@@ -102,8 +105,5 @@ class BatchStore {
   std::mutex mutex_;  // one connection, one user at a time
 };
 
-// A random id with a prefix ("file-", "batch_"): unguessable, never reused.
-std::string random_store_id(const char* prefix);
-int64_t unix_seconds_now();
 
 }  // namespace ds

@@ -11,6 +11,8 @@
 #include <random>
 
 #include "base/log.h"
+#include "base/random_id.h"
+#include "base/unix_time.h"
 #include "server/anthropic_reply.h"
 #include "server/anthropic_request.h"
 #include "server/generation.h"
@@ -43,19 +45,7 @@ json bytes_of(const std::string& piece) {
   return bytes;
 }
 
-int64_t unix_time() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 bool failed(FinishReason reason) { return reason == FinishReason::error || reason == FinishReason::cancelled; }
-
-// A stored response's id: unguessable, so that one id names one response in the store for good.
-std::string response_id() {
-  static thread_local std::mt19937_64 random{std::random_device{}()};
-  char id[48];
-  std::snprintf(id, sizeof id, "resp_%016llx%016llx", (unsigned long long)random(), (unsigned long long)random());
-  return id;
-}
 
 }  // namespace
 
@@ -100,7 +90,7 @@ struct Server::Generation : std::enable_shared_from_this<Generation> {
   RequestContext context;
   EngineRequest shared;  // prompt and parameters of every choice
   std::string id, prompt_text;
-  int64_t created = unix_time();
+  int64_t created = unix_seconds();
   int32_t n_prompt = 0;
   std::vector<Choice> choices;
   std::optional<AnthropicReply> anthropic;  // /v1/messages: the reply in Anthropic's shape (one choice)
@@ -575,7 +565,7 @@ void Server::start(const RequestContext& context, std::shared_ptr<Prepared> p, s
   ++p->version->in_flight;
   const Endpoint endpoint = p->request.endpoint;
   auto g = std::make_shared<Generation>(*this, exchange, context, *p);
-  g->id = endpoint == Endpoint::responses ? response_id()
+  g->id = endpoint == Endpoint::responses ? random_id("resp_")
                                           : std::string(endpoint == Endpoint::chat       ? "chatcmpl-"
                                                         : endpoint == Endpoint::messages ? "msg_"
                                                                                          : "cmpl-") +

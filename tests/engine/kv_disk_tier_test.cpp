@@ -52,6 +52,10 @@ std::vector<uint8_t> payload_of(uint32_t seed) {
   return bytes;
 }
 
+void put(KvDiskTier& tier, const PageKey& key, const std::vector<uint8_t>& payload) {
+  tier.write(key, [&](uint8_t* out) { std::copy(payload.begin(), payload.end(), out); });
+}
+
 std::string only_file(const std::string& dir) {
   std::string found;
   for (const auto& entry : fs::directory_iterator(dir)) found = entry.path();
@@ -71,7 +75,7 @@ TEST(KvDiskTier, PagesRoundTripAcrossAReopen) {
   {
     auto tier = KvDiskTier::open(options_for(dir.path)).take();
     EXPECT_FALSE(tier->contains(key));
-    tier->write(key, payload.data());
+    put(*tier, key, payload);
     tier->flush();
     EXPECT_TRUE(tier->contains(key));
     EXPECT_EQ(tier->stats().pages_written, 1);
@@ -94,7 +98,7 @@ void expect_detected(const std::function<void(const std::string& path)>& damage)
   auto tier = KvDiskTier::open(options_for(dir.path)).take();
   const PageKey key = key_of(20);
   const std::vector<uint8_t> payload = payload_of(2);
-  tier->write(key, payload.data());
+  put(*tier, key, payload);
   tier->flush();
   damage(only_file(dir.path));
   std::vector<uint8_t> back(k_page_bytes);
@@ -125,7 +129,7 @@ TEST(KvDiskTier, AnotherFingerprintsFileUnderThisNameIsDetected) {
   TempDir foreign_dir;
   auto foreign = KvDiskTier::open(options_for(foreign_dir.path, int64_t(1) << 20, 43)).take();
   const PageKey key = key_of(30);
-  foreign->write(key, payload_of(3).data());
+  put(*foreign, key, payload_of(3));
   foreign->flush();
   const std::string foreign_file = only_file(foreign_dir.path);
   expect_detected([&](const std::string& path) { fs::copy_file(foreign_file, path, fs::copy_options::overwrite_existing); });
@@ -137,11 +141,11 @@ TEST(KvDiskTier, TheDirectoryStaysWithinItsBudgetLeastRecentlyUsedFirst) {
   const int64_t budget = 5 * file_bytes;
   auto tier = KvDiskTier::open(options_for(dir.path, budget)).take();
   const std::vector<uint8_t> payload = payload_of(4);
-  tier->write(key_of(0), payload.data());
+  put(*tier, key_of(0), payload);
   tier->flush();
   std::vector<uint8_t> back(k_page_bytes);
   for (int32_t i = 1; i < 40; ++i) {
-    tier->write(key_of(i * 10), payload.data());
+    put(*tier, key_of(i * 10), payload);
     tier->flush();
     ASSERT_TRUE(tier->read(key_of(0), back.data())) << "the page in use stays";
     ASSERT_LE(directory_bytes(dir.path), budget);
@@ -161,7 +165,7 @@ TEST(KvDiskTier, AFullQueueDropsPages) {
   o.max_queued_bytes = 2 * k_page_bytes;
   auto tier = KvDiskTier::open(o).take();
   const std::vector<uint8_t> payload = payload_of(5);
-  for (int32_t i = 0; i < 200; ++i) tier->write(key_of(i * 10), payload.data());
+  for (int32_t i = 0; i < 200; ++i) put(*tier, key_of(i * 10), payload);
   tier->flush();
   const KvDiskTierStats stats = tier->stats();
   EXPECT_EQ(stats.pages_written + stats.pages_dropped, 200);

@@ -12,6 +12,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/random_id.h"
+#include "base/unix_time.h"
+
 namespace ds {
 namespace {
 
@@ -26,7 +29,7 @@ struct TempDir {
 
 BatchRecord batch_of(const std::string& input, int64_t now, int64_t window) {
   BatchRecord b;
-  b.id = random_store_id("batch_");
+  b.id = random_id("batch_");
   b.endpoint = "/v1/completions";
   b.input_file_id = input;
   b.completion_window = "24h";
@@ -58,7 +61,7 @@ TEST(BatchStore, LinesRunOnceAndTheBatchEndsWithItsFiles) {
   EXPECT_FALSE(store.file_content("beta", file.value().id));
   EXPECT_EQ(store.file_content("alpha", file.value().id).value(), "three lines");
 
-  const int64_t now = unix_seconds_now();
+  const int64_t now = unix_seconds();
   const BatchRecord b = batch_of(file.value().id, now, 3600);
   ASSERT_TRUE(store.create_batch("alpha", b, {{"a", "{}", std::nullopt}, {"b", "", "{\"error\":\"malformed\"}"}, {"c", "{}", std::nullopt}}).ok());
   EXPECT_FALSE(store.batch("beta", b.id));
@@ -97,7 +100,7 @@ TEST(BatchStore, CancelAndExpiry) {
   TempDir dir;
   auto store = BatchStore::open(dir.path).take();
   const auto file = store->add_file("alpha", "in.jsonl", "batch", "x").take();
-  const int64_t now = unix_seconds_now();
+  const int64_t now = unix_seconds();
   const BatchRecord cancelled = batch_of(file.id, now, 3600);
   const BatchRecord expiring = batch_of(file.id, now, 10);
   ASSERT_TRUE(store->create_batch("alpha", cancelled, {{"a", "{}", std::nullopt}, {"b", "{}", std::nullopt}}).ok());
