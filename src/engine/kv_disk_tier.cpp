@@ -89,7 +89,13 @@ Result<std::unique_ptr<KvDiskTier>> KvDiskTier::open(const KvDiskTierOptions& op
     return Status::error("--kv-disk-dir " + options.dir + ": " + std::strerror(errno));
   }
   auto tier = std::unique_ptr<KvDiskTier>(new KvDiskTier(options));
-  tier->scan();
+  tier->rescan();
+  {
+    char ours[24];
+    std::snprintf(ours, sizeof ours, "%016llx-", (unsigned long long)options.fingerprint);
+    std::lock_guard lock(tier->mutex_);
+    for (const auto& [name, where] : tier->index_) tier->stats_.foreign_files += name.rfind(ours, 0) != 0;
+  }
   if (::access(options.dir.c_str(), W_OK) != 0) tier->disable_writes(std::string("the directory is not writable: ") + std::strerror(errno));
   tier->writer_ = std::thread([t = tier.get()] { t->work(); });
   return tier;
@@ -110,8 +116,10 @@ std::string KvDiskTier::name_of(const PageKey& key) const {
   return name;
 }
 
-// The files of every fingerprint, oldest use first (a file's mtime is its last use).
-void KvDiskTier::scan() {
+// The files of every fingerprint, oldest use first (a file's mtime is its
+// last use), become the index; then the oldest go until it is within budget.
+void KvDiskTier::rescan() {
+  const auto started = std::chrono::steady_clock::now();
   struct Found {
     std::string name;
     int64_t bytes;
@@ -138,13 +146,18 @@ void KvDiskTier::scan() {
     return a.used.tv_sec != b.used.tv_sec ? a.used.tv_sec < b.used.tv_sec : a.used.tv_nsec < b.used.tv_nsec;
   });
   std::lock_guard lock(mutex_);
-  char ours[24];
-  std::snprintf(ours, sizeof ours, "%016llx-", (unsigned long long)options_.fingerprint);
-  for (const Found& f : found) {
-    remember(f.name, f.bytes);
-    stats_.foreign_files += f.name.rfind(ours, 0) != 0;
-  }
-  while (stats_.bytes > options_.max_bytes && !lru_.empty()) {
+  lru_.clear();
+  index_.clear();
+  stats_.files = stats_.bytes = 0;
+  for (const Found& f : found) remember(f.name, f.bytes);
+  make_room(0);
+  // Its cost bounded: at most a fiftieth of the writer's time goes to listing the directory.
+  const auto took = std::chrono::steady_clock::now() - started;
+  next_rescan_ = std::chrono::steady_clock::now() + std::max<std::chrono::steady_clock::duration>(options_.rescan_every, 50 * took);
+}
+
+void KvDiskTier::make_room(int64_t bytes) {
+  while (stats_.bytes + bytes > options_.max_bytes && !lru_.empty()) {
     const std::string oldest = lru_.front().name;
     ::unlink((options_.dir + "/" + oldest).c_str());
     forget(oldest);
@@ -326,6 +339,8 @@ void KvDiskTier::write_now(const std::string& name, std::vector<uint8_t>& bytes)
   header.payload_checksum = checksum64(bytes.data() + sizeof header + header.n_tokens * sizeof(int32_t), size_t(header.payload_bytes));
   header.header_checksum = header_checksum(header, tokens);
   std::memcpy(bytes.data(), &header, sizeof header);
+  // Instances sharing the directory learn each other's files, and so keep to the budget together.
+  if (std::chrono::steady_clock::now() >= next_rescan_) rescan();
   {
     std::lock_guard lock(mutex_);
     if (stats_.writes_disabled || index_.count(name)) return;
@@ -333,13 +348,7 @@ void KvDiskTier::write_now(const std::string& name, std::vector<uint8_t>& bytes)
       ++stats_.pages_dropped;
       return;
     }
-    // Room first: the least recently used files go (another model's among them).
-    while (stats_.bytes + size > options_.max_bytes && !lru_.empty()) {
-      const std::string oldest = lru_.front().name;
-      ::unlink((options_.dir + "/" + oldest).c_str());
-      forget(oldest);
-      ++stats_.pages_evicted;
-    }
+    make_room(size);  // the least recently used files go (another model's among them)
   }
   const std::string temporary = options_.dir + "/" + k_temporary + std::to_string(::getpid()) + "-" + std::to_string(next_temporary_++);
   const std::string path = options_.dir + "/" + name;

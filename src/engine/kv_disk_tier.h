@@ -15,11 +15,13 @@
 // file is detected on reading, counted, removed and recomputed, never used.
 //
 // Bounded: the directory holds at most max_bytes (least recently used files
-// go first, files of other fingerprints among them); pages queue for writing
+// go first, files of other fingerprints among them; instances sharing it
+// list it again every few seconds while writing, so they keep to it together); pages queue for writing
 // up to max_queued_bytes and are dropped beyond it. A disk that is full,
 // read-only or failing stops the writes (a log line, a metric), never a request.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -44,6 +46,9 @@ struct KvDiskTierOptions {
   int64_t page_bytes = 0;     // a page's payload
   int32_t page_tokens = 0;
   int64_t max_queued_bytes = int64_t(256) << 20;  // pages waiting to be written
+  // How often a writer lists the directory again, to count the files other
+  // instances sharing it wrote or removed (at least 50x the listing's time).
+  std::chrono::milliseconds rescan_every{2000};
 };
 
 struct KvDiskTierStats {
@@ -91,7 +96,9 @@ class KvDiskTier {
     int64_t bytes = 0;
   };
   std::string name_of(const PageKey& key) const;
-  void scan();
+  void rescan();
+  // Under the lock: the least recently used files removed until `bytes` more fit.
+  void make_room(int64_t bytes);
   void work();
   // Checksums the file's bytes, then writes them under their name.
   void write_now(const std::string& name, std::vector<uint8_t>& bytes);
@@ -111,6 +118,7 @@ class KvDiskTier {
   bool writing_ = false, stopping_ = false;
   KvDiskTierStats stats_;
   int64_t next_temporary_ = 0;
+  std::chrono::steady_clock::time_point next_rescan_{};  // the writer's
   std::atomic<bool> reads_{true};
   std::thread writer_;
 };

@@ -19,6 +19,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The prefix index's entry for a shared disk tier (instance ids hold no ':').
+std::string tier_key(const std::string& kv_disk_dir) { return "kv-disk-dir:" + kv_disk_dir; }
+
 // A loopback port free now (the child binds it next).
 Result<uint16_t> free_loopback_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -344,21 +347,38 @@ std::shared_ptr<Instance> InstancePool::pick(const std::string& version, const s
     }
     chosen = open[least];
     if (options_.routing == "prefix_affinity" && !prompt_blocks.empty()) {
-      // The longest match wins unless it is much busier than the least busy
-      // (recomputing a prefix costs less than queueing behind twice the work)
-      // or its KV pages are nearly all held (its cached prefix is about to be evicted).
-      size_t affine = open.size(), longest = 0;
+      // Where the longest prefix probably is: an instance's pool, or a disk
+      // tier several instances share (any of them reads it back, so the least
+      // busy of them; a read costs about twice a pool hit, far less than
+      // computing it). Not one much busier than the least busy (recomputing
+      // costs less than queueing behind twice the work) nor one whose KV pages
+      // are nearly all held (its cached prefix is about to be evicted).
+      const auto usable = [&](size_t i) { return loads[i] <= 2 * loads[least] + 4 && kv[i] < 0.9; };
+      size_t in_pool = open.size(), pool_blocks = 0, on_disk = open.size(), disk_blocks = 0;
       for (size_t i = 0; i < open.size(); ++i) {
         const size_t n = prefixes_.match(open[i]->spec().id, prompt_blocks);
-        if (n > longest) {
-          longest = n;
-          affine = i;
+        if (n > pool_blocks) {
+          pool_blocks = n;
+          in_pool = i;
+        }
+        const std::string& dir = open[i]->spec().kv_disk_dir;
+        const size_t d = dir.empty() ? 0 : prefixes_.match(tier_key(dir), prompt_blocks);
+        if (d > 0 && (d > disk_blocks || (d == disk_blocks && loads[i] < loads[on_disk]))) {
+          disk_blocks = d;
+          on_disk = i;
         }
       }
-      if (affine < open.size() && loads[affine] <= 2 * loads[least] + 4 && kv[affine] < 0.9) chosen = open[affine];
+      const bool disk_first = disk_blocks > pool_blocks;
+      for (const size_t i : {disk_first ? on_disk : in_pool, disk_first ? in_pool : on_disk}) {
+        if (i < open.size() && usable(i)) {
+          chosen = open[i];
+          break;
+        }
+      }
     }
   }
   prefixes_.insert(chosen->spec().id, prompt_blocks);
+  if (!chosen->spec().kv_disk_dir.empty()) prefixes_.insert(tier_key(chosen->spec().kv_disk_dir), prompt_blocks);
   return chosen;
 }
 

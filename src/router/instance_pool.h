@@ -133,7 +133,7 @@ class InstancePool {
 
   std::vector<std::shared_ptr<Instance>> instances_;
   Options options_;
-  PrefixIndex prefixes_{1 << 16};  // 64 K blocks of 64 bytes per instance: 4 MiB of prompt text each
+  PrefixIndex prefixes_{1 << 16};  // 64 K blocks of 64 bytes per instance and per shared disk tier: 4 MiB of prompt text each
   std::mutex random_mutex_;
   std::mt19937_64 random_{std::random_device{}()};
   std::atomic<bool> stopping_{false};

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -170,6 +171,24 @@ Result<AuditConfig> parse_audit(const json& a) {
   return out;
 }
 
+// Instances name one directory alike however it is spelled ("kv/", "./kv"):
+// children run in the router's working directory.
+std::string normal_directory(const std::string& dir) {
+  std::string normal = std::filesystem::absolute(dir).lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  return normal;
+}
+
+// A child's --kv-disk-dir (either spelling), normalised; "" without one.
+std::string kv_disk_dir_of(const std::vector<std::string>& args) {
+  constexpr std::string_view flag = "--kv-disk-dir";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag && i + 1 < args.size()) return normal_directory(args[i + 1]);
+    if (args[i].rfind(std::string(flag) + "=", 0) == 0) return normal_directory(args[i].substr(flag.size() + 1));
+  }
+  return "";
+}
+
 }  // namespace
 
 Result<RouterConfig> RouterConfig::from_file(const std::string& path) {
@@ -210,14 +229,15 @@ Result<RouterConfig> RouterConfig::from_json(const std::string& text) {
     const json& item = root["instances"][i];
     const std::string where = "instances[" + std::to_string(i) + "].";
     if (!item.is_object()) return Status::error("config: " + where.substr(0, where.size() - 1) + " must be an object");
-    DS_RETURN_IF_ERROR(only_keys(item, {"id", "version", "url", "model", "device", "args"}, where.substr(0, where.size() - 1)));
+    DS_RETURN_IF_ERROR(only_keys(item, {"id", "version", "url", "model", "device", "args", "kv_disk_dir"}, where.substr(0, where.size() - 1)));
     InstanceSpec spec;
     auto id = string_field(item, "id", where, true);
     auto version = string_field(item, "version", where, true);
     auto url = string_field(item, "url", where, false);
     auto model = string_field(item, "model", where, false);
     auto device = string_field(item, "device", where, false);
-    for (const auto* field : {&id, &version, &url, &model, &device}) {
+    auto kv_disk_dir = string_field(item, "kv_disk_dir", where, false);
+    for (const auto* field : {&id, &version, &url, &model, &device, &kv_disk_dir}) {
       if (!field->ok()) return field->status();
     }
     spec.id = id.take();
@@ -225,6 +245,7 @@ Result<RouterConfig> RouterConfig::from_json(const std::string& text) {
     spec.url = url.take();
     spec.model = model.take();
     spec.device = device.take();
+    spec.kv_disk_dir = kv_disk_dir.take();
     if (!valid_id(spec.id)) return Status::error("config: " + where + "'id' must be 1-64 letters, digits or - _ .");
     if (!ids.insert(spec.id).second) return Status::error("config: instance id '" + spec.id + "' is given twice");
     if (spec.url.empty() == spec.model.empty()) {
@@ -234,6 +255,7 @@ Result<RouterConfig> RouterConfig::from_json(const std::string& text) {
       if (!spec.device.empty() || item.contains("args")) {
         return Status::error("config: " + where + "'device' and 'args' are for a child ('model'), not a fronted 'url'");
       }
+      if (!spec.kv_disk_dir.empty()) spec.kv_disk_dir = normal_directory(spec.kv_disk_dir);
       auto endpoint = parse_endpoint_url(spec.url);
       if (!endpoint.ok()) return Status::error("config: " + where + "'url': " + endpoint.message());
     }
@@ -247,6 +269,12 @@ Result<RouterConfig> RouterConfig::from_json(const std::string& text) {
         }
         spec.args.push_back(a);
       }
+    }
+    if (spec.child()) {
+      if (!spec.kv_disk_dir.empty()) {
+        return Status::error("config: " + where + "'kv_disk_dir' is for a fronted 'url'; a child's is the --kv-disk-dir of its 'args'");
+      }
+      spec.kv_disk_dir = kv_disk_dir_of(spec.args);
     }
     config.instances.push_back(std::move(spec));
   }

@@ -6,7 +6,7 @@
 //    "api_keys": "keys.txt", "admin_keys": "admin.txt",         (optional, as serve's flags)
 //    "routing": "prefix_affinity" | "least_loaded" | "random",  (optional)
 //    "instances": [{"id": "a", "version": "v1", "model": "M.gguf", "device": "cpu:0", "args": ["--ctx-size", "4096"]},
-//                  {"id": "b", "version": "v2", "url": "http://127.0.0.1:8001"}],
+//                  {"id": "b", "version": "v2", "url": "http://127.0.0.1:8001", "kv_disk_dir": "/var/cache/kv"}],
 //    "canary": {"stable": "v1", "canary": "v2", "stages": [1, 10, 50, 100], "min_samples": 50,   (optional)
 //               "shadow_fraction": 0.1, "select": {...}, "thresholds": {...}},
 //    "audit": {"path": "audit.db", "inputs": "none" | "all" | ["TENANT", ...]}}                   (with "canary")
@@ -30,6 +30,9 @@ struct InstanceSpec {
   std::string url;           // a fronted instance, or
   std::string model, device;  // a child's model file and --device ("" for none)
   std::vector<std::string> args;  // more `dsinfer serve` flags for the child
+  // The prefix cache's disk tier it shares (its --kv-disk-dir; "" for none):
+  // any instance of a directory reads back the prefixes the others wrote.
+  std::string kv_disk_dir;
   bool child() const { return url.empty(); }
 };
 

@@ -115,7 +115,8 @@ def test_config_errors_name_the_key(tmp_path):
                            ({"instances": [child("a")], "canary": {}}, "'canary'"),
                            ({"instances": [child("a")], "lisen": "x"}, "unknown key 'lisen'"),
                            ({"instances": [{"id": "a", "version": "v", "url": "http://127.0.0.1:1", "model": "m"}]}, "exactly one of"),
-                           ({"instances": [dict(child("a"), args=["--port", "1"])]}, "the router sets it")]:
+                           ({"instances": [dict(child("a"), args=["--port", "1"])]}, "the router sets it"),
+                           ({"instances": [dict(child("a"), kv_disk_dir="/tmp/kv")]}, "'kv_disk_dir' is for a fronted 'url'")]:
         config.write_text(json.dumps(body))
         result = subprocess.run([DSINFER, "router", "--config", str(config)], capture_output=True, text=True, timeout=30)
         assert result.returncode != 0 and expected in result.stderr, (body, result.stderr)
@@ -144,6 +145,47 @@ def test_an_instance_drains_and_resumes(tmp_path):
         assert {complete(router.base) for _ in range(6)} == {"b"}
         assert admin("/admin/instances/a/resume") == 200
         assert "a" in {complete(router.base) for _ in range(6)}  # ties go to the first listed
+    finally:
+        router.stop()
+
+
+def test_a_prefix_on_a_shared_disk_tier_goes_to_an_instance_of_that_tier(tmp_path):
+    """'a' and 'b' share a disk tier, 'c' has none and is listed first (ties go
+    to it). A long prompt computed on 'a', then 'a' drained: the prompt goes to
+    'b', which reads the prefix back from the tier 'a' wrote; a new prompt goes
+    to 'c'."""
+    tier = tmp_path / "kv"
+    shared = ["--ctx-size", "1024", "--kv-disk-dir", str(tier), "--kv-disk-bytes", "16MiB"]
+    router = Router(tmp_path, [dict(child("c"), args=["--ctx-size", "1024"]), dict(child("a"), args=shared),
+                               dict(child("b"), args=["--kv-disk-dir=" + str(tier) + "/"] + shared[:2])])
+    prompt = " ".join(f"Clause {i}: the tenant keeps the garden and the lion sleeps." for i in range(12))
+
+    def admin(path):
+        request = urllib.request.Request(router.base + path, method="POST", headers=ADMIN, data=b"")
+        with urllib.request.urlopen(request, timeout=5) as r:
+            assert r.status == 200
+
+    def send(text):
+        request = urllib.request.Request(router.base + "/v1/completions", method="POST",
+                                         data=json.dumps({"prompt": text, "max_tokens": 2, "temperature": 0}).encode())
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.headers["X-Dsinfer-Instance"], json.loads(r.read())["usage"]
+
+    try:
+        for id in ("c", "b"):
+            admin(f"/admin/instances/{id}/drain")
+        instance, usage = send(prompt)
+        assert instance == "a" and usage["prompt_tokens"] > 64
+        for id in ("c", "b"):
+            admin(f"/admin/instances/{id}/resume")
+        admin("/admin/instances/a/drain")
+        deadline = time.time() + 30  # 'a' writes its pages in the background
+        while len([n for n in os.listdir(tier) if n.endswith(".kvpage")]) < usage["prompt_tokens"] // 16 and time.time() < deadline:
+            time.sleep(0.05)
+        instance, again = send(prompt)
+        assert instance == "b", router.output()
+        assert again["prompt_tokens_details"]["cached_tokens"] >= 64, again  # read back from what 'a' wrote
+        assert send("A new story about a dragon and a boat.")[0] == "c"
     finally:
         router.stop()
 

@@ -2,7 +2,8 @@
 // byte for byte (across a reopen, as after a restart); a flipped bit, a
 // truncated file and another fingerprint's file are each detected, counted,
 // removed, never returned; the directory stays within its budget (least
-// recently used first); a full queue drops pages instead of growing.
+// recently used first), shared by two instances too; a full queue drops
+// pages instead of growing.
 
 #include "engine/kv_disk_tier.h"
 
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 namespace ds {
 namespace {
@@ -157,6 +159,26 @@ TEST(KvDiskTier, TheDirectoryStaysWithinItsBudgetLeastRecentlyUsedFirst) {
   auto smaller = KvDiskTier::open(options_for(dir.path, 2 * file_bytes)).take();
   EXPECT_LE(directory_bytes(dir.path), 2 * file_bytes);
   EXPECT_TRUE(smaller->contains(key_of(0))) << "the most recently used survive";
+}
+
+TEST(KvDiskTier, InstancesSharingADirectoryKeepToOneBudget) {
+  TempDir dir;
+  const int64_t file_bytes = 64 + 4 * 4 + k_page_bytes;
+  const int64_t budget = 6 * file_bytes;
+  KvDiskTierOptions o = options_for(dir.path, budget);
+  o.rescan_every = std::chrono::milliseconds(0);  // listed again at every write (50x a listing's time apart)
+  auto first = KvDiskTier::open(o).take();
+  auto second = KvDiskTier::open(o).take();
+  const std::vector<uint8_t> payload = payload_of(6);
+  for (int32_t i = 0; i < 30; ++i) {
+    KvDiskTier& tier = i % 2 ? *second : *first;
+    if (i >= 28) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // each one's last write after a listing
+    put(tier, key_of(i * 10), payload);
+    tier.flush();
+  }
+  // Each alone would keep 6 pages: 12 together, twice the budget.
+  EXPECT_LE(directory_bytes(dir.path), budget);
+  EXPECT_TRUE(first->contains(key_of(290))) << "one reads the other's page";
 }
 
 TEST(KvDiskTier, AFullQueueDropsPages) {
