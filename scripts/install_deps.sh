@@ -7,7 +7,7 @@ set -euo pipefail
 with_reference=1
 [ "${1:-}" = "--no-reference" ] && with_reference=0
 
-debian_packages=(cmake ninja-build g++ ccache pkg-config libgtest-dev libpcre2-dev nlohmann-json3-dev libboost1.81-dev libsqlite3-dev
+debian_packages=(cmake ninja-build g++ ccache pkg-config libgtest-dev libpcre2-dev nlohmann-json3-dev libboost1.81-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev
                  clang libclang-rt-14-dev python3-pip time chromium libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${debian_packages[@]}"; do
@@ -23,7 +23,7 @@ fi
 python_packages=(gguf numpy)
 # jax and optax train the small real models of tests/reference/train_models.py (CPU wheels, ~90 MB).
 # rfc3339-validator, fqdn and rfc3986-validator are jsonschema's checkers of date-time, hostname and uri.
-[ "$with_reference" = 1 ] && python_packages+=(pytest jinja2 openai schemathesis jsonschema rfc3339-validator fqdn rfc3986-validator anthropic pyyaml jax jaxlib optax llama-cpp-python)
+[ "$with_reference" = 1 ] && python_packages+=(pytest jinja2 openai schemathesis jsonschema rfc3339-validator fqdn rfc3986-validator anthropic pyyaml huggingface_hub jax jaxlib optax llama-cpp-python)
 need_pip=()
 for p in "${python_packages[@]}"; do
   python3 -m pip show "$p" >/dev/null 2>&1 || need_pip+=("$p")

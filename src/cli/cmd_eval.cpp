@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/progress_bar.h"
+#include "cli/model_source.h"
 #include "engine/teacher_forcing.h"
 #include "quant/eval_metrics.h"
 #include "quant/text_corpus.h"
@@ -116,9 +117,12 @@ int cmd_eval(int argc, char** argv) {
   auto model = load(options.value().path, options.value(), chunk);
   if (!model.ok()) return fail(model.message());
   const std::vector<int32_t> text = tokenize(*model.value().tokenizer, documents.value());
-  const std::string ref_path = a.get("--ref");
   std::optional<LoadedModel> ref;
-  if (!ref_path.empty()) {
+  std::string ref_path;
+  if (!a.get("--ref").empty()) {
+    auto source = model_source_path(a.get("--ref"));
+    if (!source.ok()) return fail("--ref: " + source.message());
+    ref_path = source.take();
     auto loaded = load(ref_path, options.value(), chunk);
     if (!loaded.ok()) return fail("--ref: " + loaded.message());
     ref = loaded.take();

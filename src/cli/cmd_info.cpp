@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/model_source.h"
 #include "model/family.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
@@ -109,7 +110,7 @@ void print_deepseek4(const ModelConfig& c) {
 
 int cmd_info(int argc, char** argv) {
   const OptionTable table = {
-      {{"-m", "--model"}, "FILE", "", "the model, a GGUF file"},
+      {{"-m", "--model"}, "FILE", "", "the model, a GGUF file or hf://OWNER/NAME[@REVISION]/FILE (pulled into the hub cache)"},
       {{"--metadata"}, "", "", "also every metadata key and its value"},
       {{"--keys-read"}, "", "", "only the metadata keys the loaders look up, present or not"},
       {{"--ops"}, "", "", "only the ops the model's forward calls and which backends here implement each"},
@@ -122,7 +123,12 @@ int cmd_info(int argc, char** argv) {
   if (args.value().wants_help()) {
     return print_help("dsinfer info -m MODEL.gguf [options]", "What a model file holds and what serving it costs in memory.", table);
   }
-  const std::string path = args.value().get("--model");
+  auto source = model_source_path(args.value().get("--model"));
+  if (!source.ok()) {
+    std::fprintf(stderr, "dsinfer info: %s\n", source.message().c_str());
+    return 1;
+  }
+  const std::string path = source.take();
   auto file = GgufFile::open(path);
   if (!file.ok()) {
     std::fprintf(stderr, "dsinfer info: %s\n", file.message().c_str());

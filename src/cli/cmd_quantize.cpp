@@ -8,6 +8,7 @@
 #include "cli/model_options.h"
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
+#include "cli/model_source.h"
 #include "model/model_config.h"
 #include "quant/model_quantizer.h"
 #include "quant/text_corpus.h"
@@ -96,7 +97,7 @@ Status dump_calibration(const std::string& path, const QuantizeReport& report, c
 
 int cmd_quantize(int argc, char** argv) {
   const OptionTable table = {
-      {{"-m", "--model"}, "FILE", "", "the model to quantize, a GGUF file"},
+      {{"-m", "--model"}, "FILE", "", "the model to quantize, a GGUF file or hf://OWNER/NAME/FILE"},
       {{"-o", "--out"}, "FILE", "", "the GGUF file to write"},
       {{"--type"}, "TYPE", "", "the target: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, W8A8, W8A8_ASYM"},
       {{"--policy"}, "FILE", "", "rules, a line each: PATTERN TYPE, checked before the target's own"},
@@ -117,9 +118,11 @@ int cmd_quantize(int argc, char** argv) {
   }
   const Args& a = args.value();
   if (!a.positional().empty()) return fail("unexpected argument '" + a.positional()[0] + "'");
-  const std::string in_path = a.get("--model");
   const std::string out_path = a.get("--out");
-  if (in_path.empty() || !a.has("--type")) return fail("usage: dsinfer quantize -m IN.gguf -o OUT.gguf --type TYPE [--policy FILE]");
+  if (a.get("--model").empty() || !a.has("--type")) return fail("usage: dsinfer quantize -m IN.gguf -o OUT.gguf --type TYPE [--policy FILE]");
+  auto source = model_source_path(a.get("--model"));
+  if (!source.ok()) return fail(source.message());
+  const std::string in_path = source.take();
   auto threads = a.get_int("--threads");
   if (!threads.ok() || threads.value() < 1 || threads.value() > 1024) return fail("--threads must be between 1 and 1024");
 

@@ -12,6 +12,7 @@
 #include "base/file_text.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/model_source.h"
 #include "template/chat_template.h"
 #include "tokenizer/vocab.h"
 
@@ -62,7 +63,7 @@ Result<ChatInput> chat_input(const Value& v, bool add_generation_prompt, ChatSpe
 
 int cmd_template(int argc, char** argv) {
   const OptionTable table = {
-      {{"-m", "--model"}, "FILE", "", "the model whose chat template and special tokens are used"},
+      {{"-m", "--model"}, "FILE", "", "the model (a GGUF file or hf://OWNER/NAME/FILE) whose chat template and special tokens are used"},
       {{"--chat-template"}, "FILE|NAME", "", "a Jinja file or a built-in template's name, in place of the model's"},
       {{"--messages"}, "FILE", "", "a JSON array of messages, or an object with messages, tools, add_generation_prompt and template variables"},
       {{"--contexts"}, "FILE", "", "a JSON array of such objects: prints a JSON array of {\"prompt\": text} or {\"error\": message}"},
@@ -80,11 +81,12 @@ int cmd_template(int argc, char** argv) {
   if (a.has("--messages") == a.has("--contexts")) return fail("give one of --messages FILE and --contexts FILE");
 
   ChatSpecialTokens tokens{a.get("--bos"), a.get("--eos")};
-  const std::string path = a.get("--model");
-  if (path.empty() && !a.has("--chat-template")) return fail("give -m MODEL.gguf or --chat-template FILE|NAME");
+  if (a.get("--model").empty() && !a.has("--chat-template")) return fail("give -m MODEL.gguf or --chat-template FILE|NAME");
   std::unique_ptr<GgufFile> file;
-  if (!path.empty()) {
-    auto opened = GgufFile::open(path);
+  if (!a.get("--model").empty()) {
+    auto path = model_source_path(a.get("--model"));
+    if (!path.ok()) return fail(path.message());
+    auto opened = GgufFile::open(path.value());
     if (!opened.ok()) return fail(opened.message());
     file = opened.take();
     auto vocab = Vocab::from_gguf(*file);

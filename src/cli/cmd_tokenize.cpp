@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/model_source.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds {
@@ -23,7 +24,7 @@ int fail(const std::string& message) {
 
 int cmd_tokenize(int argc, char** argv) {
   const OptionTable table = {
-      {{"-m", "--model"}, "FILE", "", "the model, a GGUF file (its vocabulary alone is enough)"},
+      {{"-m", "--model"}, "FILE", "", "the model, a GGUF file or hf://OWNER/NAME/FILE (its vocabulary alone is enough)"},
       {{"--jsonl"}, "FILE", "", "tokenize each line of FILE, a JSON string; print {\"ids\": [...], \"decoded\": \"...\"} for each"},
       {{"--no-bos"}, "", "", "do not add the beginning-of-sequence token"},
       {{"--pieces"}, "", "", "print each token's text beside its id"},
@@ -35,9 +36,10 @@ int cmd_tokenize(int argc, char** argv) {
     return print_help("dsinfer tokenize -m MODEL.gguf [options] TEXT", "Text to token ids with the model's vocabulary.", table);
   }
   const Args& a = args.value();
-  const std::string path = a.get("--model");
-  if (path.empty()) return fail("missing -m MODEL.gguf");
-  auto file = GgufFile::open(path);
+  if (a.get("--model").empty()) return fail("missing -m MODEL.gguf");
+  auto path = model_source_path(a.get("--model"));
+  if (!path.ok()) return fail(path.message());
+  auto file = GgufFile::open(path.value());
   if (!file.ok()) return fail(file.message());
   auto tokenizer = Tokenizer::from_gguf(*file.value());
   if (!tokenizer.ok()) return fail(tokenizer.message());

@@ -1,4 +1,5 @@
 #include "cli/model_options.h"
+#include "cli/model_source.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -19,7 +20,7 @@ constexpr int64_t k_default_page_tokens = 16;
 
 OptionTable model_option_table() {
   return {
-      {{"-m", "--model"}, "FILE", "", "the model, a GGUF file"},
+      {{"-m", "--model"}, "FILE", "", "the model, a GGUF file or hf://OWNER/NAME[@REVISION]/FILE (pulled into the hub cache)"},
       {{"-t", "--threads"}, "N", "", "threads the model runs on, 1..1024 (default: every CPU this process may run on)"},
       {{"-c", "--ctx-size"}, "N", "0", "the longest sequence in tokens; 0: the model's training context, capped at 4096"},
       {{"--kv-page-tokens"}, "N", "", "tokens a KV page holds, 1..4096 (default: what the model's rows fit)"},
@@ -90,8 +91,10 @@ Result<SpeculationConfig> parse_speculation(const Args& args) {
   const int drafters = int(args.has("--draft-model")) + int(args.has("--speculative-ngram")) + int(args.has("--speculative-mtp"));
   if (drafters > 1) return Status::error("--draft-model, --speculative-ngram and --speculative-mtp are three drafters: give one");
   if (args.has("--draft-model")) {
-    config.draft_model = args.get("--draft-model");
-    if (config.draft_model.empty()) return Status::error("--draft-model needs a GGUF file");
+    if (args.get("--draft-model").empty()) return Status::error("--draft-model needs a GGUF file");
+    auto draft = model_source_path(args.get("--draft-model"));
+    if (!draft.ok()) return Status::error("--draft-model: " + draft.message());
+    config.draft_model = draft.take();
     auto n = args.get_int("--draft-tokens");
     if (!n.ok()) return n.status();
     if (n.value() < 1 || n.value() > 16) return Status::error("--draft-tokens must be 1..16");
@@ -176,8 +179,10 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
     }
     o.model.expert_parallel = true;
   }
-  o.path = args.get("--model");
-  if (o.path.empty()) return Status::error("missing -m MODEL.gguf");
+  if (args.get("--model").empty()) return Status::error("missing -m MODEL.gguf");
+  auto path = model_source_path(args.get("--model"));
+  if (!path.ok()) return path.status();
+  o.path = path.take();
   // Default: every CPU this process may run on (its --device, taskset or cpuset).
   auto threads = args.get_int("--threads", int64_t(usable_cpu_count()));
   if (!threads.ok()) return threads.status();

@@ -1,7 +1,8 @@
 #pragma once
 // Progress of a long command on stderr: a bar redrawn in place on a terminal,
-// or a line at every tenth of the way when stderr is a file or a pipe (a CI
-// log), so that neither floods its reader.
+// or, when stderr is a file or a pipe (a CI log), a line at every tenth of the
+// way or only at the end, so that neither floods its reader. A unit of
+// "bytes" is shown in MiB with the rate.
 
 #include <chrono>
 #include <cstdint>
@@ -11,7 +12,8 @@ namespace ds {
 
 class ProgressBar {
  public:
-  ProgressBar(std::string label, int64_t total, std::string unit);
+  enum class Lines { every_tenth, at_end };  // off a terminal
+  ProgressBar(std::string label, int64_t total, std::string unit, Lines lines = Lines::every_tenth);
   void update(int64_t done);  // done of total so far
   void finish();              // the last draw and its newline
 
@@ -20,6 +22,7 @@ class ProgressBar {
   std::string label_, unit_;
   int64_t total_;
   bool terminal_;
+  Lines lines_;
   int64_t last_tenth_ = -1;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <regex>
 #include <limits>
 
 namespace ds {
@@ -186,6 +187,65 @@ const char* gguf_type_name(GgufType type) {
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
+  auto file = open_one(path);
+  if (!file.ok()) return file.status();
+  DS_RETURN_IF_ERROR(file.value()->open_parts());
+  return file;
+}
+
+Status GgufFile::open_parts() {
+  if (!find("split.count")) return Status();
+  auto count = get_uint("split.count");
+  auto number = get_uint_or("split.no", 0);
+  if (!count.ok()) return count.status();
+  if (!number.ok()) return number.status();
+  if (count.value() <= 1) return Status();
+  if (count.value() > 9999) return Status::error("gguf: split.count " + std::to_string(count.value()) + " in '" + path_ + "' is not a number of files");
+  if (number.value() != 0) {
+    return Status::error("gguf: '" + path_ + "' is part " + std::to_string(number.value() + 1) + " of a split model: open its first part");
+  }
+  static const std::regex pattern(R"((.*)-00001-of-(\d{5})\.gguf)");
+  std::smatch m;
+  if (!std::regex_match(path_, m, pattern) || std::stoull(m[2].str()) != count.value()) {
+    return Status::error("gguf: '" + path_ + "' is the first of a split model's " + std::to_string(count.value()) +
+                         " parts, whose names must be PREFIX-0000K-of-0000N.gguf");
+  }
+  for (uint64_t k = 1; k < count.value(); ++k) {
+    char suffix[64];
+    std::snprintf(suffix, sizeof suffix, "-%05llu-of-%05llu.gguf", (unsigned long long)k + 1, (unsigned long long)count.value());
+    auto part = open_one(m[1].str() + suffix);
+    if (!part.ok()) return Status::error("split model: " + part.message());
+    GgufFile& p = *part.value();
+    const auto p_count = p.get_uint("split.count"), p_number = p.get_uint("split.no");
+    if (!p_count.ok() || !p_number.ok() || p_count.value() != count.value() || p_number.value() != k) {
+      return Status::error("gguf: '" + p.path_ + "' is not part " + std::to_string(k + 1) + " of " + std::to_string(count.value()) +
+                           " (its split.no and split.count say otherwise)");
+    }
+    for (GgufTensorInfo info : p.tensors_) {
+      info.part = uint32_t(parts_.size() + 1);
+      if (!tensor_index_.emplace(info.name, tensors_.size()).second) {
+        return Status::error("gguf: tensor '" + info.name + "' is in two parts of the split model (again in '" + p.path_ + "')");
+      }
+      tensors_.push_back(std::move(info));
+    }
+    parts_.push_back(part.take());
+  }
+  auto expected = get_uint_or("split.tensors.count", tensors_.size());
+  if (!expected.ok()) return expected.status();
+  if (expected.value() != tensors_.size()) {
+    return Status::error("gguf: the split model's parts hold " + std::to_string(tensors_.size()) + " tensors, split.tensors.count says " +
+                         std::to_string(expected.value()));
+  }
+  return Status();
+}
+
+size_t GgufFile::file_bytes() const {
+  size_t bytes = size_;
+  for (const auto& p : parts_) bytes += p->size_;
+  return bytes;
+}
+
+Result<std::unique_ptr<GgufFile>> GgufFile::open_one(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::error("cannot open model file '" + path + "': " + std::strerror(errno));
   struct stat st {};
@@ -222,6 +282,12 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(const uint8_t* data, size_t si
 }
 
 void GgufFile::release_tensor_pages(const GgufTensorInfo& info) const {
+  if (info.part != 0) {
+    GgufTensorInfo local = info;
+    local.part = 0;
+    parts_[info.part - 1]->release_tensor_pages(local);
+    return;
+  }
   if (!mapped_) return;
   const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = (uintptr_t(tensor_data(info)) + page - 1) / page * page;

@@ -69,13 +69,17 @@ struct GgufTensorInfo {
   int64_t ne[k_max_dims] = {1, 1, 1, 1};  // ne[0] is the contiguous (row) dimension
   DType type = DType::f32;
   uint64_t offset = 0;  // relative to the data section
+  uint32_t part = 0;    // of a split model: which file holds the data (0: the first)
   uint64_t n_bytes = 0;
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
 
 class GgufFile {
  public:
-  // Maps the file read-only.
+  // Maps the file read-only. The first part of a split model
+  // (PREFIX-00001-of-0000N.gguf, as llama.cpp's gguf-split writes it: its
+  // metadata in the first, split.count in every one) maps all its parts,
+  // and their tensors are found as one model's.
   static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
   // Parses a buffer the caller keeps alive (tests, fuzzing).
   static Result<std::unique_ptr<GgufFile>> parse(const uint8_t* data, size_t size);
@@ -85,7 +89,7 @@ class GgufFile {
 
   uint32_t version() const { return version_; }
   const std::string& path() const { return path_; }
-  size_t file_bytes() const { return size_; }
+  size_t file_bytes() const;  // of every part
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
 
@@ -110,14 +114,20 @@ class GgufFile {
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(std::string_view name) const;
-  const uint8_t* tensor_data(const GgufTensorInfo& info) const { return base_ + data_offset_ + info.offset; }
+  const uint8_t* tensor_data(const GgufTensorInfo& info) const {
+    const GgufFile& f = info.part == 0 ? *this : *parts_[info.part - 1];
+    return f.base_ + f.data_offset_ + info.offset;
+  }
   // Drops the mapping's resident pages wholly inside the tensor, once a copy
   // serves instead (the page cache keeps them; a later read maps them again).
   void release_tensor_pages(const GgufTensorInfo& info) const;
 
  private:
   GgufFile() = default;
+  static Result<std::unique_ptr<GgufFile>> open_one(const std::string& path);
   Status parse_all();
+  // The other parts of a split model, their tensors added to this one's.
+  Status open_parts();
 
   std::string path_;
   const uint8_t* base_ = nullptr;
@@ -130,6 +140,7 @@ class GgufFile {
   std::unordered_map<std::string, size_t> metadata_index_;
   std::vector<GgufTensorInfo> tensors_;
   std::unordered_map<std::string, size_t> tensor_index_;
+  std::vector<std::unique_ptr<GgufFile>> parts_;  // a split model's second part on
   mutable std::mutex lookups_mutex_;
   mutable std::set<std::string, std::less<>> lookups_;
 };
