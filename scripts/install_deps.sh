@@ -23,7 +23,9 @@ fi
 python_packages=(gguf numpy)
 # jax and optax train the small real models of tests/reference/train_models.py (CPU wheels, ~90 MB).
 # rfc3339-validator, fqdn and rfc3986-validator are jsonschema's checkers of date-time, hostname and uri.
-[ "$with_reference" = 1 ] && python_packages+=(pytest jinja2 openai schemathesis jsonschema rfc3339-validator fqdn rfc3986-validator anthropic pyyaml huggingface_hub jax jaxlib optax llama-cpp-python)
+# torch, transformers and sentencepiece run llama.cpp's own convert_hf_to_gguf.py, the converter's reference
+# (torch from PyPI carries its CUDA libraries: ~4 GB, about 2 minutes once).
+[ "$with_reference" = 1 ] && python_packages+=(pytest jinja2 openai schemathesis jsonschema rfc3339-validator fqdn rfc3986-validator anthropic pyyaml huggingface_hub torch transformers sentencepiece jax jaxlib optax llama-cpp-python)
 need_pip=()
 for p in "${python_packages[@]}"; do
   python3 -m pip show "$p" >/dev/null 2>&1 || need_pip+=("$p")
@@ -42,7 +44,8 @@ llama_cpp_marker() {
 if [ ${#need_pip[@]} -gt 0 ]; then
   others=()
   # jax, jaxlib and optax pinned: the trained test models are as reproducible as their training arithmetic.
-  declare -A pinned=([jax]=jax==0.10.2 [jaxlib]=jaxlib==0.10.2 [optax]=optax==0.2.8)
+  # torch and transformers pinned: the converter's reference output depends on them.
+  declare -A pinned=([jax]=jax==0.10.2 [jaxlib]=jaxlib==0.10.2 [optax]=optax==0.2.8 [torch]=torch==2.15.0 [transformers]=transformers==5.25.0)
   for p in "${need_pip[@]}"; do [ "$p" = llama-cpp-python ] || others+=("${pinned[$p]:-$p}"); done
   if [ ${#others[@]} -gt 0 ]; then
     echo "installing PyPI packages: ${others[*]}"
@@ -58,4 +61,17 @@ if [ "$with_reference" = 1 ]; then
     CMAKE_ARGS="$llama_cpp_args" python3 -m pip install -q --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36
     echo "$llama_cpp_args" > "$(llama_cpp_marker)"
   fi
+fi
+# llama.cpp's convert_hf_to_gguf.py with its conversion/ and gguf-py/, from the same
+# source package, for tests/reference/test_convert_vs_llama_cpp.py.
+converter="$HOME/.cache/dsinfer/llama-cpp-python-0.3.36"
+if [ "$with_reference" = 1 ] && [ ! -f "$converter/vendor/llama.cpp/convert_hf_to_gguf.py" ]; then
+  echo "unpacking llama.cpp's converter from the llama-cpp-python 0.3.36 source package"
+  download=$(mktemp -d)
+  python3 -m pip download -q --no-binary :all: --no-deps llama-cpp-python==0.3.36 -d "$download"
+  mkdir -p "$converter"
+  tar -xzf "$download"/llama_cpp_python-0.3.36.tar.gz -C "$converter" --strip-components=1 \
+    llama_cpp_python-0.3.36/vendor/llama.cpp/convert_hf_to_gguf.py llama_cpp_python-0.3.36/vendor/llama.cpp/conversion \
+    llama_cpp_python-0.3.36/vendor/llama.cpp/gguf-py
+  rm -rf "$download"
 fi

@@ -16,6 +16,7 @@ int cmd_serve(int argc, char** argv);
 int cmd_router(int argc, char** argv);
 int cmd_canary(int argc, char** argv);
 int cmd_pull(int argc, char** argv);
+int cmd_convert(int argc, char** argv);
 int cmd_version();
 
 }  // namespace ds

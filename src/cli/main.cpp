@@ -14,6 +14,7 @@ struct Command {
 
 const Command k_commands[] = {
     {"pull", ds::cmd_pull, "a model from the Hugging Face hub into its cache"},
+    {"convert", ds::cmd_convert, "a Hugging Face checkpoint (safetensors) to GGUF"},
     {"run", ds::cmd_run, "generate text from a prompt"},
     {"serve", ds::cmd_serve, "the OpenAI-compatible server"},
     {"bench", ds::cmd_bench, "speed: prompt processing, generation, throughput, memory bandwidth"},

@@ -1,0 +1,140 @@
+"""`dsinfer convert` against llama.cpp's own convert_hf_to_gguf.py on the same
+Hugging Face checkpoints (make_hf_checkpoint.py: Llama and Qwen2 shapes,
+random bf16 weights in shards, an FP8 block-scaled variant): the GGUF files
+equal key by key and tensor by tensor (bytes), for F32, F16, BF16 and Q8_0;
+llama.cpp loads ours, and its logits agree with dsinfer's. Bad checkpoints
+are refused naming the file and tensor, and a multi-shard conversion's peak
+memory stays within the largest input and output tensors over its baseline.
+
+general.name is the one key not compared: llama.cpp derives it by heuristics
+from the directory's name and a model card, dsinfer writes the directory's name."""
+
+import json
+import os
+import subprocess
+
+import gguf
+import numpy as np
+import pytest
+
+import llama_cpp_converter
+from test_logits_vs_llama_cpp import QUANT_TOLERANCE, TOLERANCE, compare
+from make_hf_checkpoint import make_fp8, write_checkpoint
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    made = {family: write_checkpoint(str(root / family), family) for family in ("llama", "qwen2")}
+    made.update({f"{family}-fp8": make_fp8(made[family], str(root / f"{family}-fp8")) for family in ("llama", "qwen2")})
+    return made
+
+
+def fields(path):
+    reader = gguf.GGUFReader(path)
+    keys = {k: (f.types, f.contents()) for k, f in reader.fields.items() if not k.startswith("GGUF.") and k != "general.name"}
+    tensors = {t.name: (t.tensor_type, [int(n) for n in t.shape], np.asarray(t.data).view(np.uint8).tobytes()) for t in reader.tensors}
+    return keys, tensors
+
+
+@pytest.mark.parametrize("source,outtype", [("llama", "q8_0"), ("llama", "f16"), ("llama", "bf16"), ("qwen2", "q8_0"), ("qwen2", "f32"),
+                                            ("llama-fp8", "f32"), ("qwen2-fp8", "bf16")])
+def test_the_gguf_equals_llama_cpps_key_by_key_and_tensor_by_tensor(dsinfer, checkpoints, tmp_path, source, outtype):
+    family = source.split("-")[0]
+    theirs = llama_cpp_converter.convert(checkpoints[source], tmp_path / "theirs.gguf", outtype, pre_name="qwen2" if family == "qwen2" else "")
+    ours = tmp_path / "ours.gguf"
+    dsinfer("convert", checkpoints[source], "-o", ours, "--type", outtype)
+    their_keys, their_tensors = fields(str(theirs))
+    our_keys, our_tensors = fields(str(ours))
+    assert our_keys.keys() == their_keys.keys()
+    for key in their_keys:
+        assert our_keys[key] == their_keys[key], key
+    assert our_tensors.keys() == their_tensors.keys()
+    for name in their_tensors:
+        assert our_tensors[name][:2] == their_tensors[name][:2], name
+        assert our_tensors[name][2] == their_tensors[name][2], f"{name}: bytes differ"
+
+    # llama.cpp loads ours (the same bytes as its own): its logits and dsinfer's agree within the
+    # bound the logit comparisons hold each type to (test_logits_vs_llama_cpp.py).
+    error = compare(dsinfer, ours, tmp_path / "logits.npy")
+    tolerance = TOLERANCE.get(outtype, QUANT_TOLERANCE)
+    print(f"\n{source} {outtype}: identical files; llama.cpp loads ours, relative max logit error {error:.2e} (tolerance {tolerance:g})")
+    assert error <= tolerance
+
+
+def refused(dsinfer, checkpoint, tmp_path):
+    result = dsinfer("convert", checkpoint, "-o", tmp_path / "bad.gguf", "--type", "f16", check=False)
+    assert result.returncode != 0 and not os.path.exists(tmp_path / "bad.gguf")
+    return result.stderr.decode()
+
+
+def copy(source, tmp_path, name):
+    out = tmp_path / name
+    subprocess.run(["cp", "-r", source, str(out)], check=True)
+    return out
+
+
+def test_bad_checkpoints_are_refused_naming_the_file_and_tensor(dsinfer, checkpoints, tmp_path):
+    missing = copy(checkpoints["llama"], tmp_path, "missing")
+    os.remove(missing / "model-00002-of-00003.safetensors")
+    assert "missing shard" in (e := refused(dsinfer, missing, tmp_path)) and "model-00002-of-00003.safetensors" in e, e
+
+    truncated = copy(checkpoints["llama"], tmp_path, "truncated")
+    with open(truncated / "model-00001-of-00003.safetensors", "r+b") as f:
+        f.truncate(100)  # inside its JSON header
+    assert "model-00001-of-00003.safetensors" in (e := refused(dsinfer, truncated, tmp_path)) and "truncated" in e, e
+
+    shape = copy(checkpoints["llama"], tmp_path, "shape")
+    config = json.load(open(shape / "config.json"))
+    config["intermediate_size"] = 96
+    json.dump(config, open(shape / "config.json", "w"))
+    assert "mlp.gate_proj.weight" in (e := refused(dsinfer, shape, tmp_path)) and "config.json implies" in e, e
+
+    unscaled = copy(checkpoints["llama-fp8"], tmp_path, "unscaled")
+    index = json.load(open(unscaled / "model.safetensors.index.json"))
+    dropped = next(n for n in index["weight_map"] if n.endswith("q_proj.weight_scale_inv"))
+    shard = index["weight_map"].pop(dropped)
+    json.dump(index, open(unscaled / "model.safetensors.index.json", "w"))
+    from safetensors.torch import load_file, save_file
+    tensors = load_file(str(unscaled / shard))
+    del tensors[dropped]
+    save_file(tensors, str(unscaled / shard), metadata={"format": "pt"})
+    assert dropped in (e := refused(dsinfer, unscaled, tmp_path)) and "FP8" in e, e
+
+    unknown = copy(checkpoints["llama"], tmp_path, "unknown")
+    config = json.load(open(unknown / "config.json"))
+    config["rope_parameters"] = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0, "original_max_position_embeddings": 64}
+    config["attn_logit_softcapping"] = 30.0
+    json.dump(config, open(unknown / "config.json", "w"))
+    assert "attn_logit_softcapping" in (e := refused(dsinfer, unknown, tmp_path)), e
+
+
+def peak_rss_of(command):
+    """The peak resident memory (bytes) of a command, measured by GNU time: a
+    child of this process would carry the test's own (torch's) peak across its exec."""
+    result = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    return int(result.stderr.strip().splitlines()[-1]) * 1024
+
+
+def test_peak_memory_of_a_multi_shard_conversion(checkpoints, tmp_path):
+    """hidden 1024: token_embd and output are 50257 x 1024 bf16, 103 MB each, the
+    largest tensors, in shards of 32 MB or less (a tensor larger than a shard gets its own).
+    Converted to BF16, a tensor's input and output are the same size. Over the
+    baseline (the same conversion of the hidden-64 model: binary, tokenizer,
+    metadata), the converter holds one output tensor whole (the writer takes it
+    whole) and the input's mapped pages only until their rows are done (released
+    every 4 MiB), plus a row: the largest tensor and 16 MiB of slack for that
+    stride, the allocator and the page granularity. Twice the largest tensor is the bound asked for."""
+    from conftest import ROOT
+    binary = os.environ.get("DSINFER_BIN", os.path.join(ROOT, "build", "dsinfer"))
+    big = write_checkpoint(str(tmp_path / "big"), "llama", hidden=1024, layers=2, shard="32MB")
+    shards = [n for n in os.listdir(big) if n.endswith(".safetensors")]
+    largest = 50257 * 1024 * 2
+    baseline = peak_rss_of([binary, "convert", checkpoints["llama"], "-o", str(tmp_path / "small.gguf"), "--type", "bf16"])
+    peak = peak_rss_of([binary, "convert", big, "-o", str(tmp_path / "big.gguf"), "--type", "bf16"])
+    total = sum(os.path.getsize(os.path.join(big, n)) for n in shards)
+    print(f"\nconvert, {len(shards)} shards of {total / 2**20:.0f} MiB, largest tensor {largest / 2**20:.0f} MiB: peak RSS "
+          f"{peak / 2**20:.0f} MiB, baseline {baseline / 2**20:.0f} MiB: {(peak - baseline) / largest:.2f}x the largest tensor")
+    assert len(shards) > 2
+    assert peak - baseline <= 2 * largest
+    assert peak - baseline <= largest + (16 << 20)
