@@ -27,7 +27,8 @@ int cmd_convert(int argc, char** argv) {
   if (args.value().wants_help()) {
     return print_help("dsinfer convert HF_DIR -o OUT.gguf [--type F32|F16|BF16|Q8_0]",
                       "Converts a Hugging Face checkpoint (config.json, safetensors shards, tokenizer.json) to GGUF with llama.cpp's "
-                      "names and keys, FP8 block-scaled weights dequantized exactly. Architectures: LlamaForCausalLM, Qwen2ForCausalLM.",
+                      "names and keys, FP8 block-scaled weights dequantized exactly. Architectures: LlamaForCausalLM, Qwen2ForCausalLM, "
+                      "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM.",
                       table);
   }
   const Args& a = args.value();

@@ -4,12 +4,12 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 
 #include "gguf/gguf_writer.h"
 #include "hub/hf_checkpoint.h"
 #include "hub/hf_tokenizer.h"
+#include "hub/tensor_plan.h"
 #include "quant/weight_encoder.h"
 
 namespace ds {
@@ -20,24 +20,30 @@ using json = nlohmann::json;
 struct Architecture {
   const char* hf;
   const char* gguf;
-  bool permute_qk;        // llama: HF's rotary halves to GGML's interleaved pairs
-  bool vocab_and_rope_keys;  // llama writes vocab_size and rope.dimension_count
+  TensorFamily family;
 };
 
 constexpr Architecture k_architectures[] = {
-    {"LlamaForCausalLM", "llama", true, true},
-    {"Qwen2ForCausalLM", "qwen2", false, false},
+    {"LlamaForCausalLM", "llama", TensorFamily::llama},
+    {"Qwen2ForCausalLM", "qwen2", TensorFamily::qwen2},
+    {"DeepseekV2ForCausalLM", "deepseek2", TensorFamily::deepseek2},
+    {"DeepseekV3ForCausalLM", "deepseek2", TensorFamily::deepseek2},
 };
 
-// config.json keys read into the metadata, and those known to leave the weights' math alone.
-const std::set<std::string> k_honoured = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                                          "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_parameters",
-                                          "rope_scaling", "head_dim", "tie_word_embeddings", "hidden_act", "attention_bias", "mlp_bias",
-                                          "pretraining_tp", "use_sliding_window", "use_mrope", "sliding_window", "max_window_layers", "architectures",
-                                          "model_type", "bos_token_id", "eos_token_id", "pad_token_id", "quantization_config"};
+// config.json keys read into the metadata or checked, and those known to leave the weights' math alone.
+const std::set<std::string> k_honoured = {
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_parameters", "rope_scaling", "head_dim", "tie_word_embeddings",
+    "hidden_act", "attention_bias", "mlp_bias", "pretraining_tp", "use_sliding_window", "sliding_window", "max_window_layers", "use_mrope",
+    "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id", "quantization_config",
+    // DeepSeek V2/V3: multi-head latent attention and the routed experts.
+    "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "qk_head_dim", "v_head_dim", "n_routed_experts",
+    "n_shared_experts", "moe_intermediate_size", "num_experts_per_tok", "n_group", "topk_group", "topk_method", "scoring_func",
+    "routed_scaling_factor", "norm_topk_prob", "first_k_dense_replace", "moe_layer_freq", "rope_interleave", "num_nextn_predict_layers"};
 const std::set<std::string> k_inert = {"_name_or_path", "torch_dtype", "dtype", "transformers_version", "initializer_range", "use_cache",
                                        "attention_dropout", "hidden_dropout", "return_dict", "output_hidden_states", "output_attentions",
-                                       "is_encoder_decoder", "layer_types", "tokenizer_class"};
+                                       "is_encoder_decoder", "layer_types", "tokenizer_class", "auto_map", "aux_loss_alpha", "seq_aux",
+                                       "ep_size", "output_router_logits", "router_aux_loss_coef"};
 
 // llama.cpp's llama_ftype for the file's type.
 uint32_t file_type_of(DType type) {
@@ -49,22 +55,6 @@ uint32_t file_type_of(DType type) {
   }
 }
 
-struct OutputTensor {
-  std::string name, source;
-  DType type;
-  int64_t rows, columns;  // of the source; the GGUF shape is {columns, rows}
-  bool vector;            // a 1-D tensor
-  int64_t permute_heads = 0;  // q/k rows into GGML's rotary order, over this many heads
-};
-
-// Output row r of a permuted q or k: llama.cpp's reshape(heads, 2, d/2, ...).swapaxes(1, 2).
-int64_t source_row(const OutputTensor& t, int64_t r) {
-  if (t.permute_heads == 0) return r;
-  const int64_t head_dim = t.rows / t.permute_heads, half = head_dim / 2;
-  const int64_t h = r / head_dim, within = r % head_dim;
-  return h * head_dim + (within % 2) * half + within / 2;
-}
-
 Result<int64_t> integer(const json& config, const char* key) {
   if (!config.contains(key) || !config[key].is_number_integer() || config[key].get<int64_t>() <= 0) {
     return Status::error("config.json: '" + std::string(key) + "' must be a positive integer");
@@ -72,23 +62,13 @@ Result<int64_t> integer(const json& config, const char* key) {
   return config[key].get<int64_t>();
 }
 
-// The rope settings (rope_parameters in transformers 5, rope_scaling and rope_theta before): only unscaled RoPE converts.
-Result<double> rope_theta(const json& config) {
-  json rope = config.value("rope_parameters", json());
-  if (rope.is_null()) rope = config.value("rope_scaling", json());
-  double theta = config.value("rope_theta", 10000.0);
-  if (rope.is_object()) {
-    const std::string type = rope.value("rope_type", rope.value("type", "default"));
-    if (type != "default") return Status::error("config.json: RoPE scaling '" + type + "' is not converted yet");
-    theta = rope.value("rope_theta", theta);
-  } else if (!rope.is_null()) {
-    return Status::error("config.json: rope_parameters must be an object");
-  }
-  return theta;
+Result<float> number(const json& object, const char* key, const char* where) {
+  if (!object.contains(key) || !object[key].is_number()) return Status::error(std::string("config.json: '") + where + key + "' must be a number");
+  return object[key].get<float>();
 }
 
-std::string size_label(int64_t parameters) {
-  // gguf-py's model_weight_count_rounded_notation: 2 significant digits at least.
+// gguf-py's model_weight_count_rounded_notation: at least 2 significant digits.
+std::string rounded_count(int64_t parameters) {
   double scaled = double(parameters) * 1e-3;
   const char* suffix = "K";
   if (parameters > 1e12) {
@@ -102,10 +82,102 @@ std::string size_label(int64_t parameters) {
     suffix = "M";
   }
   const int digits = int(std::to_string(int64_t(std::llround(scaled))).size());
-  const int decimals = std::max(2 - digits, 0);
   char text[64];
-  std::snprintf(text, sizeof text, "%.*f%s", decimals, scaled, suffix);
+  std::snprintf(text, sizeof text, "%.*f%s", std::max(2 - digits, 0), scaled, suffix);
   return text;
+}
+
+// gguf-py's size label: the parameters, or for experts "N x (shared + one expert's)".
+std::string size_label(const std::vector<PlannedTensor>& plan, int64_t n_expert) {
+  int64_t total = 0, per_expert = 0;
+  bool any_experts = false;
+  for (const PlannedTensor& t : plan) {
+    if (t.experts) {
+      per_expert += t.elements() / n_expert;
+      any_experts = true;
+    } else {
+      total += t.elements();
+    }
+  }
+  return any_experts ? std::to_string(n_expert) + "x" + rounded_count(total + per_expert) : rounded_count(total);
+}
+
+// The RoPE settings: rope_parameters (transformers 5) or rope_scaling and rope_theta (before).
+struct Rope {
+  std::string type = "default";
+  json parameters = json::object();
+  double theta = 10000.0;
+};
+
+Result<Rope> rope_of(const json& config) {
+  Rope rope;
+  json p = config.value("rope_parameters", json());
+  if (p.is_null()) p = config.value("rope_scaling", json());
+  if (!p.is_null() && !p.is_object()) return Status::error("config.json: rope_parameters must be an object");
+  if (p.is_object()) rope.parameters = p;
+  rope.type = rope.parameters.value("rope_type", rope.parameters.value("type", std::string("default")));
+  rope.theta = rope.parameters.value("rope_theta", config.value("rope_theta", 10000.0));
+  if (rope.type != "default" && rope.type != "yarn") return Status::error("config.json: RoPE scaling '" + rope.type + "' is not converted yet");
+  return rope;
+}
+
+Status refuse_unknown_settings(const json& config) {
+  for (const auto& [key, value] : config.items()) {
+    if (!k_honoured.count(key) && !k_inert.count(key)) {
+      return Status::error("config.json: '" + key + "' is not a setting dsinfer converts (it may change the model's math), so the model is refused");
+    }
+  }
+  const auto refuse_unless = [&](bool ok, const std::string& what) { return ok ? Status() : Status::error("config.json: " + what + " is not converted"); };
+  DS_RETURN_IF_ERROR(refuse_unless(config.value("hidden_act", "silu") == "silu", "hidden_act other than silu"));
+  DS_RETURN_IF_ERROR(refuse_unless(config.value("pretraining_tp", 1) == 1, "pretraining_tp other than 1"));
+  DS_RETURN_IF_ERROR(refuse_unless(!config.value("mlp_bias", false), "mlp_bias"));
+  DS_RETURN_IF_ERROR(refuse_unless(!config.value("use_sliding_window", false), "use_sliding_window"));
+  DS_RETURN_IF_ERROR(refuse_unless(!config.value("use_mrope", false), "use_mrope (multimodal RoPE)"));
+  DS_RETURN_IF_ERROR(refuse_unless(config.value("moe_layer_freq", 1) == 1, "moe_layer_freq other than 1"));
+  DS_RETURN_IF_ERROR(refuse_unless(config.value("rope_interleave", true), "rope_interleave false"));
+  const std::string topk = config.value("topk_method", std::string("greedy"));
+  DS_RETURN_IF_ERROR(refuse_unless(topk == "greedy" || topk == "group_limited_greedy" || topk == "noaux_tc", "topk_method '" + topk + "'"));
+  return Status();
+}
+
+// The deepseek2 keys beyond the common ones, as llama.cpp's DeepseekV2Model writes them.
+Status add_deepseek2_keys(GgufWriter& w, const json& config, const Rope& rope, int64_t n_layer) {
+  const std::string a = "deepseek2";
+  const bool moe = config.contains("n_routed_experts") && !config["n_routed_experts"].is_null();
+  const int64_t leading_dense = config.contains("first_k_dense_replace") ? config["first_k_dense_replace"].get<int64_t>() : (moe ? 0 : n_layer);
+  w.add_uint32(a + ".leading_dense_block_count", uint32_t(leading_dense));
+  w.add_uint32(a + ".vocab_size", uint32_t(config["vocab_size"].get<int64_t>()));
+  if (config.contains("q_lora_rank") && !config["q_lora_rank"].is_null()) {
+    auto q_lora = integer(config, "q_lora_rank");
+    if (!q_lora.ok()) return q_lora.status();
+    w.add_uint32(a + ".attention.q_lora_rank", uint32_t(q_lora.value()));
+  }
+  const int64_t kv_lora = config.value("kv_lora_rank", int64_t(512));
+  auto rope_dim = integer(config, "qk_rope_head_dim"), nope = integer(config, "qk_nope_head_dim"), v = integer(config, "v_head_dim");
+  for (const auto* r : {&rope_dim, &nope, &v}) {
+    if (!r->ok()) return r->status();
+  }
+  w.add_uint32(a + ".attention.kv_lora_rank", uint32_t(kv_lora));
+  w.add_uint32(a + ".attention.key_length", uint32_t(kv_lora + rope_dim.value()));
+  w.add_uint32(a + ".attention.value_length", uint32_t(kv_lora));
+  w.add_uint32(a + ".attention.key_length_mla", uint32_t(nope.value() + rope_dim.value()));
+  w.add_uint32(a + ".attention.value_length_mla", uint32_t(v.value()));
+  const json ff = config.contains("moe_intermediate_size") ? config["moe_intermediate_size"] : config["intermediate_size"];
+  w.add_uint32(a + ".expert_feed_forward_length", uint32_t(ff.get<int64_t>()));
+  w.add_uint32(a + ".expert_shared_count", uint32_t(config.value("n_shared_experts", int64_t(0))));
+  if (config.contains("routed_scaling_factor")) {
+    auto scale = number(config, "routed_scaling_factor", "");
+    if (!scale.ok()) return scale.status();
+    w.add_float32(a + ".expert_weights_scale", scale.value());
+  }
+  if (config.value("norm_topk_prob", false)) w.add_bool(a + ".expert_weights_norm", true);
+  w.add_uint32(a + ".rope.dimension_count", uint32_t(rope_dim.value()));
+  if (rope.parameters.contains("mscale_all_dim")) {
+    auto mscale = number(rope.parameters, "mscale_all_dim", "rope_parameters.");
+    if (!mscale.ok()) return mscale.status();
+    w.add_float32(a + ".rope.scaling.yarn_log_multiplier", 0.1f * mscale.value());  // llama.cpp's legacy form for deepseek2
+  }
+  return Status();
 }
 
 Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
@@ -125,17 +197,12 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   for (const Architecture& a : k_architectures) {
     if (architectures[0] == a.hf) arch = &a;
   }
-  if (!arch) return Status::error("config.json: architecture " + architectures[0].get<std::string>() + " is not one dsinfer converts (LlamaForCausalLM, Qwen2ForCausalLM)");
-  for (const auto& [key, value] : config.items()) {
-    if (!k_honoured.count(key) && !k_inert.count(key)) {
-      return Status::error("config.json: '" + key + "' is not a setting dsinfer converts (it may change the model's math), so the model is refused");
-    }
+  if (!arch) {
+    return Status::error("config.json: architecture " + architectures[0].get<std::string>() +
+                         " is not one dsinfer converts (LlamaForCausalLM, Qwen2ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)");
   }
-  if (config.value("hidden_act", "silu") != "silu") return Status::error("config.json: hidden_act '" + config["hidden_act"].dump() + "' is not converted (silu only)");
-  if (config.value("pretraining_tp", 1) != 1) return Status::error("config.json: pretraining_tp other than 1 is not converted");
-  if (config.value("mlp_bias", false)) return Status::error("config.json: mlp_bias is not converted");
-  if (config.value("use_sliding_window", false)) return Status::error("config.json: use_sliding_window is not converted");
-  if (config.value("use_mrope", false)) return Status::error("config.json: use_mrope (multimodal RoPE) is not converted");
+  DS_RETURN_IF_ERROR(refuse_unknown_settings(config));
+  const bool deepseek = arch->family == TensorFamily::deepseek2;
 
   auto n_embd = integer(config, "hidden_size");
   auto n_ff = integer(config, "intermediate_size");
@@ -150,115 +217,131 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   auto head_dim = config.contains("head_dim") ? integer(config, "head_dim") : Result<int64_t>(n_embd.value() / n_head.value());
   if (!n_head_kv.ok()) return n_head_kv.status();
   if (!head_dim.ok()) return head_dim.status();
-  auto theta = rope_theta(config);
-  if (!theta.ok()) return theta.status();
+  auto rope = rope_of(config);
+  if (!rope.ok()) return rope.status();
 
-  // The tensors, mapped to llama.cpp's names and checked against the architecture.
-  std::vector<OutputTensor> outputs;
-  std::set<std::string> used;
-  const std::regex layer(R"(model\.layers\.(\d+)\.(.*))");
-  const std::map<std::string, std::string> per_layer = {
-      {"input_layernorm.weight", "attn_norm.weight"},     {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},       {"self_attn.k_proj.weight", "attn_k.weight"},
-      {"self_attn.v_proj.weight", "attn_v.weight"},       {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"self_attn.q_proj.bias", "attn_q.bias"},           {"self_attn.k_proj.bias", "attn_k.bias"},
-      {"self_attn.v_proj.bias", "attn_v.bias"},           {"self_attn.o_proj.bias", "attn_output.bias"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},        {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},
-  };
-  const std::map<std::string, std::string> global = {
-      {"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"}, {"lm_head.weight", "output.weight"}};
-  int64_t parameters = 0;
-  for (const std::string& name : checkpoint.tensor_names()) {
-    if (checkpoint.is_scale(name) || name.find("rotary_emb.inv_freq") != std::string::npos) continue;
-    std::string gguf_name;
-    std::smatch m;
-    if (global.count(name)) {
-      gguf_name = global.at(name);
-    } else if (std::regex_match(name, m, layer) && per_layer.count(m[2].str()) && std::stoll(m[1].str()) < n_layer.value()) {
-      gguf_name = "blk." + m[1].str() + "." + per_layer.at(m[2].str());
-    } else {
-      return Status::error("tensor '" + name + "' is not one of " + std::string(arch->hf) + "'s (" + options.dir + ")");
+  PlanSettings settings;
+  settings.family = arch->family;
+  settings.n_layer = n_layer.value();
+  settings.n_head = n_head.value();
+  settings.n_head_kv = n_head_kv.value();
+  settings.tied_output = config.value("tie_word_embeddings", false);
+  int64_t n_expert = 0;
+  if (deepseek) {
+    auto nope = integer(config, "qk_nope_head_dim"), v = integer(config, "v_head_dim");
+    if (!nope.ok()) return nope.status();
+    if (!v.ok()) return v.status();
+    settings.qk_nope = nope.value();
+    settings.v_head = v.value();
+    if (config.contains("n_routed_experts") && !config["n_routed_experts"].is_null()) {
+      auto experts = integer(config, "n_routed_experts");
+      if (!experts.ok()) return experts.status();
+      n_expert = settings.n_expert = experts.value();
     }
-    auto reader = checkpoint.rows(name);
-    if (!reader.ok()) return reader.status();
-    OutputTensor t;
-    t.name = gguf_name;
-    t.source = name;
-    t.rows = reader.value().rows();
-    t.columns = reader.value().columns();
-    t.vector = checkpoint.find(name)->shape.size() == 1;
-    // Vectors, norms and anything but a weight stay f32, as llama.cpp's converter keeps them; a row
-    // that Q8_0's 32-element blocks do not divide falls back to f16 as there.
-    const bool weight = gguf_name.size() > 7 && gguf_name.compare(gguf_name.size() - 7, 7, ".weight") == 0;
-    const bool norm = gguf_name.find("_norm.weight") != std::string::npos;
-    t.type = t.vector || norm || !weight ? DType::f32 : options.type;
-    if (t.type == DType::q8_0 && t.columns % 32 != 0) t.type = DType::f16;
-    if (arch->permute_qk) {
-      if (m.size() > 2 && (m[2].str().rfind("self_attn.q_proj.", 0) == 0)) t.permute_heads = n_head.value();
-      if (m.size() > 2 && (m[2].str().rfind("self_attn.k_proj.", 0) == 0)) t.permute_heads = n_head_kv.value();
-      if (t.permute_heads && (t.vector ? t.columns : t.rows) % (2 * t.permute_heads) != 0) {
-        return Status::error("tensor '" + name + "': its rows do not divide into " + std::to_string(t.permute_heads) + " heads");
-      }
-    }
-    parameters += t.rows * t.columns;
-    outputs.push_back(std::move(t));
-    used.insert(gguf_name);
   }
-  // What the architecture needs, with the shapes config.json implies.
-  const auto expect = [&](const std::string& name, int64_t rows, int64_t columns) -> Status {
-    for (const OutputTensor& t : outputs) {
+  auto planned = plan_tensors(checkpoint, settings);
+  if (!planned.ok()) return planned.status();
+  std::vector<PlannedTensor> plan = planned.take();
+
+  // The shapes config.json implies, for what every family has (and a dense attention's projections).
+  const auto expect = [&](const std::string& name, std::vector<int64_t> shape) -> Status {
+    for (const PlannedTensor& t : plan) {
       if (t.name != name) continue;
-      if ((t.vector && (rows != 1 || t.columns != columns)) || (!t.vector && (t.rows != rows || t.columns != columns))) {
-        return Status::error("tensor '" + t.source + "' is [" + std::to_string(t.rows) + ", " + std::to_string(t.columns) + "], but config.json implies [" +
-                             std::to_string(rows) + ", " + std::to_string(columns) + "]");
+      if (t.shape != shape) {
+        std::string got, want;
+        for (const int64_t d : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+        for (const int64_t d : shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+        return Status::error(t.source + " (GGUF " + name + ") is {" + got + "} in GGUF order, but config.json implies {" + want + "}");
       }
       return Status();
     }
     return Status::error(options.dir + ": the checkpoint has no tensor for '" + name + "'");
   };
-  DS_RETURN_IF_ERROR(expect("token_embd.weight", n_vocab.value(), n_embd.value()));
-  DS_RETURN_IF_ERROR(expect("output_norm.weight", 1, n_embd.value()));
-  if (!config.value("tie_word_embeddings", false)) DS_RETURN_IF_ERROR(expect("output.weight", n_vocab.value(), n_embd.value()));
+  DS_RETURN_IF_ERROR(expect("token_embd.weight", {n_embd.value(), n_vocab.value()}));
+  DS_RETURN_IF_ERROR(expect("output_norm.weight", {n_embd.value()}));
+  if (!settings.tied_output) DS_RETURN_IF_ERROR(expect("output.weight", {n_embd.value(), n_vocab.value()}));
   for (int64_t l = 0; l < n_layer.value(); ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
-    DS_RETURN_IF_ERROR(expect(b + "attn_norm.weight", 1, n_embd.value()));
-    DS_RETURN_IF_ERROR(expect(b + "ffn_norm.weight", 1, n_embd.value()));
-    DS_RETURN_IF_ERROR(expect(b + "attn_q.weight", n_head.value() * head_dim.value(), n_embd.value()));
-    DS_RETURN_IF_ERROR(expect(b + "attn_k.weight", n_head_kv.value() * head_dim.value(), n_embd.value()));
-    DS_RETURN_IF_ERROR(expect(b + "attn_v.weight", n_head_kv.value() * head_dim.value(), n_embd.value()));
-    DS_RETURN_IF_ERROR(expect(b + "attn_output.weight", n_embd.value(), n_head.value() * head_dim.value()));
-    DS_RETURN_IF_ERROR(expect(b + "ffn_gate.weight", n_ff.value(), n_embd.value()));
-    DS_RETURN_IF_ERROR(expect(b + "ffn_up.weight", n_ff.value(), n_embd.value()));
-    DS_RETURN_IF_ERROR(expect(b + "ffn_down.weight", n_embd.value(), n_ff.value()));
+    DS_RETURN_IF_ERROR(expect(b + "attn_norm.weight", {n_embd.value()}));
+    DS_RETURN_IF_ERROR(expect(b + "ffn_norm.weight", {n_embd.value()}));
+    if (deepseek) continue;
+    DS_RETURN_IF_ERROR(expect(b + "attn_q.weight", {n_embd.value(), n_head.value() * head_dim.value()}));
+    DS_RETURN_IF_ERROR(expect(b + "attn_k.weight", {n_embd.value(), n_head_kv.value() * head_dim.value()}));
+    DS_RETURN_IF_ERROR(expect(b + "attn_v.weight", {n_embd.value(), n_head_kv.value() * head_dim.value()}));
+    DS_RETURN_IF_ERROR(expect(b + "attn_output.weight", {n_head.value() * head_dim.value(), n_embd.value()}));
+    DS_RETURN_IF_ERROR(expect(b + "ffn_gate.weight", {n_embd.value(), n_ff.value()}));
+    DS_RETURN_IF_ERROR(expect(b + "ffn_up.weight", {n_embd.value(), n_ff.value()}));
+    DS_RETURN_IF_ERROR(expect(b + "ffn_down.weight", {n_ff.value(), n_embd.value()}));
   }
 
   auto tokenizer = read_hf_tokenizer(options.dir, config, n_vocab.value());
   if (!tokenizer.ok()) return tokenizer.status();
 
+  // The metadata, key for key as llama.cpp's converter writes it for the architecture.
   GgufWriter writer;
   const std::string a = arch->gguf;
   writer.add_string("general.architecture", a);
   writer.add_string("general.type", "model");
   writer.add_string("general.name", std::filesystem::path(options.dir).lexically_normal().filename().string());
-  writer.add_string("general.size_label", size_label(parameters));
+  writer.add_string("general.size_label", size_label(plan, n_expert));
   writer.add_uint32(a + ".block_count", uint32_t(n_layer.value()));
   writer.add_uint32(a + ".context_length", uint32_t(n_ctx.value()));
   writer.add_uint32(a + ".embedding_length", uint32_t(n_embd.value()));
   writer.add_uint32(a + ".feed_forward_length", uint32_t(n_ff.value()));
   writer.add_uint32(a + ".attention.head_count", uint32_t(n_head.value()));
-  if (config.contains("num_key_value_heads")) writer.add_uint32(a + ".attention.head_count_kv", uint32_t(n_head_kv.value()));
-  writer.add_float32(a + ".rope.freq_base", float(theta.value()));
-  if (config.contains("rms_norm_eps")) {
-    if (!config["rms_norm_eps"].is_number()) return Status::error("config.json: 'rms_norm_eps' must be a number");
-    writer.add_float32(a + ".attention.layer_norm_rms_epsilon", config["rms_norm_eps"].get<float>());
+  // MLA is written as one shared key-value head (llama.cpp's MQA form of it).
+  if (deepseek) {
+    writer.add_uint32(a + ".attention.head_count_kv", 1);
+  } else if (config.contains("num_key_value_heads")) {
+    writer.add_uint32(a + ".attention.head_count_kv", uint32_t(n_head_kv.value()));
   }
-  if (config.contains("head_dim")) {
+  if (rope.value().type == "yarn") {
+    const json& p = rope.value().parameters;
+    auto factor = number(p, "factor", "rope_parameters.");
+    auto original = integer(p, "original_max_position_embeddings");
+    if (!factor.ok()) return factor.status();
+    if (!original.ok()) return Status::error("config.json: yarn RoPE needs rope_parameters.original_max_position_embeddings");
+    writer.add_string(a + ".rope.scaling.type", "yarn");
+    writer.add_float32(a + ".rope.scaling.factor", factor.value());
+    writer.add_uint32(a + ".rope.scaling.original_context_length", uint32_t(original.value()));
+    const std::pair<const char*, const char*> optional[] = {{"extrapolation_factor", "yarn_ext_factor"}, {"attention_factor", "yarn_attn_factor"},
+                                                            {"attn_factor", "yarn_attn_factor"},        {"beta_fast", "yarn_beta_fast"},
+                                                            {"beta_slow", "yarn_beta_slow"}};
+    for (const auto& [key, gguf_key] : optional) {
+      if (!p.contains(key)) continue;
+      auto value = number(p, key, "rope_parameters.");
+      if (!value.ok()) return value.status();
+      writer.add_float32(a + ".rope.scaling." + gguf_key, value.value());
+    }
+  }
+  writer.add_float32(a + ".rope.freq_base", float(rope.value().theta));
+  if (config.contains("rms_norm_eps") || deepseek) {
+    const json eps = config.value("rms_norm_eps", json(1e-6));
+    if (!eps.is_number()) return Status::error("config.json: 'rms_norm_eps' must be a number");
+    writer.add_float32(a + ".attention.layer_norm_rms_epsilon", eps.get<float>());
+  }
+  if (deepseek) {
+    if (n_expert > 0) writer.add_uint32(a + ".expert_count", uint32_t(n_expert));
+    for (const auto& [key, gguf_key] : {std::pair<const char*, const char*>{"num_experts_per_tok", "expert_used_count"},
+                                        {"n_group", "expert_group_count"}, {"topk_group", "expert_group_used_count"}}) {
+      if (!config.contains(key) || config[key].is_null()) continue;
+      auto value = integer(config, key);
+      if (!value.ok()) return value.status();
+      writer.add_uint32(a + "." + gguf_key, uint32_t(value.value()));
+    }
+    if (config.contains("scoring_func")) {
+      const std::string scoring = config.value("scoring_func", std::string());
+      if (scoring != "softmax" && scoring != "sigmoid") return Status::error("config.json: scoring_func '" + scoring + "' is not converted");
+      writer.add_uint32(a + ".expert_gating_func", scoring == "softmax" ? 1 : 2);
+    }
+  } else if (config.contains("head_dim")) {
     writer.add_uint32(a + ".attention.key_length", uint32_t(head_dim.value()));
     writer.add_uint32(a + ".attention.value_length", uint32_t(head_dim.value()));
   }
   writer.add_uint32("general.file_type", file_type_of(options.type));
-  if (arch->vocab_and_rope_keys) {
+  if (deepseek) {
+    DS_RETURN_IF_ERROR(add_deepseek2_keys(writer, config, rope.value(), n_layer.value()));
+  } else if (arch->family == TensorFamily::llama) {
     writer.add_uint32(a + ".vocab_size", uint32_t(n_vocab.value()));
     writer.add_uint32(a + ".rope.dimension_count", uint32_t(head_dim.value()));
   }
@@ -273,38 +356,38 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   for (const auto& [type, on] : tok.add_special) writer.add_bool("tokenizer.ggml.add_" + type + "_token", on);
   if (tok.chat_template) writer.add_string("tokenizer.chat_template", *tok.chat_template);
 
+  // Each tensor's type as llama.cpp's converter picks it: vectors, norms, the router and anything but a
+  // weight stay f32; a row Q8_0's 32-element blocks do not divide falls back to f16.
+  std::vector<DType> types;
   int64_t total = 0;
-  for (const OutputTensor& t : outputs) {
-    writer.declare_tensor(t.name, t.type, t.vector ? std::vector<int64_t>{t.columns} : std::vector<int64_t>{t.columns, t.rows});
-    total += t.rows * int64_t(row_bytes(t.type, t.columns));
+  for (const PlannedTensor& t : plan) {
+    const bool weight = t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
+    const bool f32 = t.vector || !weight || t.name.find("_norm.weight") != std::string::npos || t.name.find("ffn_gate_inp.") != std::string::npos;
+    DType type = f32 ? DType::f32 : options.type;
+    if (type == DType::q8_0 && t.shape[0] % 32 != 0) type = DType::f16;
+    types.push_back(type);
+    writer.declare_tensor(t.name, type, t.shape);
+    total += t.rows() * row_bytes(type, t.shape[0]);
   }
   if (progress.started) progress.started(total);
   int64_t done = 0;
   return writer.write_file(options.out, [&](size_t index, std::vector<uint8_t>& bytes) -> Status {
-    const OutputTensor& t = outputs[index];
-    auto reader = checkpoint.rows(t.source);
-    if (!reader.ok()) return reader.status();
-    const size_t row_size = row_bytes(t.type, t.columns);
-    bytes.resize(size_t(t.rows) * row_size);
-    std::vector<float> row(size_t(t.columns));
-    // The input's pages go as its rows are done (every 4 MiB of them): a permuted q or k reads within one head at a time.
-    const int64_t release_every = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, t.columns * 2));
-    const int64_t head_rows = t.permute_heads && !t.vector ? t.rows / t.permute_heads : 1;
-    for (int64_t r = 0; r < t.rows; ++r) {
-      if (r % release_every == 0) reader.value().release_rows(r / head_rows * head_rows);
-      reader.value().row(t.vector ? r : source_row(t, r), row.data());
-      if (t.vector && t.permute_heads) {  // a q or k bias: its elements are the rows
-        std::vector<float> permuted(row.size());
-        OutputTensor as_rows = t;
-        as_rows.rows = t.columns;
-        for (int64_t e = 0; e < t.columns; ++e) permuted[size_t(e)] = row[size_t(source_row(as_rows, e))];
-        row.swap(permuted);
-      }
-      if (!quantize_weight_row(t.type, row.data(), bytes.data() + size_t(r) * row_size, t.columns)) {
-        return Status::error("convert: cannot write " + t.name + " as " + dtype_name(t.type));
+    const PlannedTensor& t = plan[index];
+    const DType type = types[index];
+    const int64_t columns = t.shape[0], rows = t.rows();
+    const size_t row_size = row_bytes(type, columns);
+    bytes.resize(size_t(rows) * row_size);
+    std::vector<float> row(static_cast<size_t>(columns));
+    // The input's pages go as its rows are done, every 4 MiB of them.
+    const int64_t release_every = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, columns * 2));
+    for (int64_t r = 0; r < rows; ++r) {
+      if (r % release_every == 0) t.release(r);
+      t.row(r, row.data());
+      if (!quantize_weight_row(type, row.data(), bytes.data() + size_t(r) * row_size, columns)) {
+        return Status::error("convert: cannot write " + t.name + " as " + dtype_name(type));
       }
     }
-    reader.value().release_rows(t.rows);
+    t.release(rows);
     done += int64_t(bytes.size());
     if (progress.progress) progress.progress(done);
     return Status();
@@ -314,7 +397,7 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
 }  // namespace
 
 Status convert_checkpoint(const ConvertOptions& options, const ConvertProgress& progress) {
-  // A config.json value of the wrong JSON type throws in the JSON library: an error naming it, not a crash.
+  // A config.json value of the wrong JSON type throws in the JSON library: an error, not a crash.
   return catching_exceptions("convert", [&]() -> Result<bool> {
            DS_RETURN_IF_ERROR(convert(options, progress));
            return true;

@@ -2,10 +2,10 @@
 // `dsinfer convert`: a Hugging Face checkpoint (hf_checkpoint.h) to one GGUF
 // file with the tensor names, metadata keys and tokenizer fields llama.cpp's
 // convert_hf_to_gguf.py writes, so that either engine loads the other's
-// output. Architectures: LlamaForCausalLM (llama; q and k rows permuted into
-// GGML's rotary order, as llama.cpp's converter does) and Qwen2ForCausalLM
-// (qwen2). Every config.json key is honoured, known not to change the math,
-// or refused by name; so are tensors the architecture does not have.
+// output. Architectures: LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2),
+// DeepseekV2ForCausalLM and DeepseekV3ForCausalLM (deepseek2); which tensors
+// each becomes is tensor_plan.h's. Every config.json key is honoured, known
+// not to change the math, or refused by name.
 //
 // Streaming: a tensor is converted row by row from the mapped shards into its
 // output bytes, which are written before the next tensor is read, and the

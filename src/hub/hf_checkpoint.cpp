@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <set>
 
-#include "base/file_text.h"
+#include "hub/json_file.h"
 #include "base/fp16.h"
 
 namespace ds {
@@ -15,14 +15,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr const char* k_scale_suffix = "_scale_inv";
-
-Result<json> read_json(const std::string& path) {
-  const std::optional<std::string> text = read_file_text(path);
-  if (!text) return Status::error("cannot read " + path);
-  json value = json::parse(*text, nullptr, false);
-  if (value.is_discarded() || !value.is_object()) return Status::error(path + " is not a JSON object");
-  return value;
-}
 
 float element_f32(SafetensorsType type, const uint8_t* p) {
   switch (type) {
@@ -66,7 +58,7 @@ float fp8_e4m3_to_f32(uint8_t x) {
 Result<std::unique_ptr<HfCheckpoint>> HfCheckpoint::open(const std::string& dir) {
   auto checkpoint = std::unique_ptr<HfCheckpoint>(new HfCheckpoint());
   checkpoint->dir_ = dir;
-  auto config = read_json(dir + "/config.json");
+  auto config = read_json_object(dir + "/config.json");
   if (!config.ok()) return config.status();
   checkpoint->config_ = config.take();
   // DeepSeek's FP8 release: {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}.
@@ -87,7 +79,7 @@ Result<std::unique_ptr<HfCheckpoint>> HfCheckpoint::open(const std::string& dir)
   std::map<std::string, std::string> weight_map;  // tensor -> shard
   const std::string index_path = dir + "/model.safetensors.index.json";
   if (fs::exists(index_path)) {
-    auto index = read_json(index_path);
+    auto index = read_json_object(index_path);
     if (!index.ok()) return index.status();
     if (!index.value().contains("weight_map") || !index.value()["weight_map"].is_object()) {
       return Status::error(index_path + ": no weight_map");

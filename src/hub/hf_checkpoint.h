@@ -34,6 +34,8 @@ class HfCheckpoint {
    public:
     int64_t rows() const { return rows_; }
     int64_t columns() const { return columns_; }
+    // "SHARD: 'NAME'", for messages.
+    std::string where() const { return file_->path() + ": '" + tensor_->name + "'"; }
     void row(int64_t r, float* out) const;
     // Drops the pages of rows [0, end) from this process (the page cache keeps them).
     void release_rows(int64_t end) const;

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "base/file_text.h"
+#include "hub/json_file.h"
 
 namespace ds {
 namespace {
@@ -24,14 +25,6 @@ const std::vector<std::string> k_deepseek_v3_splits = {
 };
 // DeepSeek's own beginning of sentence: the R1 distillations of Qwen2 carry it (llama.cpp names their rules deepseek-r1-qwen).
 constexpr const char* k_deepseek_bos = "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
-
-Result<json> read_json(const std::string& path) {
-  const std::optional<std::string> text = read_file_text(path);
-  if (!text) return Status::error("cannot read " + path);
-  json value = json::parse(*text, nullptr, false);
-  if (value.is_discarded() || !value.is_object()) return Status::error(path + " is not a JSON object");
-  return value;
-}
 
 // The pre-tokenizer's Split regexes and whether a ByteLevel step splits with GPT-2's own rules.
 struct PreSteps {
@@ -108,12 +101,12 @@ Result<GgufTokenizer> read_hf_tokenizer(const std::string& dir, const json& conf
   if (!fs::exists(dir + "/tokenizer.json")) {
     return Status::error(dir + ": no tokenizer.json" + std::string(fs::exists(dir + "/tokenizer.model") ? " (a SentencePiece tokenizer.model is not converted)" : ""));
   }
-  auto read = read_json(dir + "/tokenizer.json");
+  auto read = read_json_object(dir + "/tokenizer.json");
   if (!read.ok()) return read.status();
   const json& tokenizer = read.value();
   json tokenizer_config = json::object();
   if (fs::exists(dir + "/tokenizer_config.json")) {
-    auto c = read_json(dir + "/tokenizer_config.json");
+    auto c = read_json_object(dir + "/tokenizer_config.json");
     if (!c.ok()) return c.status();
     tokenizer_config = c.take();
   }

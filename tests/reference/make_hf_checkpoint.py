@@ -15,6 +15,8 @@ import gguf
 from conftest import FIXTURES
 
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+DEEPSEEK_V3_SPLITS = [r"\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
+                      r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""]
 FP8_BLOCK = 128
 E4M3_MAX = 448.0
 
@@ -25,9 +27,10 @@ def write_tokenizer(out, family):
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     merges = [tuple(m.split(" ", 1)) for m in reader.fields["tokenizer.ggml.merges"].contents()]
     tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-    if family == "qwen2":
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
-                                                           pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    if family in ("qwen2", "deepseek-v3"):
+        splits = [QWEN2_SPLIT] if family == "qwen2" else DEEPSEEK_V3_SPLITS
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r), behavior="isolated") for r in splits] +
+                                                          [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     else:
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -40,7 +43,7 @@ def write_tokenizer(out, family):
 
 
 def write_checkpoint(out, family, hidden=64, layers=2, shard="2MB"):
-    """A LlamaForCausalLM or Qwen2ForCausalLM (q/k/v biases) in bfloat16, in several shards."""
+    """A LlamaForCausalLM, Qwen2ForCausalLM (q/k/v biases) or DeepseekV3ForCausalLM in bfloat16, in several shards."""
     import torch
     import transformers
     os.makedirs(out, exist_ok=True)
@@ -51,6 +54,15 @@ def write_checkpoint(out, family, hidden=64, layers=2, shard="2MB"):
     torch.manual_seed(7)
     if family == "qwen2":
         model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**settings))
+    elif family == "deepseek-v3":
+        # DeepSeek-V3's shape in small: MLA with a query LoRA, a dense first layer, grouped sigmoid-routed
+        # experts with a correction bias and a shared expert, YaRN.
+        settings.update(num_key_value_heads=4, moe_intermediate_size=32, n_shared_experts=1, n_routed_experts=8, routed_scaling_factor=2.5,
+                        kv_lora_rank=32, q_lora_rank=48, qk_rope_head_dim=16, v_head_dim=24, qk_nope_head_dim=32, n_group=2, topk_group=1,
+                        num_experts_per_tok=2, first_k_dense_replace=1, norm_topk_prob=True, max_position_embeddings=512,
+                        rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128, "beta_fast": 32,
+                                      "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0})
+        model = transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(**settings))
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**settings))
     with torch.no_grad():  # visible weights: transformers' initialisation leaves norms at 1 and biases at 0
