@@ -22,7 +22,7 @@ E4M3_MAX = 448.0
 
 
 def write_tokenizer(out, family):
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     reader = gguf.GGUFReader(os.path.join(FIXTURES, "vocab", "ggml-vocab-gpt-2.gguf"))
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     merges = [tuple(m.split(" ", 1)) for m in reader.fields["tokenizer.ggml.merges"].contents()]
@@ -35,10 +35,16 @@ def write_tokenizer(out, family):
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.add_special_tokens(["<|endoftext|>"])
+    config = {"tokenizer_class": "GPT2TokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "model_max_length": 1024,
+              "chat_template": "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"}
+    if family.startswith("deepseek"):
+        # DeepSeek's tokenizers add their beginning of sentence through the post-processor's template.
+        tokenizer.post_processor = processors.TemplateProcessing(single="<|endoftext|> $A", pair="<|endoftext|> $A $B",
+                                                                 special_tokens=[("<|endoftext|>", len(tokens) - 1)])
+        config["add_bos_token"] = True
     tokenizer.save(os.path.join(out, "tokenizer.json"))
     with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
-        json.dump({"tokenizer_class": "GPT2TokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
-                   "model_max_length": 1024, "chat_template": "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"}, f)
+        json.dump(config, f)
     return len(tokens)
 
 
