@@ -77,6 +77,7 @@ OptionTable serve_option_table() {
                                         "restarts; without it there are none"},
            {{"--batch-lines-in-flight"}, "N", "4", "with --store-dir: batch lines running at once, 1..1024 (below every online request)"},
            {{"--store-max-bytes"}, "SIZE", "1GiB", "with --store-dir: the stored responses' size at most; past it the oldest go"},
+           {{"--store-tenant-max-bytes"}, "SIZE", "4GiB", "with --store-dir: what one tenant may store in files and batches; past it uploads and new batches get 413"},
            {{"--store-max-age"}, "DAYS", "30", "with --store-dir: a stored response goes after this many days"},
            {{"--metrics-public"}, "", "", "serve /metrics without a key"},
        }});
@@ -232,8 +233,10 @@ int cmd_serve(int argc, char** argv) {
   std::unique_ptr<BatchApi> batch_api;
   if (a.has("--store-dir")) {
     auto max_bytes = parse_memory_size(a.get("--store-max-bytes"));
+    auto tenant_max_bytes = parse_memory_size(a.get("--store-tenant-max-bytes"));
     auto max_days = a.get_float("--store-max-age");
     if (!max_bytes.ok()) return fail("--store-max-bytes: " + max_bytes.message());
+    if (!tenant_max_bytes.ok()) return fail("--store-tenant-max-bytes: " + tenant_max_bytes.message());
     if (!max_days.ok() || !(max_days.value() > 0 && max_days.value() <= 3650)) return fail("--store-max-age must be 0..3650 days");
     auto opened = ResponseStore::open(a.get("--store-dir"), ResponseStoreLimits{max_bytes.value(), int64_t(max_days.value() * 86400)});
     if (!opened.ok()) return fail(opened.message());
@@ -242,12 +245,15 @@ int cmd_serve(int argc, char** argv) {
     auto batches = BatchStore::open(a.get("--store-dir"));
     if (!batches.ok()) return fail(batches.message());
     batch_store = batches.take();
-    batch_api = std::make_unique<BatchApi>(*batch_store, [&batch_runner] {
-      if (batch_runner) batch_runner->wake();
-    });
+    batch_api = std::make_unique<BatchApi>(
+        *batch_store,
+        [&batch_runner] {
+          if (batch_runner) batch_runner->wake();
+        },
+        tenant_max_bytes.value());
     server_options.batch_api = batch_api.get();
-  } else if (a.has("--store-max-bytes") || a.has("--store-max-age") || a.has("--batch-lines-in-flight")) {
-    return fail("--store-max-bytes, --store-max-age and --batch-lines-in-flight go with --store-dir: give --store-dir DIR");
+  } else if (a.has("--store-max-bytes") || a.has("--store-tenant-max-bytes") || a.has("--store-max-age") || a.has("--batch-lines-in-flight")) {
+    return fail("--store-max-bytes, --store-tenant-max-bytes, --store-max-age and --batch-lines-in-flight go with --store-dir: give --store-dir DIR");
   }
   auto batch_lines = a.get_int("--batch-lines-in-flight");
   if (!batch_lines.ok() || batch_lines.value() < 1 || batch_lines.value() > 1024) return fail("--batch-lines-in-flight must be 1..1024");

@@ -197,6 +197,7 @@ StoreAnswer BatchApi::upload(const std::string& tenant, const HttpRequest& reque
   if (!file) return invalid("file", "'file' is required (a file part)");
   if (file->body.empty()) return invalid("file", "the file is empty");
   const std::string filename = file->filename.empty() ? "upload.jsonl" : file->filename.substr(0, 255);
+  if (auto refused = over_quota(tenant, int64_t(file->body.size()))) return *refused;
   auto stored = store_.add_file(tenant, filename, purpose, file->body);
   if (!stored.ok()) return error_answer(ApiError{500, stored.message(), "server_error", "", "store_failed", 0}, "store_failed");
   return ok(file_json(stored.value()));
@@ -258,12 +259,25 @@ StoreAnswer BatchApi::create_batch(const std::string& tenant, const std::string&
     lines.push_back(check_line(text, number, endpoint, custom_ids, PendingLine{batch.id, tenant, endpoint, "", "", int64_t(lines.size())}));
   }
   if (lines.empty()) return invalid("input_file_id", "file '" + input + "' holds no request");
+  if (auto refused = over_quota(tenant, int64_t(content->size()))) return *refused;  // the lines are stored again with the batch
   if (Status created = store_.create_batch(tenant, batch, lines); !created.ok()) {
     return error_answer(ApiError{500, created.message(), "server_error", "", "store_failed", 0}, "store_failed");
   }
   changed_();
   const auto stored = store_.batch(tenant, batch.id);
   return stored ? ok(batch_json(*stored)) : not_found("batch", batch.id);
+}
+
+std::optional<StoreAnswer> BatchApi::over_quota(const std::string& tenant, int64_t adding) {
+  if (tenant_max_bytes_ <= 0) return std::nullopt;
+  const int64_t used = store_.tenant_bytes(tenant);
+  if (used + adding <= tenant_max_bytes_) return std::nullopt;
+  return error_answer(ApiError{413,
+                               "this tenant stores " + std::to_string(used) + " bytes of files and batches; " + std::to_string(adding) +
+                                   " more would pass its quota of " + std::to_string(tenant_max_bytes_) +
+                                   " (--store-tenant-max-bytes): delete files (DELETE /v1/files/{id}) first",
+                               "invalid_request_error", "", "storage_quota_exceeded", 0},
+                      "storage_quota_exceeded");
 }
 
 }  // namespace ds

@@ -9,6 +9,7 @@
 // refused by name. Runs on a prepare thread (it reads files and parses JSONL).
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "server/batch_store.h"
@@ -26,16 +27,21 @@ struct StoreAnswer {
 class BatchApi {
  public:
   // `changed`: called when a batch is created or cancelled (the runner looks at once).
-  BatchApi(BatchStore& store, std::function<void()> changed) : store_(store), changed_(std::move(changed)) {}
+  // `tenant_max_bytes`: what one tenant may store (files and batch lines), 0 for no bound.
+  BatchApi(BatchStore& store, std::function<void()> changed, int64_t tenant_max_bytes)
+      : store_(store), changed_(std::move(changed)), tenant_max_bytes_(tenant_max_bytes) {}
   // `route`: the route's pattern ("/v1/files/{id}/content").
   StoreAnswer handle(const std::string& tenant, const HttpRequest& request, const std::string& route);
 
  private:
   StoreAnswer upload(const std::string& tenant, const HttpRequest& request);
   StoreAnswer create_batch(const std::string& tenant, const std::string& body);
+  // A 413 when `adding` more bytes would take the tenant past its quota, else nullopt.
+  std::optional<StoreAnswer> over_quota(const std::string& tenant, int64_t adding);
 
   BatchStore& store_;
   std::function<void()> changed_;
+  int64_t tenant_max_bytes_;
 };
 
 // The routes it serves: whether `route` is one.

@@ -196,6 +196,17 @@ std::optional<StoredFile> BatchStore::file(const std::string& tenant, const std:
   return file_from(s.get());
 }
 
+int64_t BatchStore::tenant_bytes(const std::string& tenant) {
+  std::lock_guard lock(mutex_);
+  SqliteStatement s(db_,
+                    "SELECT (SELECT COALESCE(SUM(bytes), 0) FROM files WHERE tenant = ?) + "
+                    "(SELECT COALESCE(SUM(length(CAST(body AS BLOB)) + COALESCE(length(CAST(result AS BLOB)), 0)), 0) FROM batch_lines "
+                    "WHERE batch_id IN (SELECT id FROM batches WHERE tenant = ?))");
+  s.bind_all(tenant, tenant);
+  if (!s.ok() || sqlite3_step(s.get()) != SQLITE_ROW) return 0;
+  return sqlite3_column_int64(s.get(), 0);
+}
+
 std::optional<std::string> BatchStore::file_content(const std::string& tenant, const std::string& id) {
   if (!file(tenant, id)) return std::nullopt;
   std::ifstream in(file_path(id), std::ios::binary);

@@ -65,6 +65,8 @@ class BatchStore {
   ~BatchStore();
 
   Result<StoredFile> add_file(const std::string& tenant, const std::string& filename, const std::string& purpose, const std::string& content);
+  // What a tenant stores: its files' bytes and its batches' lines (requests and results).
+  int64_t tenant_bytes(const std::string& tenant);
   std::optional<StoredFile> file(const std::string& tenant, const std::string& id);
   std::optional<std::string> file_content(const std::string& tenant, const std::string& id);
   // Newest first (or oldest with ascending), after the id `after` when given.

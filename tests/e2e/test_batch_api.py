@@ -258,3 +258,34 @@ def test_a_batch_resumes_after_sigkill_without_running_a_finished_line_again(tmp
         assert not os.listdir(store / "files") or all(not name.endswith(".tmp") for name in os.listdir(store / "files"))
     finally:
         second.stop()
+
+
+def test_a_tenant_cannot_store_past_its_quota(tmp_path):
+    """--store-tenant-max-bytes bounds what one tenant stores (files, and the
+    lines a batch copies from its file): past it an upload or a new batch is a
+    413 naming the quota, other tenants carry on, and deleting makes room."""
+    keys = tmp_path / "keys.txt"
+    keys.write_text("sk-alpha alpha\nsk-beta beta\n")
+    server = ServerProcess("--chat-template", "chatml", "--ctx-size", "512", "--api-keys", str(keys), "--store-dir", str(tmp_path / "store"),
+                           "--store-tenant-max-bytes", "6KiB")
+    try:
+        alpha, beta = client_for(server), client_for(server, "sk-beta")
+        lines = [line(f"q{i}", "Tell me a story about a cat. " * 4) for i in range(9)]  # about 2.7 KB: two fit in 6 KiB, three do not
+        size = len(jsonl(lines))
+        assert 2000 < size < 3000
+        first = upload(alpha, lines)
+        second = upload(alpha, lines)
+        with pytest.raises(openai.APIStatusError) as refused:
+            upload(alpha, lines)
+        assert refused.value.status_code == 413 and refused.value.body["code"] == "storage_quota_exceeded", refused.value.body
+        assert "--store-tenant-max-bytes" in refused.value.body["message"]
+        upload(beta, lines)  # another tenant's room is its own
+        # A batch stores its file's lines again: with two files held there is no room for it.
+        with pytest.raises(openai.APIStatusError) as refused:
+            alpha.batches.create(input_file_id=first.id, endpoint="/v1/chat/completions", completion_window="24h")
+        assert refused.value.status_code == 413
+        alpha.files.delete(second.id)
+        batch = alpha.batches.create(input_file_id=first.id, endpoint="/v1/chat/completions", completion_window="24h")
+        alpha.batches.cancel(batch.id)
+    finally:
+        server.stop()
