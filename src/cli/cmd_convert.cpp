@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_source.h"
 #include "cli/progress_bar.h"
 #include "hub/checkpoint_converter.h"
 
@@ -25,7 +26,7 @@ int cmd_convert(int argc, char** argv) {
     return 1;
   }
   if (args.value().wants_help()) {
-    return print_help("dsinfer convert HF_DIR -o OUT.gguf [--type F32|F16|BF16|Q8_0]",
+    return print_help("dsinfer convert HF_DIR|hf://OWNER/NAME[@REVISION] -o OUT.gguf [--type F32|F16|BF16|Q8_0]",
                       "Converts a Hugging Face checkpoint (config.json, safetensors shards, tokenizer.json) to GGUF with llama.cpp's "
                       "names and keys, FP8 block-scaled weights dequantized exactly. Architectures: LlamaForCausalLM, Qwen2ForCausalLM, "
                       "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM.",
@@ -38,6 +39,21 @@ int cmd_convert(int argc, char** argv) {
   }
   ConvertOptions options;
   options.dir = a.positional()[0];
+  if (is_hub_url(options.dir)) {  // a repository: its checkpoint's files pulled into the hub cache first
+    auto reference = parse_hub_repository_url(options.dir);
+    if (!reference.ok()) {
+      std::fprintf(stderr, "dsinfer convert: %s\n", reference.message().c_str());
+      return 1;
+    }
+    reference.value().selector = k_checkpoint_selector;
+    auto pulled = pull_with_progress(reference.value());
+    if (!pulled.ok()) {
+      std::fprintf(stderr, "dsinfer convert: %s: %s\n", options.dir.c_str(), pulled.message().c_str());
+      return 1;
+    }
+    options.dir = pulled.value().snapshot;
+    options.name = reference.value().repo.substr(reference.value().repo.find('/') + 1);  // not the snapshot's commit
+  }
   options.out = a.get("--out");
   std::string type = a.get("--type");
   for (char& c : type) c = char(std::toupper((unsigned char)c));

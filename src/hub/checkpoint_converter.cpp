@@ -282,7 +282,7 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   const std::string a = arch->gguf;
   writer.add_string("general.architecture", a);
   writer.add_string("general.type", "model");
-  writer.add_string("general.name", std::filesystem::path(options.dir).lexically_normal().filename().string());
+  writer.add_string("general.name", !options.name.empty() ? options.name : std::filesystem::path(options.dir).lexically_normal().filename().string());
   writer.add_string("general.size_label", size_label(plan, n_expert));
   writer.add_uint32(a + ".block_count", uint32_t(n_layer.value()));
   writer.add_uint32(a + ".context_length", uint32_t(n_ctx.value()));

@@ -24,6 +24,7 @@ namespace ds {
 
 struct ConvertOptions {
   std::string dir, out;
+  std::string name;  // general.name; "" for the directory's name
   DType type = DType::f16;  // f32, f16, bf16 or q8_0, for the weight matrices (vectors and norms stay f32)
 };
 

@@ -33,6 +33,21 @@ Status check_file(const std::string& file, const std::string& text) {
 
 }  // namespace
 
+Result<HubReference> parse_hub_repository_url(const std::string& text) {
+  if (!is_hub_url(text)) return Status::error("'" + text + "' is not an hf:// URL");
+  HubReference ref;
+  ref.repo = text.substr(std::string(k_scheme).size());
+  while (!ref.repo.empty() && ref.repo.back() == '/') ref.repo.pop_back();
+  const size_t at = ref.repo.find('@');
+  if (at != std::string::npos) {
+    ref.revision = ref.repo.substr(at + 1);
+    ref.repo.resize(at);
+    DS_RETURN_IF_ERROR(check_file(ref.revision, text));
+  }
+  DS_RETURN_IF_ERROR(check_repo(ref.repo, text));
+  return ref;
+}
+
 bool is_repository_file(const std::string& name) {
   if (name.empty() || name.size() > 1024 || name.front() == '/' || name.back() == '/') return false;
   for (const unsigned char c : name) {

@@ -22,6 +22,8 @@ Result<HubReference> parse_hub_reference(const std::string& text);
 bool is_hub_url(const std::string& text);
 // `hf://OWNER/NAME[@REVISION]/FILE`.
 Result<HubReference> parse_hub_url(const std::string& text);
+// `hf://OWNER/NAME[@REVISION]`: a whole repository (a checkpoint to convert); selector empty.
+Result<HubReference> parse_hub_repository_url(const std::string& text);
 // Whether a name is a file inside a repository, and so inside the cache's
 // snapshot (relative, no "." or ".." segments): the hub's file names are checked too.
 bool is_repository_file(const std::string& name);

@@ -70,6 +70,21 @@ PullOptions PullOptions::from_environment() {
 }
 
 Result<std::vector<std::string>> select_files(const std::vector<std::string>& names, const std::string& selector) {
+  if (selector == k_checkpoint_selector) {
+    // What `dsinfer convert` reads, at the repository's top level: no other formats' copies of the weights.
+    static const std::set<std::string> k_named = {"config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json",
+                                                  "chat_template.jinja", "generation_config.json"};
+    std::vector<std::string> files;
+    for (const std::string& n : names) {
+      const bool top = n.find('/') == std::string::npos;
+      if (top && (k_named.count(n) || (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0))) files.push_back(n);
+    }
+    std::sort(files.begin(), files.end());
+    if (std::find(files.begin(), files.end(), "config.json") == files.end()) {
+      return Status::error("no config.json at the repository's top level: not a Hugging Face checkpoint");
+    }
+    return files;
+  }
   std::vector<std::string> ggufs;
   for (const std::string& n : names) {
     if (is_gguf(n)) ggufs.push_back(n);
@@ -120,6 +135,8 @@ Result<PulledModel> pull_model(const HubReference& reference, HubClient& client,
     if (!files.ok()) return Status::error(why + "; in the cache: " + files.message());
     PulledModel pulled;
     pulled.commit = *commit;
+    pulled.snapshot = cache.snapshot_path(*commit, "");
+    pulled.snapshot.pop_back();
     for (const std::string& f : files.value()) {
       pulled.paths.push_back(cache.snapshot_path(*commit, f));
       if (size_of(pulled.paths.back()) < 0) return Status::error(why + "; and the cache's " + pulled.paths.back() + " is broken");
@@ -144,6 +161,8 @@ Result<PulledModel> pull_model(const HubReference& reference, HubClient& client,
 
   PulledModel pulled;
   pulled.commit = revision.value().commit;
+  pulled.snapshot = cache.snapshot_path(pulled.commit, "");
+  pulled.snapshot.pop_back();
   DS_RETURN_IF_ERROR(cache.prepare());
   DS_RETURN_IF_ERROR(cache.write_ref(reference.revision, pulled.commit));
   for (const std::string& name : selected.value()) {

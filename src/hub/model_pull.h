@@ -2,7 +2,9 @@
 // `dsinfer pull`: a model's files from the hub into the hub cache, or found
 // there. A reference's selector picks the files: a file's name, or a
 // quantization (Q4_K_M) matched against the GGUF files' names, or nothing
-// (the repository's Q4_K_M GGUF, else its only GGUF). A split GGUF
+// (the repository's Q4_K_M GGUF, else its only GGUF), or "*": a Hugging Face
+// checkpoint's files for `dsinfer convert` (config.json, the safetensors and
+// their index, the tokenizer's files, top level only). A split GGUF
 // (NAME-00001-of-0000N.gguf) brings all its parts. A file already in the
 // snapshot, or whose blob is there, is not downloaded again; a blob is
 // renamed into place only after its hash matches. With HF_HUB_OFFLINE=1 or a
@@ -28,6 +30,7 @@ struct PullObserver {
 
 struct PulledModel {
   std::string commit;
+  std::string snapshot;  // the revision's folder in the cache
   std::vector<std::string> paths;  // the selected files in the snapshot; the first is the one to open
   int64_t downloaded_bytes = 0;
 };
@@ -37,6 +40,8 @@ struct PullOptions {
   bool offline = false;    // HF_HUB_OFFLINE: the cache only
   static PullOptions from_environment();
 };
+
+constexpr const char* k_checkpoint_selector = "*";
 
 Result<PulledModel> pull_model(const HubReference& reference, HubClient& client, const PullOptions& options, const PullObserver& observer);
 

@@ -36,6 +36,15 @@ TEST(HubReference, HubUrls) {
   EXPECT_EQ(pinned.value().revision, "v1.0");
 }
 
+TEST(HubReference, RepositoryUrls) {
+  auto repo = parse_hub_repository_url("hf://deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B@main/");
+  ASSERT_TRUE(repo.ok()) << repo.message();
+  EXPECT_EQ(repo.value().repo, "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B");
+  EXPECT_EQ(repo.value().revision, "main");
+  EXPECT_FALSE(parse_hub_repository_url("hf://owner/name/file.gguf").ok());
+  EXPECT_FALSE(parse_hub_repository_url("hf://owner").ok());
+}
+
 TEST(HubReference, WhatCouldEscapeTheCacheIsRefused) {
   for (const char* bad : {"owner", "/name", "owner/", "own er/name", "../x/name", "owner/..", "a/b/c", "owner/name:../../etc/passwd",
                           "owner/name:/abs", "owner/name:a//b", "owner/name:dir/", "owner/name:a\\b"}) {

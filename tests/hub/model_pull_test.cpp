@@ -50,5 +50,16 @@ TEST(SelectFiles, ASplitModelComesWithAllItsParts) {
   EXPECT_NE(missing.message().find("big-Q4_K_M-00002-of-00003.gguf"), std::string::npos) << missing.message();
 }
 
+TEST(SelectFiles, AStarPicksACheckpointsFilesForConvert) {
+  const Names repo = {"README.md", "config.json", "generation_config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                      "model.safetensors.index.json", "pytorch_model.bin", "original/consolidated.safetensors", "tokenizer.json",
+                      "tokenizer_config.json", "model-Q4_K_M.gguf"};
+  EXPECT_EQ(picked(repo, "*"), (Names{"config.json", "generation_config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                                      "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"}));
+  auto none = select_files({"model-Q4_K_M.gguf"}, "*");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("config.json"), std::string::npos) << none.message();
+}
+
 }  // namespace
 }  // namespace ds

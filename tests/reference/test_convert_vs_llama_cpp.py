@@ -157,3 +157,33 @@ def test_peak_memory_of_a_multi_shard_conversion(checkpoints, tmp_path):
     assert len(shards) > 2
     assert peak - baseline <= 2 * largest
     assert peak - baseline <= largest + (16 << 20)
+
+
+def test_a_checkpoint_on_the_hub_is_pulled_and_converted(dsinfer, checkpoints, tmp_path):
+    """`dsinfer convert hf://OWNER/NAME`: the checkpoint's files (config, shards and index, tokenizer) pulled
+    into the hub cache, other formats' copies of the weights left on the hub, and the GGUF equal to converting
+    the same files from a local directory."""
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+    from mock_hub import MockHub, Repo
+    source = checkpoints["qwen2"]
+    files = {n: open(os.path.join(source, n), "rb").read() for n in os.listdir(source)}
+    files["pytorch_model.bin"] = b"another format's copy of the weights"
+    hub = MockHub()
+    try:
+        hub.add("tester/tiny-qwen2", Repo(files, lfs={n for n in files if n.endswith(".safetensors")}))
+        from_hub = tmp_path / "hub.gguf"
+        env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(tmp_path / "cache"))
+        result = subprocess.run([os.environ.get("DSINFER_BIN", os.path.join(ROOT, "build", "dsinfer")), "convert", "hf://tester/tiny-qwen2",
+                                 "-o", str(from_hub), "--type", "q8_0"], capture_output=True, text=True, timeout=300, env=env)
+        assert result.returncode == 0, result.stderr
+        fetched = {e["path"].rsplit("/", 1)[-1] for e in hub.gets()}
+    finally:
+        hub.stop()
+    assert "pytorch_model.bin" not in fetched and "config.json" in fetched
+    local = tmp_path / "local.gguf"
+    dsinfer("convert", source, "-o", local, "--type", "q8_0")
+    ours, theirs = fields(str(from_hub)), fields(str(local))
+    assert ours == theirs
+    assert gguf.GGUFReader(str(from_hub)).fields["general.name"].contents() == "tiny-qwen2"
