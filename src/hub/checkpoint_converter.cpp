@@ -35,8 +35,9 @@ const std::set<std::string> k_honoured = {
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
     "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_parameters", "rope_scaling", "head_dim", "tie_word_embeddings",
     "hidden_act", "attention_bias", "mlp_bias", "pretraining_tp", "use_sliding_window", "sliding_window", "max_window_layers", "use_mrope",
-    "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id", "quantization_config",
-    // DeepSeek V2/V3: multi-head latent attention and the routed experts.
+    "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id", "quantization_config"};
+// DeepSeek V2/V3's: multi-head latent attention and the routed experts (refused on another architecture, which would ignore them).
+const std::set<std::string> k_honoured_deepseek2 = {
     "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "qk_head_dim", "v_head_dim", "n_routed_experts",
     "n_shared_experts", "moe_intermediate_size", "num_experts_per_tok", "n_group", "topk_group", "topk_method", "scoring_func",
     "routed_scaling_factor", "norm_topk_prob", "first_k_dense_replace", "moe_layer_freq", "rope_interleave", "num_nextn_predict_layers"};
@@ -121,9 +122,9 @@ Result<Rope> rope_of(const json& config) {
   return rope;
 }
 
-Status refuse_unknown_settings(const json& config) {
+Status refuse_unknown_settings(const json& config, bool deepseek) {
   for (const auto& [key, value] : config.items()) {
-    if (!k_honoured.count(key) && !k_inert.count(key)) {
+    if (!k_honoured.count(key) && !k_inert.count(key) && !(deepseek && k_honoured_deepseek2.count(key))) {
       return Status::error("config.json: '" + key + "' is not a setting dsinfer converts (it may change the model's math), so the model is refused");
     }
   }
@@ -201,8 +202,8 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
     return Status::error("config.json: architecture " + architectures[0].get<std::string>() +
                          " is not one dsinfer converts (LlamaForCausalLM, Qwen2ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)");
   }
-  DS_RETURN_IF_ERROR(refuse_unknown_settings(config));
   const bool deepseek = arch->family == TensorFamily::deepseek2;
+  DS_RETURN_IF_ERROR(refuse_unknown_settings(config, deepseek));
 
   auto n_embd = integer(config, "hidden_size");
   auto n_ff = integer(config, "intermediate_size");

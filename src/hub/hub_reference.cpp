@@ -31,20 +31,25 @@ Status check_file(const std::string& file, const std::string& text) {
   return Status();
 }
 
+// "OWNER/NAME[@REVISION]" of an hf:// URL into ref, both checked.
+Status set_repo_and_revision(const std::string& part, const std::string& text, HubReference& ref) {
+  const size_t at = part.find('@');
+  ref.repo = part.substr(0, at);
+  if (at != std::string::npos) {
+    ref.revision = part.substr(at + 1);
+    DS_RETURN_IF_ERROR(check_file(ref.revision, text));
+  }
+  return check_repo(ref.repo, text);
+}
+
 }  // namespace
 
 Result<HubReference> parse_hub_repository_url(const std::string& text) {
   if (!is_hub_url(text)) return Status::error("'" + text + "' is not an hf:// URL");
+  std::string repo = text.substr(std::string(k_scheme).size());
+  while (!repo.empty() && repo.back() == '/') repo.pop_back();
   HubReference ref;
-  ref.repo = text.substr(std::string(k_scheme).size());
-  while (!ref.repo.empty() && ref.repo.back() == '/') ref.repo.pop_back();
-  const size_t at = ref.repo.find('@');
-  if (at != std::string::npos) {
-    ref.revision = ref.repo.substr(at + 1);
-    ref.repo.resize(at);
-    DS_RETURN_IF_ERROR(check_file(ref.revision, text));
-  }
-  DS_RETURN_IF_ERROR(check_repo(ref.repo, text));
+  DS_RETURN_IF_ERROR(set_repo_and_revision(repo, text, ref));
   return ref;
 }
 
@@ -82,15 +87,8 @@ Result<HubReference> parse_hub_url(const std::string& text) {
   const size_t first = rest.find('/'), second = first == std::string::npos ? first : rest.find('/', first + 1);
   if (second == std::string::npos) return Status::error("'" + text + "': an hf:// model is hf://OWNER/NAME[@REVISION]/FILE");
   HubReference ref;
-  ref.repo = rest.substr(0, second);
+  DS_RETURN_IF_ERROR(set_repo_and_revision(rest.substr(0, second), text, ref));
   ref.selector = rest.substr(second + 1);
-  const size_t at = ref.repo.find('@');
-  if (at != std::string::npos) {
-    ref.revision = ref.repo.substr(at + 1);
-    ref.repo.resize(at);
-    DS_RETURN_IF_ERROR(check_file(ref.revision, text));
-  }
-  DS_RETURN_IF_ERROR(check_repo(ref.repo, text));
   DS_RETURN_IF_ERROR(check_file(ref.selector, text));
   return ref;
 }
