@@ -180,9 +180,15 @@ def test_fifty_disconnects_leave_no_page_held(server):
     print(f"  50 disconnects: every page free {time.time() - start:.2f} s after the last client left")
 
 
-def test_drain_on_sigterm(keys_file):
+def test_drain_on_sigterm(keys_file, tmp_path):
     import threading
-    s = ServerProcess("--api-keys", keys_file, "--tenant-rate", "100")
+    admin = tmp_path / "admin.txt"
+    admin.write_text("adm-drain tester\n")
+    s = ServerProcess("--api-keys", keys_file, "--tenant-rate", "100", "--admin-keys", str(admin))
+    # Every step waits 10 ms, so each stream lasts seconds: all 8 are still open when the
+    # server is told to stop, however slow or loaded the machine (unslowed, a stream could
+    # end before the last one started).
+    s.debug({"step_delay_ms": 10}, "adm-drain")
     c = openai.OpenAI(base_url=s.base + "/v1", api_key="sk-alpha", max_retries=0, timeout=60)
     results, errors = [], []
 
