@@ -28,6 +28,7 @@ constexpr Architecture k_architectures[] = {
     {"Qwen2ForCausalLM", "qwen2", TensorFamily::qwen2},
     {"DeepseekV2ForCausalLM", "deepseek2", TensorFamily::deepseek2},
     {"DeepseekV3ForCausalLM", "deepseek2", TensorFamily::deepseek2},
+    {"DeepseekV4ForCausalLM", "deepseek4", TensorFamily::deepseek4},
 };
 
 // config.json keys read into the metadata or checked, and those known to leave the weights' math alone.
@@ -41,13 +42,21 @@ const std::set<std::string> k_honoured_deepseek2 = {
     "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "qk_head_dim", "v_head_dim", "n_routed_experts",
     "n_shared_experts", "moe_intermediate_size", "num_experts_per_tok", "n_group", "topk_group", "topk_method", "scoring_func",
     "routed_scaling_factor", "norm_topk_prob", "first_k_dense_replace", "moe_layer_freq", "rope_interleave", "num_nextn_predict_layers"};
+// DeepSeek-V4's: hyper-connections, compressed attention with its indexer, the grouped output LoRA,
+// hash-routed and sqrt-softplus-gated experts (FP4, expert_dtype), the SwiGLU clamp.
+const std::set<std::string> k_honoured_deepseek4 = {
+    "q_lora_rank", "qk_rope_head_dim", "o_groups", "o_lora_rank", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
+    "moe_intermediate_size", "scoring_func", "norm_topk_prob", "routed_scaling_factor", "swiglu_limit", "compress_rope_theta",
+    "compress_ratios", "index_n_heads", "index_head_dim", "index_topk", "hc_mult", "hc_sinkhorn_iters", "hc_eps", "num_hash_layers",
+    "num_nextn_predict_layers", "expert_dtype"};
 const std::set<std::string> k_inert = {"_name_or_path", "torch_dtype", "dtype", "transformers_version", "initializer_range", "use_cache",
                                        "attention_dropout", "hidden_dropout", "return_dict", "output_hidden_states", "output_attentions",
                                        "is_encoder_decoder", "layer_types", "tokenizer_class", "auto_map", "aux_loss_alpha", "seq_aux",
                                        "ep_size", "output_router_logits", "router_aux_loss_coef"};
 
-// llama.cpp's llama_ftype for the file's type.
-uint32_t file_type_of(DType type) {
+// llama.cpp's llama_ftype for the file's type (DeepSeek-V4's is MOSTLY_MXFP4_MOE, 38, whatever --type says).
+uint32_t file_type_of(DType type, TensorFamily family) {
+  if (family == TensorFamily::deepseek4) return 38;
   switch (type) {
     case DType::f32: return 0;
     case DType::f16: return 1;
@@ -122,9 +131,12 @@ Result<Rope> rope_of(const json& config) {
   return rope;
 }
 
-Status refuse_unknown_settings(const json& config, bool deepseek) {
+Status refuse_unknown_settings(const json& config, TensorFamily family) {
+  const std::set<std::string>* own = family == TensorFamily::deepseek2   ? &k_honoured_deepseek2
+                                     : family == TensorFamily::deepseek4 ? &k_honoured_deepseek4
+                                                                         : nullptr;
   for (const auto& [key, value] : config.items()) {
-    if (!k_honoured.count(key) && !k_inert.count(key) && !(deepseek && k_honoured_deepseek2.count(key))) {
+    if (!k_honoured.count(key) && !k_inert.count(key) && !(own && own->count(key))) {
       return Status::error("config.json: '" + key + "' is not a setting dsinfer converts (it may change the model's math), so the model is refused");
     }
   }
@@ -138,6 +150,12 @@ Status refuse_unknown_settings(const json& config, bool deepseek) {
   DS_RETURN_IF_ERROR(refuse_unless(config.value("rope_interleave", true), "rope_interleave false"));
   const std::string topk = config.value("topk_method", std::string("greedy"));
   DS_RETURN_IF_ERROR(refuse_unless(topk == "greedy" || topk == "group_limited_greedy" || topk == "noaux_tc", "topk_method '" + topk + "'"));
+  if (family == TensorFamily::deepseek4) {
+    const std::string scoring = config.value("scoring_func", std::string("sqrtsoftplus"));
+    DS_RETURN_IF_ERROR(refuse_unless(scoring == "sqrtsoftplus", "scoring_func '" + scoring + "' on DeepSeek-V4 (sqrtsoftplus only)"));
+    const std::string experts = config.value("expert_dtype", std::string("fp4"));
+    DS_RETURN_IF_ERROR(refuse_unless(experts == "fp4", "expert_dtype '" + experts + "' (FP4 experts, repacked as MXFP4, only)"));
+  }
   return Status();
 }
 
@@ -181,6 +199,45 @@ Status add_deepseek2_keys(GgufWriter& w, const json& config, const Rope& rope, i
   return Status();
 }
 
+// The deepseek4 keys beyond the common ones, as llama.cpp's DeepseekV4Model writes them.
+Status add_deepseek4_keys(GgufWriter& w, const json& config, int64_t n_embd, int64_t n_layer) {
+  const std::string a = "deepseek4";
+  const std::pair<const char*, const char*> counts[] = {
+      {"qk_rope_head_dim", "rope.dimension_count"},          {"q_lora_rank", "attention.q_lora_rank"},
+      {"sliding_window", "attention.sliding_window"},        {"moe_intermediate_size", "expert_feed_forward_length"},
+      {"n_shared_experts", "expert_shared_count"},           {"index_n_heads", "attention.indexer.head_count"},
+      {"index_head_dim", "attention.indexer.key_length"},    {"index_topk", "attention.indexer.top_k"},
+      {"o_groups", "attention.output_group_count"},          {"o_lora_rank", "attention.output_lora_rank"},
+      {"hc_mult", "hyper_connection.count"},                 {"hc_sinkhorn_iters", "hyper_connection.sinkhorn_iterations"},
+      {"num_hash_layers", "hash_layer_count"}};
+  for (const auto& [key, gguf_key] : counts) {
+    auto value = integer(config, key);
+    if (!value.ok()) return value.status();
+    w.add_uint32(a + "." + gguf_key, uint32_t(value.value()));
+  }
+  auto scale = number(config, "routed_scaling_factor", ""), clamp = number(config, "swiglu_limit", ""),
+       compress_theta = number(config, "compress_rope_theta", ""), hc_eps = number(config, "hc_eps", "");
+  for (const auto* r : {&scale, &clamp, &compress_theta, &hc_eps}) {
+    if (!r->ok()) return r->status();
+  }
+  w.add_float32(a + ".expert_weights_scale", scale.value());
+  w.add_bool(a + ".expert_weights_norm", config.value("norm_topk_prob", false));
+  w.add_float32_array(a + ".swiglu_clamp_exp", std::vector<float>(size_t(n_layer), clamp.value()));
+  w.add_float32_array(a + ".swiglu_clamp_shexp", std::vector<float>(size_t(n_layer), clamp.value()));
+  const json ratios = config.value("compress_ratios", json());
+  if (!ratios.is_array() || int64_t(ratios.size()) < n_layer) return Status::error("config.json: 'compress_ratios' must list every layer's ratio");
+  std::vector<int32_t> listed;
+  for (const json& r : ratios) {
+    if (!r.is_number_integer() || (r != 0 && r != 4 && r != 128)) return Status::error("config.json: 'compress_ratios' holds " + r.dump() + " (0, 4 or 128)");
+    listed.push_back(r.get<int32_t>());
+  }
+  w.add_int32_array(a + ".attention.compress_ratios", listed);
+  w.add_float32(a + ".attention.compress_rope_freq_base", compress_theta.value());
+  w.add_float32(a + ".hyper_connection.epsilon", hc_eps.value());
+  w.add_uint32(a + ".embedding_length_out", uint32_t(n_embd * config["hc_mult"].get<int64_t>()));
+  return Status();
+}
+
 Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   if (options.type != DType::f32 && options.type != DType::f16 && options.type != DType::bf16 && options.type != DType::q8_0) {
     return Status::error("convert: --type must be F32, F16, BF16 or Q8_0");
@@ -200,13 +257,15 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   }
   if (!arch) {
     return Status::error("config.json: architecture " + architectures[0].get<std::string>() +
-                         " is not one dsinfer converts (LlamaForCausalLM, Qwen2ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)");
+                         " is not one dsinfer converts (LlamaForCausalLM, Qwen2ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, DeepseekV4ForCausalLM)");
   }
   const bool deepseek = arch->family == TensorFamily::deepseek2;
-  DS_RETURN_IF_ERROR(refuse_unknown_settings(config, deepseek));
+  const bool v4 = arch->family == TensorFamily::deepseek4;
+  DS_RETURN_IF_ERROR(refuse_unknown_settings(config, arch->family));
 
   auto n_embd = integer(config, "hidden_size");
-  auto n_ff = integer(config, "intermediate_size");
+  // V4 has experts in every layer: no dense width, and no feed_forward_length key.
+  auto n_ff = v4 ? Result<int64_t>(int64_t(0)) : integer(config, "intermediate_size");
   auto n_layer = integer(config, "num_hidden_layers");
   auto n_head = integer(config, "num_attention_heads");
   auto n_ctx = integer(config, "max_position_embeddings");
@@ -228,6 +287,12 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   settings.n_head_kv = n_head_kv.value();
   settings.tied_output = config.value("tie_word_embeddings", false);
   int64_t n_expert = 0;
+  if (v4) {
+    auto experts = integer(config, "n_routed_experts");
+    if (!experts.ok()) return experts.status();
+    n_expert = settings.n_expert = experts.value();
+    settings.n_hash_layers = config.value("num_hash_layers", int64_t(0));
+  }
   if (deepseek) {
     auto nope = integer(config, "qk_nope_head_dim"), v = integer(config, "v_head_dim");
     if (!nope.ok()) return nope.status();
@@ -265,7 +330,16 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
     const std::string b = "blk." + std::to_string(l) + ".";
     DS_RETURN_IF_ERROR(expect(b + "attn_norm.weight", {n_embd.value()}));
     DS_RETURN_IF_ERROR(expect(b + "ffn_norm.weight", {n_embd.value()}));
-    if (deepseek) continue;
+    if (v4) {
+      const int64_t q_lora = config.value("q_lora_rank", int64_t(0)), ff = config.value("moe_intermediate_size", int64_t(0));
+      DS_RETURN_IF_ERROR(expect(b + "attn_q_a.weight", {n_embd.value(), q_lora}));
+      DS_RETURN_IF_ERROR(expect(b + "attn_q_b.weight", {q_lora, n_head.value() * head_dim.value()}));
+      DS_RETURN_IF_ERROR(expect(b + "attn_kv.weight", {n_embd.value(), head_dim.value()}));
+      DS_RETURN_IF_ERROR(expect(b + "ffn_gate_exps.weight", {n_embd.value(), ff, n_expert}));
+      DS_RETURN_IF_ERROR(expect(b + "ffn_down_exps.weight", {ff, n_embd.value(), n_expert}));
+      if (l < settings.n_hash_layers) DS_RETURN_IF_ERROR(expect(b + "ffn_gate_tid2eid.weight", {config.value("num_experts_per_tok", int64_t(0)), n_vocab.value()}));
+    }
+    if (deepseek || v4) continue;
     DS_RETURN_IF_ERROR(expect(b + "attn_q.weight", {n_embd.value(), n_head.value() * head_dim.value()}));
     DS_RETURN_IF_ERROR(expect(b + "attn_k.weight", {n_embd.value(), n_head_kv.value() * head_dim.value()}));
     DS_RETURN_IF_ERROR(expect(b + "attn_v.weight", {n_embd.value(), n_head_kv.value() * head_dim.value()}));
@@ -288,7 +362,7 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   writer.add_uint32(a + ".block_count", uint32_t(n_layer.value()));
   writer.add_uint32(a + ".context_length", uint32_t(n_ctx.value()));
   writer.add_uint32(a + ".embedding_length", uint32_t(n_embd.value()));
-  writer.add_uint32(a + ".feed_forward_length", uint32_t(n_ff.value()));
+  if (!v4) writer.add_uint32(a + ".feed_forward_length", uint32_t(n_ff.value()));
   writer.add_uint32(a + ".attention.head_count", uint32_t(n_head.value()));
   // MLA is written as one shared key-value head (llama.cpp's MQA form of it).
   if (deepseek) {
@@ -321,7 +395,7 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
     if (!eps.is_number()) return Status::error("config.json: 'rms_norm_eps' must be a number");
     writer.add_float32(a + ".attention.layer_norm_rms_epsilon", eps.get<float>());
   }
-  if (deepseek) {
+  if (deepseek || v4) {
     if (n_expert > 0) writer.add_uint32(a + ".expert_count", uint32_t(n_expert));
     for (const auto& [key, gguf_key] : {std::pair<const char*, const char*>{"num_experts_per_tok", "expert_used_count"},
                                         {"n_group", "expert_group_count"}, {"topk_group", "expert_group_used_count"}}) {
@@ -331,17 +405,23 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
       writer.add_uint32(a + "." + gguf_key, uint32_t(value.value()));
     }
     if (config.contains("scoring_func")) {
+      // llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid, 4 sqrt-softplus (V4's; refused above on any other).
       const std::string scoring = config.value("scoring_func", std::string());
-      if (scoring != "softmax" && scoring != "sigmoid") return Status::error("config.json: scoring_func '" + scoring + "' is not converted");
-      writer.add_uint32(a + ".expert_gating_func", scoring == "softmax" ? 1 : 2);
+      if (scoring != "softmax" && scoring != "sigmoid" && !(v4 && scoring == "sqrtsoftplus")) {
+        return Status::error("config.json: scoring_func '" + scoring + "' is not converted");
+      }
+      writer.add_uint32(a + ".expert_gating_func", scoring == "softmax" ? 1 : scoring == "sigmoid" ? 2 : 4);
     }
-  } else if (config.contains("head_dim")) {
+  }
+  if (!deepseek && config.contains("head_dim")) {
     writer.add_uint32(a + ".attention.key_length", uint32_t(head_dim.value()));
     writer.add_uint32(a + ".attention.value_length", uint32_t(head_dim.value()));
   }
-  writer.add_uint32("general.file_type", file_type_of(options.type));
+  writer.add_uint32("general.file_type", file_type_of(options.type, arch->family));
   if (deepseek) {
     DS_RETURN_IF_ERROR(add_deepseek2_keys(writer, config, rope.value(), n_layer.value()));
+  } else if (v4) {
+    DS_RETURN_IF_ERROR(add_deepseek4_keys(writer, config, n_embd.value(), n_layer.value()));
   } else if (arch->family == TensorFamily::llama) {
     writer.add_uint32(a + ".vocab_size", uint32_t(n_vocab.value()));
     writer.add_uint32(a + ".rope.dimension_count", uint32_t(head_dim.value()));
@@ -357,14 +437,16 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   for (const auto& [type, on] : tok.add_special) writer.add_bool("tokenizer.ggml.add_" + type + "_token", on);
   if (tok.chat_template) writer.add_string("tokenizer.chat_template", *tok.chat_template);
 
-  // Each tensor's type as llama.cpp's converter picks it: vectors, norms, the router and anything but a
-  // weight stay f32; a row Q8_0's 32-element blocks do not divide falls back to f16.
+  // Each tensor's type as llama.cpp's converter picks it: the plan's where it keeps the source's (V4);
+  // else vectors, norms, the routers and anything but a weight stay f32; a row Q8_0's 32-element blocks
+  // do not divide falls back to f16.
   std::vector<DType> types;
   int64_t total = 0;
   for (const PlannedTensor& t : plan) {
     const bool weight = t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
-    const bool f32 = t.vector || !weight || t.name.find("_norm.weight") != std::string::npos || t.name.find("ffn_gate_inp.") != std::string::npos;
-    DType type = f32 ? DType::f32 : options.type;
+    const bool f32 = t.vector || !weight || t.name.find("_norm.weight") != std::string::npos || t.name.find("ffn_gate_inp.") != std::string::npos ||
+                     t.name.find("indexer.proj.") != std::string::npos;
+    DType type = t.type ? *t.type : f32 ? DType::f32 : options.type;
     if (type == DType::q8_0 && t.shape[0] % 32 != 0) type = DType::f16;
     types.push_back(type);
     writer.declare_tensor(t.name, type, t.shape);
@@ -383,6 +465,10 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
     const int64_t release_every = std::max<int64_t>(1, (int64_t(4) << 20) / std::max<int64_t>(1, columns * 2));
     for (int64_t r = 0; r < rows; ++r) {
       if (r % release_every == 0) t.release(r);
+      if (t.raw_row) {
+        t.raw_row(r, bytes.data() + size_t(r) * row_size);
+        continue;
+      }
       t.row(r, row.data());
       if (!quantize_weight_row(type, row.data(), bytes.data() + size_t(r) * row_size, columns)) {
         return Status::error("convert: cannot write " + t.name + " as " + dtype_name(type));

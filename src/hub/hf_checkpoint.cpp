@@ -1,5 +1,7 @@
 #include "hub/hf_checkpoint.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -14,7 +16,14 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr const char* k_scale_suffix = "_scale_inv";
+constexpr const char* k_scale_inv_suffix = "_scale_inv";  // V3's: NAME_scale_inv
+constexpr const char* k_weight_suffix = ".weight";         // V4's: STEM.weight's scales are STEM.scale
+constexpr const char* k_scale_suffix = ".scale";
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() > n && s.compare(s.size() - n, n, suffix) == 0;
+}
 
 float element_f32(SafetensorsType type, const uint8_t* p) {
   switch (type) {
@@ -35,6 +44,8 @@ float element_f32(SafetensorsType type, const uint8_t* p) {
     }
     case SafetensorsType::f8_e4m3:
       return fp8_e4m3_to_f32(*p);
+    case SafetensorsType::f8_e8m0:
+      return *p == 0xff ? NAN : std::ldexp(1.0f, int(*p) - 127);
     default:
       return NAN;
   }
@@ -42,6 +53,35 @@ float element_f32(SafetensorsType type, const uint8_t* p) {
 
 bool is_float(SafetensorsType type) {
   return type == SafetensorsType::f32 || type == SafetensorsType::f16 || type == SafetensorsType::bf16 || type == SafetensorsType::f8_e4m3;
+}
+
+bool is_integer(SafetensorsType type) {
+  return type == SafetensorsType::i64 || type == SafetensorsType::i32 || type == SafetensorsType::i16 || type == SafetensorsType::i8 ||
+         type == SafetensorsType::u8;
+}
+
+int64_t element_integer(SafetensorsType type, const uint8_t* p) {
+  switch (type) {
+    case SafetensorsType::i64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case SafetensorsType::i32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case SafetensorsType::i16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case SafetensorsType::i8:
+      return int8_t(*p);
+    default:
+      return *p;
+  }
 }
 
 }  // namespace
@@ -133,10 +173,21 @@ const SafetensorsTensor* HfCheckpoint::find(const std::string& name) const {
 }
 
 bool HfCheckpoint::is_scale(const std::string& name) const {
-  const size_t n = std::strlen(k_scale_suffix);
-  if (name.size() <= n || name.compare(name.size() - n, n, k_scale_suffix) != 0) return false;
-  const SafetensorsTensor* weight = find(name.substr(0, name.size() - n));
-  return weight && weight->type == SafetensorsType::f8_e4m3;
+  if (ends_with(name, k_scale_inv_suffix)) {
+    const SafetensorsTensor* weight = find(name.substr(0, name.size() - std::strlen(k_scale_inv_suffix)));
+    return weight && weight->type == SafetensorsType::f8_e4m3;
+  }
+  if (!ends_with(name, k_scale_suffix)) return false;
+  const SafetensorsTensor* weight = find(name.substr(0, name.size() - std::strlen(k_scale_suffix)) + k_weight_suffix);
+  return weight && (weight->type == SafetensorsType::f8_e4m3 || weight->type == SafetensorsType::i8 || weight->type == SafetensorsType::u8);
+}
+
+std::string HfCheckpoint::scale_name(const std::string& weight) const {
+  if (ends_with(weight, k_weight_suffix)) {
+    const std::string v4 = weight.substr(0, weight.size() - std::strlen(k_weight_suffix)) + k_scale_suffix;
+    if (find(v4)) return v4;
+  }
+  return weight + k_scale_inv_suffix;
 }
 
 Result<HfCheckpoint::Located> HfCheckpoint::locate(const std::string& name) const {
@@ -152,24 +203,52 @@ Result<HfCheckpoint::RowReader> HfCheckpoint::rows(const std::string& name) cons
   reader.file_ = located.value().file;
   reader.tensor_ = located.value().tensor;
   const SafetensorsTensor& t = *reader.tensor_;
-  if (!is_float(t.type)) return Status::error(reader.file_->path() + ": tensor '" + name + "' is " + safetensors_type_name(t.type) + ", not a float type");
-  if (t.shape.empty() || t.shape.size() > 2) return Status::error(reader.file_->path() + ": tensor '" + name + "' is neither a vector nor a matrix");
+  const std::string where = reader.file_->path() + ": tensor '" + name + "'";
+  if (t.shape.empty() || t.shape.size() > 2) return Status::error(where + " is neither a vector nor a matrix");
   reader.rows_ = t.shape.size() == 2 ? t.shape[0] : 1;
   reader.columns_ = t.shape.back();
-  if (t.type != SafetensorsType::f8_e4m3) return reader;
+  const std::string scale_name = this->scale_name(name);
+  const bool packed = (t.type == SafetensorsType::i8 || t.type == SafetensorsType::u8) && find(scale_name);
+  if (!is_float(t.type) && !is_integer(t.type)) {
+    return Status::error(where + " is " + safetensors_type_name(t.type) + ", not a type dsinfer converts");
+  }
+  reader.stored_ = t.type == SafetensorsType::f32    ? Stored::f32
+                   : t.type == SafetensorsType::f16  ? Stored::f16
+                   : t.type == SafetensorsType::bf16 ? Stored::bf16
+                   : t.type == SafetensorsType::f8_e4m3 ? Stored::fp8
+                   : packed                              ? Stored::fp4
+                                                         : Stored::integer;
+  if (reader.stored_ != Stored::fp8 && reader.stored_ != Stored::fp4) return reader;
 
-  // An FP8 weight: each [block rows x block columns] block is multiplied by its scale.
-  const std::string scale_name = name + k_scale_suffix;
   auto scale_at = locate(scale_name);
-  if (!scale_at.ok()) return Status::error(reader.file_->path() + ": the FP8 tensor '" + name + "' has no scales ('" + scale_name + "')");
+  if (!scale_at.ok()) {
+    const std::string wanted = ends_with(name, k_weight_suffix)
+                                   ? name.substr(0, name.size() - std::strlen(k_weight_suffix)) + k_scale_suffix + "' (V4) or '" + name + k_scale_inv_suffix
+                                   : scale_name;
+    return Status::error(where + " is FP8 but has no scales ('" + wanted + "')");
+  }
   const SafetensorsTensor& s = *scale_at.value().tensor;
-  reader.block_rows_ = fp8_block_[0];
-  reader.block_columns_ = fp8_block_[1];
-  const int64_t block_rows = (reader.rows_ + fp8_block_[0] - 1) / fp8_block_[0], block_cols = (reader.columns_ + fp8_block_[1] - 1) / fp8_block_[1];
-  if (t.shape.size() != 2 || s.shape != std::vector<int64_t>{block_rows, block_cols} || !is_float(s.type) || s.type == SafetensorsType::f8_e4m3) {
-    return Status::error(scale_at.value().file->path() + ": '" + scale_name + "' must be [" + std::to_string(block_rows) + ", " +
-                         std::to_string(block_cols) + "] floats, one per " + std::to_string(fp8_block_[0]) + "x" + std::to_string(fp8_block_[1]) +
-                         " block of '" + name + "'");
+  const std::string scale_where = scale_at.value().file->path() + ": '" + scale_name + "'";
+  if (t.shape.size() != 2) return Status::error(where + " is quantized but not a matrix");
+  std::vector<int64_t> expected;
+  if (reader.stored_ == Stored::fp4) {
+    // FP4: two codes a byte; one e8m0 exponent per 32 elements of a row.
+    reader.columns_ = 2 * t.shape[1];
+    if (reader.columns_ % 32 != 0) return Status::error(where + ": an FP4 row of " + std::to_string(reader.columns_) + " elements is not in blocks of 32");
+    expected = {reader.rows_, reader.columns_ / 32};
+    if (s.shape != expected || (s.type != SafetensorsType::f8_e8m0 && s.type != SafetensorsType::u8)) {
+      return Status::error(scale_where + " must be [" + std::to_string(expected[0]) + ", " + std::to_string(expected[1]) +
+                           "] e8m0 exponents, one per 32 elements of FP4 '" + name + "'");
+    }
+  } else {
+    // FP8: each [block rows x block columns] block is multiplied by its scale.
+    reader.block_rows_ = fp8_block_[0];
+    reader.block_columns_ = fp8_block_[1];
+    expected = {(reader.rows_ + fp8_block_[0] - 1) / fp8_block_[0], (reader.columns_ + fp8_block_[1] - 1) / fp8_block_[1]};
+    if (s.shape != expected || !(s.type == SafetensorsType::f8_e8m0 || (is_float(s.type) && s.type != SafetensorsType::f8_e4m3))) {
+      return Status::error(scale_where + " must be [" + std::to_string(expected[0]) + ", " + std::to_string(expected[1]) + "] scales, one per " +
+                           std::to_string(fp8_block_[0]) + "x" + std::to_string(fp8_block_[1]) + " block of '" + name + "'");
+    }
   }
   reader.scale_file_ = scale_at.value().file;
   reader.scale_ = &s;
@@ -188,8 +267,29 @@ void HfCheckpoint::RowReader::row(int64_t r, float* out) const {
   for (int64_t c = 0; c < columns_; ++c) out[c] *= element_f32(scale_->type, scales + size_t(c / block_columns_) * scale_bytes);
 }
 
+void HfCheckpoint::RowReader::mxfp4_row(int64_t r, uint8_t* out) const {
+  // The source's byte i holds elements 2i (low nibble) and 2i + 1 (high); the codes are ggml's
+  // e2m1 table's indices already, so only their places move.
+  const uint8_t* packed = file_->data(*tensor_) + size_t(r * columns_ / 2);
+  const uint8_t* scales = scale_file_->data(*scale_) + size_t(r * columns_ / 32);
+  for (int64_t b = 0; b < columns_ / 32; ++b, out += 17) {
+    const uint8_t* in = packed + b * 16;
+    const auto code = [in](int e) { return uint8_t((in[e / 2] >> (4 * (e % 2))) & 0x0f); };
+    out[0] = scales[b];
+    for (int j = 0; j < 16; ++j) out[1 + j] = uint8_t(code(j) | (code(j + 16) << 4));
+  }
+}
+
+void HfCheckpoint::RowReader::int32_row(int64_t r, int32_t* out) const {
+  const size_t bytes = safetensors_type_bytes(tensor_->type);
+  const uint8_t* data = file_->data(*tensor_) + size_t(r * columns_) * bytes;
+  for (int64_t c = 0; c < columns_; ++c) {
+    out[c] = int32_t(std::clamp<int64_t>(element_integer(tensor_->type, data + size_t(c) * bytes), INT32_MIN, INT32_MAX));
+  }
+}
+
 void HfCheckpoint::RowReader::release_rows(int64_t end) const {
-  const uint64_t row_bytes = uint64_t(columns_) * safetensors_type_bytes(tensor_->type);
+  const uint64_t row_bytes = stored_ == Stored::fp4 ? uint64_t(columns_ / 2) : uint64_t(columns_) * safetensors_type_bytes(tensor_->type);
   file_->release(*tensor_, 0, uint64_t(end) * row_bytes);
 }
 

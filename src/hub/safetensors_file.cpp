@@ -26,6 +26,7 @@ struct TypeName {
 constexpr TypeName k_types[] = {
     {"F64", SafetensorsType::f64, 8},        {"F32", SafetensorsType::f32, 4}, {"F16", SafetensorsType::f16, 2},
     {"BF16", SafetensorsType::bf16, 2},      {"F8_E4M3", SafetensorsType::f8_e4m3, 1}, {"F8_E5M2", SafetensorsType::f8_e5m2, 1},
+    {"F8_E8M0", SafetensorsType::f8_e8m0, 1},
     {"I64", SafetensorsType::i64, 8},        {"I32", SafetensorsType::i32, 4}, {"I16", SafetensorsType::i16, 2},
     {"I8", SafetensorsType::i8, 1},          {"U8", SafetensorsType::u8, 1},   {"BOOL", SafetensorsType::boolean, 1},
 };

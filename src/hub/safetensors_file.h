@@ -15,7 +15,8 @@
 
 namespace ds {
 
-enum class SafetensorsType { f64, f32, f16, bf16, f8_e4m3, f8_e5m2, i64, i32, i16, i8, u8, boolean };
+// f8_e8m0: a power of two as a biased exponent byte (DeepSeek-V4's scales).
+enum class SafetensorsType { f64, f32, f16, bf16, f8_e4m3, f8_e5m2, f8_e8m0, i64, i32, i16, i8, u8, boolean };
 size_t safetensors_type_bytes(SafetensorsType type);
 const char* safetensors_type_name(SafetensorsType type);
 

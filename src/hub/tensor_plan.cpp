@@ -49,17 +49,6 @@ int64_t rotary_row(int64_t r, int64_t rows, int64_t heads) {
   return h * head_dim + (within % 2) * half + within / 2;
 }
 
-PlannedTensor one_to_one(const std::string& name, const Reader& reader, bool vector) {
-  PlannedTensor t;
-  t.name = name;
-  t.source = reader.where();
-  t.vector = vector;
-  t.shape = vector ? std::vector<int64_t>{reader.columns()} : std::vector<int64_t>{reader.columns(), reader.rows()};
-  t.row = [reader](int64_t r, float* out) { reader.row(r, out); };
-  t.release = [reader](int64_t done) { reader.release_rows(done); };
-  return t;
-}
-
 // q or k (weight rows, or a bias's elements) into GGML's rotary order over `heads` heads.
 Result<PlannedTensor> permuted(const std::string& name, const std::string& source, const Reader& reader, bool vector, int64_t heads) {
   PlannedTensor t = one_to_one(name, reader, vector);
@@ -84,6 +73,69 @@ Result<PlannedTensor> permuted(const std::string& name, const std::string& sourc
 
 }  // namespace
 
+PlannedTensor one_to_one(const std::string& name, const Reader& reader, bool vector) {
+  PlannedTensor t;
+  t.name = name;
+  t.source = reader.where();
+  t.vector = vector;
+  t.shape = vector ? std::vector<int64_t>{reader.columns()} : std::vector<int64_t>{reader.columns(), reader.rows()};
+  t.row = [reader](int64_t r, float* out) { reader.row(r, out); };
+  t.release = [reader](int64_t done) { reader.release_rows(done); };
+  return t;
+}
+
+Result<Reader> float_rows(const HfCheckpoint& checkpoint, const std::string& name) {
+  auto reader = checkpoint.rows(name);
+  if (!reader.ok()) return reader.status();
+  const auto stored = reader.value().stored();
+  if (stored == HfCheckpoint::Stored::fp4 || stored == HfCheckpoint::Stored::integer) {
+    return Status::error(reader.value().where() + " is " + (stored == HfCheckpoint::Stored::fp4 ? "FP4" : "an integer tensor") +
+                         ", where the architecture has a float one");
+  }
+  return reader;
+}
+
+Result<PlannedTensor> stacked_experts(const HfCheckpoint& checkpoint, const std::string& name, int64_t layer, const std::string& projection,
+                                     const std::map<int64_t, std::string>& by_index, int64_t n_expert, bool mxfp4) {
+  std::vector<Reader> readers;
+  for (int64_t e = 0; e < n_expert; ++e) {
+    const auto it = by_index.find(e);
+    if (it == by_index.end()) {
+      return Status::error("layer " + std::to_string(layer) + " has no expert " + std::to_string(e) + " " + projection + " of n_routed_experts " +
+                           std::to_string(n_expert));
+    }
+    auto reader = mxfp4 ? checkpoint.rows(it->second) : float_rows(checkpoint, it->second);
+    if (!reader.ok()) return reader.status();
+    if (mxfp4 && reader.value().stored() != HfCheckpoint::Stored::fp4) {
+      return Status::error(reader.value().where() + ": a routed expert must be FP4 with its e8m0 scales (DeepSeek-V4's own format)");
+    }
+    if (!readers.empty() && (reader.value().rows() != readers[0].rows() || reader.value().columns() != readers[0].columns())) {
+      return Status::error("tensor '" + it->second + "' is not the shape of its layer's other experts");
+    }
+    readers.push_back(reader.take());
+  }
+  if (int64_t(by_index.size()) != n_expert) {
+    return Status::error("layer " + std::to_string(layer) + " has " + std::to_string(by_index.size()) + " experts' " + projection +
+                         ", n_routed_experts says " + std::to_string(n_expert));
+  }
+  PlannedTensor t;
+  t.name = name;
+  t.experts = true;
+  t.source = readers[0].where();
+  const int64_t rows = readers[0].rows();
+  t.shape = {readers[0].columns(), rows, n_expert};
+  if (mxfp4) {
+    t.type = DType::mxfp4;
+    t.raw_row = [readers, rows](int64_t r, uint8_t* out) { readers[size_t(r / rows)].mxfp4_row(r % rows, out); };
+  } else {
+    t.row = [readers, rows](int64_t r, float* out) { readers[size_t(r / rows)].row(r % rows, out); };
+  }
+  t.release = [readers, rows](int64_t done) {
+    for (int64_t e = 0; e < int64_t(readers.size()); ++e) readers[size_t(e)].release_rows(std::clamp<int64_t>(done - e * rows, 0, rows));
+  };
+  return t;
+}
+
 int64_t PlannedTensor::rows() const {
   int64_t rows = 1;
   for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
@@ -91,6 +143,7 @@ int64_t PlannedTensor::rows() const {
 }
 
 Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, const PlanSettings& s) {
+  if (s.family == TensorFamily::deepseek4) return plan_deepseek4_tensors(checkpoint, s);
   std::vector<PlannedTensor> plan;
   const std::regex layer_name(R"(model\.layers\.(\d+)\.(.*))");
   const std::regex expert_name(R"(mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight)");
@@ -120,7 +173,7 @@ Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, 
         continue;
       }
       if (s.family == TensorFamily::deepseek2 && within == "self_attn.kv_b_proj.weight") {
-        auto reader = checkpoint.rows(name);
+        auto reader = float_rows(checkpoint, name);
         if (!reader.ok()) return reader.status();
         const Reader kv_b = reader.take();
         const int64_t per_head = s.qk_nope + s.v_head, kv_lora = kv_b.columns(), nope = s.qk_nope, heads = s.n_head;
@@ -162,7 +215,7 @@ Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, 
     } else {
       return Status::error("tensor '" + name + "' is not one the architecture has");
     }
-    auto reader = checkpoint.rows(name);
+    auto reader = float_rows(checkpoint, name);
     if (!reader.ok()) return reader.status();
     const bool vector = checkpoint.find(name)->shape.size() == 1;
     const bool q = within.rfind("self_attn.q_proj.", 0) == 0, k = within.rfind("self_attn.k_proj.", 0) == 0;
@@ -180,35 +233,9 @@ Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, 
       {"gate_proj", "ffn_gate_exps.weight"}, {"up_proj", "ffn_up_exps.weight"}, {"down_proj", "ffn_down_exps.weight"}};
   for (const auto& [key, by_index] : experts) {
     const auto& [layer, projection] = key;
-    std::vector<Reader> readers;
-    for (int64_t e = 0; e < s.n_expert; ++e) {
-      const auto it = by_index.find(e);
-      if (it == by_index.end()) {
-        return Status::error("layer " + std::to_string(layer) + " has no expert " + std::to_string(e) + " " + projection + " of n_routed_experts " +
-                             std::to_string(s.n_expert));
-      }
-      auto reader = checkpoint.rows(it->second);
-      if (!reader.ok()) return reader.status();
-      if (!readers.empty() && (reader.value().rows() != readers[0].rows() || reader.value().columns() != readers[0].columns())) {
-        return Status::error("tensor '" + it->second + "' is not the shape of its layer's other experts");
-      }
-      readers.push_back(reader.take());
-    }
-    if (int64_t(by_index.size()) != s.n_expert) {
-      return Status::error("layer " + std::to_string(layer) + " has " + std::to_string(by_index.size()) + " experts' " + projection +
-                           ", n_routed_experts says " + std::to_string(s.n_expert));
-    }
-    PlannedTensor t;
-    t.name = "blk." + std::to_string(layer) + "." + k_stacked.at(projection);
-    t.experts = true;
-    t.source = readers[0].where();
-    const int64_t rows = readers[0].rows();
-    t.shape = {readers[0].columns(), rows, s.n_expert};
-    t.row = [readers, rows](int64_t r, float* out) { readers[size_t(r / rows)].row(r % rows, out); };
-    t.release = [readers, rows](int64_t done) {
-      for (int64_t e = 0; e < int64_t(readers.size()); ++e) readers[size_t(e)].release_rows(std::clamp<int64_t>(done - e * rows, 0, rows));
-    };
-    plan.push_back(std::move(t));
+    auto t = stacked_experts(checkpoint, "blk." + std::to_string(layer) + "." + k_stacked.at(projection), layer, projection, by_index, s.n_expert, false);
+    if (!t.ok()) return t.status();
+    plan.push_back(t.take());
   }
   return plan;
 }

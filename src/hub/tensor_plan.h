@@ -6,19 +6,25 @@
 // projection and layer; DeepSeek's kv_b split per head into k_b (transposed,
 // for MLA's absorbed form) and v_b. A tensor the architecture does not have
 // is refused by name. Multi-token-prediction layers (past num_hidden_layers)
-// are left out, as llama.cpp's converter leaves them.
+// are left out, as llama.cpp's converter leaves them. DeepSeek-V4's plan
+// (deepseek4_tensor_plan.cpp) names its tensors as DeepSeek's own code does
+// and keeps each tensor's source type, as llama.cpp's converter does for it:
+// FP8 to Q8_0, BF16 and F32 kept, FP4 experts to MXFP4 bit for bit.
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "hub/hf_checkpoint.h"
+#include "tensor/dtype.h"
 
 namespace ds {
 
-enum class TensorFamily { llama, qwen2, deepseek2 };
+enum class TensorFamily { llama, qwen2, deepseek2, deepseek4 };
 
 struct PlannedTensor {
   std::string name;
@@ -30,6 +36,10 @@ struct PlannedTensor {
   std::function<void(int64_t r, float* out)> row;
   // Rows [0, done) are written: their input pages may go.
   std::function<void(int64_t done)> release;
+  // The type written whatever --type says (V4's, from its source's), or none for --type's rules.
+  std::optional<DType> type;
+  // Where set, fills row r's bytes in `type` directly, bits copied (MXFP4 experts, I32 tables), instead of `row`.
+  std::function<void(int64_t r, uint8_t* out)> raw_row;
   int64_t rows() const;
   int64_t elements() const { return rows() * shape[0]; }
 };
@@ -37,10 +47,22 @@ struct PlannedTensor {
 struct PlanSettings {
   TensorFamily family;
   int64_t n_layer = 0, n_head = 0, n_head_kv = 0;
-  int64_t n_expert = 0, qk_nope = 0, v_head = 0;  // deepseek2
+  int64_t n_expert = 0, qk_nope = 0, v_head = 0;  // deepseek2 (n_expert deepseek4 too)
+  int64_t n_hash_layers = 0;                       // deepseek4
   bool tied_output = false;                        // no lm_head: the output is the embedding
 };
 
 Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, const PlanSettings& settings);
+
+// The pieces the families' plans share.
+// A tensor's rows as they are (a 1-D tensor is one row).
+PlannedTensor one_to_one(const std::string& name, const HfCheckpoint::RowReader& reader, bool vector);
+// A float (or FP8) tensor's rows; a tensor stored otherwise is refused by name.
+Result<HfCheckpoint::RowReader> float_rows(const HfCheckpoint& checkpoint, const std::string& name);
+// One layer's experts of one projection, each named in `by_index` (expert -> tensor), stacked as
+// [n_expert][rows][columns]; as MXFP4 blocks copied bit for bit where `mxfp4`, else as float rows.
+Result<PlannedTensor> stacked_experts(const HfCheckpoint& checkpoint, const std::string& name, int64_t layer, const std::string& projection,
+                                     const std::map<int64_t, std::string>& by_index, int64_t n_expert, bool mxfp4);
+Result<std::vector<PlannedTensor>> plan_deepseek4_tensors(const HfCheckpoint& checkpoint, const PlanSettings& settings);
 
 }  // namespace ds

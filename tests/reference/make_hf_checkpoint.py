@@ -114,3 +114,139 @@ def make_fp8(source, out):
                                      "weight_block_size": [FP8_BLOCK, FP8_BLOCK]}
     json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
     return out
+
+
+def e8m0_power(x):
+    """The power of two at or above x, as DeepSeek-V4's ue8m0 scales are (a biased exponent byte)."""
+    import math
+    return 2.0 ** math.ceil(math.log2(x)) if x > 0 else 1.0
+
+
+def write_deepseek4_checkpoint(out, layers=(0, 4, 128, 4), hidden=64, shard="1MB"):
+    """A DeepseekV4ForCausalLM checkpoint as DeepSeek publishes V4-Flash, in small: the
+    names of DeepSeek's inference code (layers.N.attn.wq_a, layers.N.ffn.experts.E.w1, ...),
+    the attention and shared-expert projections in FP8 e4m3 with a power-of-two e8m0 scale
+    per 128x128 block (NAME.scale), the routed experts in FP4 (e2m1 codes two to an int8,
+    an e8m0 scale per 32), hyper-connections and the compressors' position biases in
+    float32, the rest bfloat16, the hash-routed first layer's token-to-expert table in
+    int32, and a multi-token-prediction layer (mtp.0.*) the conversion leaves out.
+    make_deepseek4.SHAPE's widths; layers: each layer's compression ratio."""
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+    os.makedirs(out, exist_ok=True)
+    n_vocab = write_tokenizer(out, "deepseek-v3")
+    d, H, hd, rope, q_rank, groups, o_rank = hidden, 4, 64, 16, 32, 2, 16
+    # 16 indexer heads, as test_logits_vs_llama_cpp's V4 file has: with 2, rows tie at 0 and llama.cpp orders ties arbitrarily.
+    E, used, ff, ig, ik, window, hc = 4, 2, 32, 16, 64, 16, 4
+    rng = np.random.default_rng(5)
+    tensors = {}
+
+    def normal(*shape, sigma=0.08, mean=0.0):
+        return torch.from_numpy((mean + rng.standard_normal(shape) * sigma).astype(np.float32))
+
+    def fp8(name, rows, cols):
+        w = normal(rows, cols)
+        blocks = torch.empty((rows + FP8_BLOCK - 1) // FP8_BLOCK, (cols + FP8_BLOCK - 1) // FP8_BLOCK)
+        scaled = torch.empty_like(w)
+        for i in range(blocks.shape[0]):
+            for j in range(blocks.shape[1]):
+                block = w[i * FP8_BLOCK:(i + 1) * FP8_BLOCK, j * FP8_BLOCK:(j + 1) * FP8_BLOCK]
+                blocks[i, j] = e8m0_power(float(block.abs().max()) / E4M3_MAX)
+                scaled[i * FP8_BLOCK:(i + 1) * FP8_BLOCK, j * FP8_BLOCK:(j + 1) * FP8_BLOCK] = block / blocks[i, j]
+        tensors[name + ".weight"] = scaled.to(torch.float8_e4m3fn)
+        tensors[name + ".scale"] = blocks.to(torch.float8_e8m0fnu)
+
+    def bf16(name, *shape, **kw):
+        tensors[name] = normal(*shape, **kw).to(torch.bfloat16)
+
+    def f32(name, *shape, **kw):
+        tensors[name] = normal(*shape, **kw)
+
+    def fp4(name, rows, cols):
+        codes = rng.integers(0, 16, (rows, cols // 2), dtype=np.uint8) | (rng.integers(0, 16, (rows, cols // 2), dtype=np.uint8) << 4)
+        tensors[name + ".weight"] = torch.from_numpy(codes.view(np.int8))
+        tensors[name + ".scale"] = torch.from_numpy(rng.integers(122, 127, (rows, cols // 32), dtype=np.uint8)).view(torch.float8_e8m0fnu)
+
+    bf16("embed.weight", n_vocab, d)
+    bf16("norm.weight", d, sigma=0.1, mean=1.0)
+    bf16("head.weight", n_vocab, d)
+    f32("hc_head_fn", hc, hc * d, sigma=0.1)
+    f32("hc_head_base", hc, sigma=2.0)
+    f32("hc_head_scale", 1, sigma=0.2, mean=1.0)
+    for i, ratio in enumerate(layers):
+        b = f"layers.{i}."
+        bf16(b + "attn_norm.weight", d, sigma=0.1, mean=1.0)
+        bf16(b + "ffn_norm.weight", d, sigma=0.1, mean=1.0)
+        for part in ("attn", "ffn"):
+            f32(b + f"hc_{part}_fn", (2 + hc) * hc, hc * d, sigma=0.1)
+            f32(b + f"hc_{part}_base", (2 + hc) * hc, sigma=2.0)
+            f32(b + f"hc_{part}_scale", 3, sigma=0.2, mean=1.0)
+        f32(b + "attn.attn_sink", H, sigma=1.0)
+        fp8(b + "attn.wq_a", q_rank, d)
+        bf16(b + "attn.q_norm.weight", q_rank, sigma=0.1, mean=1.0)
+        fp8(b + "attn.wq_b", H * hd, q_rank)
+        fp8(b + "attn.wkv", hd, d)
+        bf16(b + "attn.kv_norm.weight", hd, sigma=0.1, mean=1.0)
+        bf16(b + "attn.wo_a.weight", groups * o_rank, H * hd // groups)
+        fp8(b + "attn.wo_b", d, groups * o_rank)
+        if ratio:
+            c = 2 if ratio == 4 else 1
+            fp8(b + "attn.compressor.wkv", c * hd, d)
+            bf16(b + "attn.compressor.wgate.weight", c * hd, d)
+            f32(b + "attn.compressor.ape", ratio, c * hd, sigma=0.5)
+            bf16(b + "attn.compressor.norm.weight", hd, sigma=0.1, mean=1.0)
+            if ratio == 4:
+                fp8(b + "attn.indexer.wq_b", ig * ik, q_rank)
+                bf16(b + "attn.indexer.weights_proj.weight", ig, d)
+                fp8(b + "attn.indexer.compressor.wkv", 2 * ik, d)
+                bf16(b + "attn.indexer.compressor.wgate.weight", 2 * ik, d)
+                f32(b + "attn.indexer.compressor.ape", ratio, 2 * ik, sigma=0.5)
+                bf16(b + "attn.indexer.compressor.norm.weight", ik, sigma=0.1, mean=1.0)
+        bf16(b + "ffn.gate.weight", E, d)
+        if i == 0:  # hash-routed: each token's experts from a table (its router bias is unused)
+            table = np.stack([rng.permutation(E)[:used] for _ in range(n_vocab)]).astype(np.int32)
+            tensors[b + "ffn.gate.tid2eid"] = torch.from_numpy(table)
+        f32(b + "ffn.gate.bias", E, sigma=0.05)
+        for e in range(E):
+            fp4(b + f"ffn.experts.{e}.w1", ff, d)
+            fp4(b + f"ffn.experts.{e}.w2", d, ff)
+            fp4(b + f"ffn.experts.{e}.w3", ff, d)
+        fp8(b + "ffn.shared_experts.w1", ff, d)
+        fp8(b + "ffn.shared_experts.w2", d, ff)
+        fp8(b + "ffn.shared_experts.w3", ff, d)
+    bf16("mtp.0.enorm.weight", d, sigma=0.1, mean=1.0)
+    fp8("mtp.0.e_proj", d, d)
+
+    # Shards of about `shard` bytes, with their index.
+    limit = int(shard.removesuffix("MB")) << 20
+    shards, current, size = [], {}, 0
+    for name, t in tensors.items():
+        if current and size + t.numel() * t.element_size() > limit:
+            shards.append(current)
+            current, size = {}, 0
+        current[name] = t
+        size += t.numel() * t.element_size()
+    shards.append(current)
+    weight_map = {}
+    for k, part in enumerate(shards):
+        file = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file(part, os.path.join(out, file), metadata={"format": "pt"})
+        weight_map.update({name: file for name in part})
+    json.dump({"metadata": {}, "weight_map": weight_map}, open(os.path.join(out, "model.safetensors.index.json"), "w"))
+    config = {
+        "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "vocab_size": n_vocab, "hidden_size": d,
+        "moe_intermediate_size": ff, "num_hidden_layers": len(layers), "num_attention_heads": H, "num_key_value_heads": 1,
+        "head_dim": hd, "qk_rope_head_dim": rope, "q_lora_rank": q_rank, "o_groups": groups, "o_lora_rank": o_rank,
+        "n_routed_experts": E, "n_shared_experts": 1, "num_experts_per_tok": used, "scoring_func": "sqrtsoftplus",
+        "norm_topk_prob": True, "routed_scaling_factor": 1.5, "swiglu_limit": 10.0, "max_position_embeddings": 1024,
+        "rope_theta": 10000.0, "compress_rope_theta": 160000.0, "compress_ratios": list(layers) + [0],
+        "rope_scaling": {"type": "yarn", "factor": 16.0, "original_max_position_embeddings": 256, "beta_fast": 32, "beta_slow": 1},
+        "sliding_window": window, "index_n_heads": ig, "index_head_dim": ik, "index_topk": 8, "hc_mult": hc,
+        "hc_sinkhorn_iters": 20, "hc_eps": 1e-6, "num_hash_layers": 1, "num_nextn_predict_layers": 1, "rms_norm_eps": 1e-6,
+        "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": n_vocab - 1, "eos_token_id": n_vocab - 1,
+        "torch_dtype": "bfloat16", "expert_dtype": "fp4",
+        "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "scale_fmt": "ue8m0", "activation_scheme": "dynamic",
+                                "weight_block_size": [FP8_BLOCK, FP8_BLOCK]}}
+    json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
+    return out

@@ -1,6 +1,7 @@
 """`dsinfer convert` against llama.cpp's own convert_hf_to_gguf.py on the same
 Hugging Face checkpoints (make_hf_checkpoint.py: Llama, Qwen2 and DeepSeek-V3 shapes,
-random bf16 weights in shards, an FP8 block-scaled variant): the GGUF files
+random bf16 weights in shards, an FP8 block-scaled variant; DeepSeek-V4 as DeepSeek
+publishes it, FP8 with e8m0 scales, FP4 experts, F32 and BF16): the GGUF files
 equal key by key and tensor by tensor (bytes), for F32, F16, BF16 and Q8_0;
 llama.cpp loads ours, and its logits agree with dsinfer's. Bad checkpoints
 are refused naming the file and tensor, and a multi-shard conversion's peak
@@ -21,7 +22,7 @@ import pytest
 
 import llama_cpp_converter
 from test_logits_vs_llama_cpp import QUANT_TOLERANCE, TOLERANCE, compare
-from make_hf_checkpoint import make_fp8, write_checkpoint
+from make_hf_checkpoint import make_fp8, write_checkpoint, write_deepseek4_checkpoint
 
 # Keys llama.cpp guesses from the directory's name and a model card (dsinfer writes the directory's name as general.name).
 GUESSED = {"general.name", "general.version", "general.basename", "general.finetune"}
@@ -33,6 +34,7 @@ def checkpoints(tmp_path_factory):
     made = {family: write_checkpoint(str(root / family), family, layers=3 if family == "deepseek-v3" else 2)
             for family in ("llama", "qwen2", "deepseek-v3")}
     made.update({f"{family}-fp8": make_fp8(made[family], str(root / f"{family}-fp8")) for family in ("llama", "qwen2", "deepseek-v3")})
+    made["deepseek-v4"] = write_deepseek4_checkpoint(str(root / "deepseek-v4"))
     return made
 
 
@@ -45,11 +47,13 @@ def fields(path):
 
 @pytest.mark.parametrize("source,outtype", [("llama", "q8_0"), ("llama", "f16"), ("llama", "bf16"), ("qwen2", "q8_0"), ("qwen2", "f32"),
                                             ("llama-fp8", "f32"), ("qwen2-fp8", "bf16"), ("deepseek-v3", "q8_0"), ("deepseek-v3", "bf16"),
-                                            ("deepseek-v3-fp8", "f32")])
+                                            ("deepseek-v3-fp8", "f32"), ("deepseek-v4", "f16")])
 def test_the_gguf_equals_llama_cpps_key_by_key_and_tensor_by_tensor(dsinfer, checkpoints, tmp_path, source, outtype):
     family = source.removesuffix("-fp8")
-    # GPT-2's vocabulary under another family's rules: llama.cpp's hash of it names no real model, so the rules' name is given.
-    theirs = llama_cpp_converter.convert(checkpoints[source], tmp_path / "theirs.gguf", outtype, pre_name="" if family == "llama" else family)
+    # GPT-2's vocabulary under another family's rules: llama.cpp's hash of it names no real model, so the rules' name is given
+    # (V4's are V3's).
+    pre_name = {"llama": "", "deepseek-v4": "deepseek-v3"}.get(family, family)
+    theirs = llama_cpp_converter.convert(checkpoints[source], tmp_path / "theirs.gguf", outtype, pre_name=pre_name)
     ours = tmp_path / "ours.gguf"
     dsinfer("convert", checkpoints[source], "-o", ours, "--type", outtype)
     their_keys, their_tensors = fields(str(theirs))
@@ -63,9 +67,10 @@ def test_the_gguf_equals_llama_cpps_key_by_key_and_tensor_by_tensor(dsinfer, che
         assert our_tensors[name][2] == their_tensors[name][2], f"{name}: bytes differ"
 
     # llama.cpp loads ours (the same bytes as its own): its logits and dsinfer's agree within the
-    # bound the logit comparisons hold each type to (test_logits_vs_llama_cpp.py).
-    error = compare(dsinfer, ours, tmp_path / "logits.npy")
-    tolerance = TOLERANCE.get(outtype, QUANT_TOLERANCE)
+    # bound the logit comparisons hold each type to (test_logits_vs_llama_cpp.py). V4's file is
+    # Q8_0, MXFP4 and BF16 whatever --type says: the quantized formats' bound, as its MXFP4 file there.
+    tolerance = QUANT_TOLERANCE if family == "deepseek-v4" else TOLERANCE.get(outtype, QUANT_TOLERANCE)
+    error = compare(dsinfer, ours, tmp_path / "logits.npy", tolerance=tolerance)
     print(f"\n{source} {outtype}: identical files; llama.cpp loads ours, relative max logit error {error:.2e} (tolerance {tolerance:g})")
     assert error <= tolerance
 
@@ -80,6 +85,21 @@ def copy(source, tmp_path, name):
     out = tmp_path / name
     subprocess.run(["cp", "-r", source, str(out)], check=True)
     return out
+
+
+def rewrite_tensor(checkpoint, name, value=None):
+    """Replaces a tensor in its shard, or with value None drops it (and its index entry)."""
+    from safetensors.torch import load_file, save_file
+    index = json.load(open(checkpoint / "model.safetensors.index.json"))
+    shard = index["weight_map"][name]
+    tensors = load_file(str(checkpoint / shard))
+    if value is None:
+        del index["weight_map"][name], tensors[name]
+    else:
+        tensors[name] = value
+    json.dump(index, open(checkpoint / "model.safetensors.index.json", "w"))
+    save_file(tensors, str(checkpoint / shard), metadata={"format": "pt"})
+    return tensors
 
 
 def test_bad_checkpoints_are_refused_naming_the_file_and_tensor(dsinfer, checkpoints, tmp_path):
@@ -101,22 +121,11 @@ def test_bad_checkpoints_are_refused_naming_the_file_and_tensor(dsinfer, checkpo
     unscaled = copy(checkpoints["llama-fp8"], tmp_path, "unscaled")
     index = json.load(open(unscaled / "model.safetensors.index.json"))
     dropped = next(n for n in index["weight_map"] if n.endswith("q_proj.weight_scale_inv"))
-    shard = index["weight_map"].pop(dropped)
-    json.dump(index, open(unscaled / "model.safetensors.index.json", "w"))
-    from safetensors.torch import load_file, save_file
-    tensors = load_file(str(unscaled / shard))
-    del tensors[dropped]
-    save_file(tensors, str(unscaled / shard), metadata={"format": "pt"})
+    rewrite_tensor(unscaled, dropped)
     assert dropped in (e := refused(dsinfer, unscaled, tmp_path)) and "FP8" in e, e
 
     expertless = copy(checkpoints["deepseek-v3"], tmp_path, "expertless")
-    index = json.load(open(expertless / "model.safetensors.index.json"))
-    dropped = "model.layers.1.mlp.experts.3.up_proj.weight"
-    shard = index["weight_map"].pop(dropped)
-    json.dump(index, open(expertless / "model.safetensors.index.json", "w"))
-    tensors = load_file(str(expertless / shard))
-    del tensors[dropped]
-    save_file(tensors, str(expertless / shard), metadata={"format": "pt"})
+    rewrite_tensor(expertless, "model.layers.1.mlp.experts.3.up_proj.weight")
     assert "layer 1 has no expert 3 up_proj" in (e := refused(dsinfer, expertless, tmp_path)), e
 
     unknown = copy(checkpoints["llama"], tmp_path, "unknown")
@@ -125,6 +134,31 @@ def test_bad_checkpoints_are_refused_naming_the_file_and_tensor(dsinfer, checkpo
     config["attn_logit_softcapping"] = 30.0
     json.dump(config, open(unknown / "config.json", "w"))
     assert "attn_logit_softcapping" in (e := refused(dsinfer, unknown, tmp_path)), e
+
+
+def test_bad_deepseek4_checkpoints_are_refused_naming_the_tensor(dsinfer, checkpoints, tmp_path):
+    """V4's own failure modes: an FP4 expert without its e8m0 scales (it would read as bytes of integers),
+    an FP8 weight without its .scale, a token-to-expert table naming an expert that is not there, and a
+    hash-routed layer without its table."""
+    unscaled_expert = copy(checkpoints["deepseek-v4"], tmp_path, "unscaled-expert")
+    rewrite_tensor(unscaled_expert, "layers.1.ffn.experts.2.w3.scale")
+    assert "'layers.1.ffn.experts.2.w3.weight'" in (e := refused(dsinfer, unscaled_expert, tmp_path)) and "FP4" in e, e
+
+    unscaled = copy(checkpoints["deepseek-v4"], tmp_path, "unscaled")
+    rewrite_tensor(unscaled, "layers.2.attn.wq_b.scale")
+    assert "'layers.2.attn.wq_b.weight'" in (e := refused(dsinfer, unscaled, tmp_path)) and "layers.2.attn.wq_b.scale" in e, e
+
+    bad_table = copy(checkpoints["deepseek-v4"], tmp_path, "bad-table")
+    table = json.load(open(bad_table / "model.safetensors.index.json"))["weight_map"]["layers.0.ffn.gate.tid2eid"]
+    from safetensors.torch import load_file
+    ids = load_file(str(bad_table / table))["layers.0.ffn.gate.tid2eid"].clone()
+    ids[1234, 1] = 4  # of experts 0..3
+    rewrite_tensor(bad_table, "layers.0.ffn.gate.tid2eid", ids)
+    assert "token 1234 goes to expert 4 of 4" in (e := refused(dsinfer, bad_table, tmp_path)), e
+
+    tableless = copy(checkpoints["deepseek-v4"], tmp_path, "tableless")
+    rewrite_tensor(tableless, "layers.0.ffn.gate.tid2eid")
+    assert "'layers.0.ffn.gate.tid2eid'" in (e := refused(dsinfer, tableless, tmp_path)) and "hash-routed" in e, e
 
 
 def peak_rss_of(command):

@@ -38,13 +38,27 @@ TOKENS = [1] + [int(t) for t in np.random.default_rng(1).integers(3, 512, 47)]
 LONG_TOKENS = [1] + [int(t) for t in np.random.default_rng(2).integers(3, 512, 599)]
 
 
-def compare(dsinfer, model_path, out_path, kv="f32", extra=()):
+def compare(dsinfer, model_path, out_path, kv="f32", extra=(), tolerance=None):
+    """The largest logit error relative to llama.cpp's largest logit, over TOKENS. Given the
+    tolerance, top-1 must also agree wherever llama.cpp's two best differ by more than it lets a logit move."""
     dsinfer("logits", "-m", model_path, "--tokens", ",".join(map(str, TOKENS)), "--out", out_path,
             "--kv-cache-dtype", kv, *extra)
     ours = np.load(out_path)
     ref = llama_cpp_logits(str(model_path), TOKENS, kv=kv)
     assert ours.shape == ref.shape
+    if tolerance is not None:
+        agree, decided = top1_agreement(ours, ref, tolerance)
+        print(f"top-1 agreement {agree.mean():.1%}, at {int(agree[decided].sum())} of {int(decided.sum())} decided positions")
+        assert agree[decided].all()
     return float(np.abs(ours - ref).max() / np.abs(ref).max())
+
+
+def top1_agreement(ours, ref, tolerance):
+    """Where dsinfer's and llama.cpp's top-1 agree, and the positions llama.cpp's margin decides: its two
+    best logits differ by more than twice what `tolerance` (of the largest logit) lets a logit move."""
+    best_two = np.sort(ref, axis=1)[:, -2:]
+    decided = best_two[:, 1] - best_two[:, 0] > 2 * tolerance * np.abs(ref).max()
+    return ours.argmax(axis=1) == ref.argmax(axis=1), decided
 
 
 def check_every_chunking(dsinfer, name, path, tokens, ref, tolerance, page_sizes=()):
@@ -52,15 +66,13 @@ def check_every_chunking(dsinfer, name, path, tokens, ref, tolerance, page_sizes
     within `tolerance` of the largest, top-1 equal wherever llama.cpp's two best differ by more than the bound
     lets a logit move. Then in chunks of 7 in KV pages of each of `page_sizes` tokens (beside the model's own)."""
     scale = np.abs(ref).max()
-    best_two = np.sort(ref, axis=1)[:, -2:]
-    decided = best_two[:, 1] - best_two[:, 0] > 2 * tolerance * scale
     for batch, page in [(0, None), (7, None), (64, None), (1, None)] + [(7, p) for p in page_sizes]:
         out = path.replace(".gguf", f"_b{batch}_p{page}.npy")
         dsinfer("logits", "-m", path, "--tokens", ",".join(map(str, tokens)), "--out", out, "--kv-cache-dtype", "f32",
                 "-b", str(batch), *(("--kv-page-tokens", str(page)) if page else ()))
         ours = np.load(out)
         error = float(np.abs(ours - ref).max() / scale)
-        agree = ours.argmax(axis=1) == ref.argmax(axis=1)
+        agree, decided = top1_agreement(ours, ref, tolerance)
         print(f"{name}, batch {batch or 'whole'}{f', pages of {page}' if page else ''}: relative max error {error:.2e} "
               f"(tolerance {tolerance:g}), top-1 agreement {agree.mean():.1%}, {agree[decided].mean():.1%} of "
               f"{int(decided.sum())} decided positions")
