@@ -29,7 +29,7 @@ int cmd_convert(int argc, char** argv) {
     return print_help("dsinfer convert HF_DIR|hf://OWNER/NAME[@REVISION] -o OUT.gguf [--type F32|F16|BF16|Q8_0]",
                       "Converts a Hugging Face checkpoint (config.json, safetensors shards, tokenizer.json) to GGUF with llama.cpp's "
                       "names and keys, FP8 block-scaled weights dequantized exactly. Architectures: LlamaForCausalLM, Qwen2ForCausalLM, "
-                      "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, DeepseekV4ForCausalLM (as llama.cpp writes V4: FP8 matrices "
+                      "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, DeepseekV32ForCausalLM, DeepseekV4ForCausalLM (as llama.cpp writes V4: FP8 matrices "
                       "Q8_0, BF16 and F32 kept, the FP4 experts MXFP4 bit for bit; --type applies to F16 sources only).",
                       table);
   }

@@ -28,6 +28,7 @@ constexpr Architecture k_architectures[] = {
     {"Qwen2ForCausalLM", "qwen2", TensorFamily::qwen2},
     {"DeepseekV2ForCausalLM", "deepseek2", TensorFamily::deepseek2},
     {"DeepseekV3ForCausalLM", "deepseek2", TensorFamily::deepseek2},
+    {"DeepseekV32ForCausalLM", "deepseek32", TensorFamily::deepseek32},
     {"DeepseekV4ForCausalLM", "deepseek4", TensorFamily::deepseek4},
 };
 
@@ -42,6 +43,9 @@ const std::set<std::string> k_honoured_deepseek2 = {
     "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "qk_head_dim", "v_head_dim", "n_routed_experts",
     "n_shared_experts", "moe_intermediate_size", "num_experts_per_tok", "n_group", "topk_group", "topk_method", "scoring_func",
     "routed_scaling_factor", "norm_topk_prob", "first_k_dense_replace", "moe_layer_freq", "rope_interleave", "num_nextn_predict_layers"};
+// DeepSeek-V3.2's beyond those: the lightning indexer, and transformers' per-layer list of dense and MoE
+// layers (checked against first_k_dense_replace).
+const std::set<std::string> k_honoured_deepseek32 = {"index_n_heads", "index_head_dim", "index_topk", "mlp_layer_types"};
 // DeepSeek-V4's: hyper-connections, compressed attention with its indexer, the grouped output LoRA,
 // hash-routed and sqrt-softplus-gated experts (FP4, expert_dtype), the SwiGLU clamp.
 const std::set<std::string> k_honoured_deepseek4 = {
@@ -132,11 +136,12 @@ Result<Rope> rope_of(const json& config) {
 }
 
 Status refuse_unknown_settings(const json& config, TensorFamily family) {
-  const std::set<std::string>* own = family == TensorFamily::deepseek2   ? &k_honoured_deepseek2
-                                     : family == TensorFamily::deepseek4 ? &k_honoured_deepseek4
-                                                                         : nullptr;
+  std::vector<const std::set<std::string>*> own = {&k_honoured, &k_inert};
+  if (family == TensorFamily::deepseek2 || family == TensorFamily::deepseek32) own.push_back(&k_honoured_deepseek2);
+  if (family == TensorFamily::deepseek32) own.push_back(&k_honoured_deepseek32);
+  if (family == TensorFamily::deepseek4) own.push_back(&k_honoured_deepseek4);
   for (const auto& [key, value] : config.items()) {
-    if (!k_honoured.count(key) && !k_inert.count(key) && !(own && own->count(key))) {
+    if (std::none_of(own.begin(), own.end(), [&key = key](const std::set<std::string>* keys) { return keys->count(key) > 0; })) {
       return Status::error("config.json: '" + key + "' is not a setting dsinfer converts (it may change the model's math), so the model is refused");
     }
   }
@@ -150,6 +155,14 @@ Status refuse_unknown_settings(const json& config, TensorFamily family) {
   DS_RETURN_IF_ERROR(refuse_unless(config.value("rope_interleave", true), "rope_interleave false"));
   const std::string topk = config.value("topk_method", std::string("greedy"));
   DS_RETURN_IF_ERROR(refuse_unless(topk == "greedy" || topk == "group_limited_greedy" || topk == "noaux_tc", "topk_method '" + topk + "'"));
+  if (config.contains("mlp_layer_types")) {
+    // transformers' spelling of first_k_dense_replace: that many "dense" layers, then "sparse" ones.
+    const json& types = config["mlp_layer_types"];
+    const int64_t dense = config.value("first_k_dense_replace", int64_t(0));
+    bool consistent = types.is_array();
+    for (size_t i = 0; consistent && i < types.size(); ++i) consistent = types[i] == (int64_t(i) < dense ? "dense" : "sparse");
+    DS_RETURN_IF_ERROR(refuse_unless(consistent, "mlp_layer_types other than first_k_dense_replace's dense layers then sparse ones"));
+  }
   if (family == TensorFamily::deepseek4) {
     const std::string scoring = config.value("scoring_func", std::string("sqrtsoftplus"));
     DS_RETURN_IF_ERROR(refuse_unless(scoring == "sqrtsoftplus", "scoring_func '" + scoring + "' on DeepSeek-V4 (sqrtsoftplus only)"));
@@ -159,9 +172,9 @@ Status refuse_unknown_settings(const json& config, TensorFamily family) {
   return Status();
 }
 
-// The deepseek2 keys beyond the common ones, as llama.cpp's DeepseekV2Model writes them.
-Status add_deepseek2_keys(GgufWriter& w, const json& config, const Rope& rope, int64_t n_layer) {
-  const std::string a = "deepseek2";
+// The deepseek2 (and deepseek32) keys beyond the common ones, as llama.cpp's DeepseekV2Model writes them;
+// V3.2's indexer and multi-token-prediction layers as its DeepseekV32Model adds them.
+Status add_deepseek2_keys(GgufWriter& w, const std::string& a, const json& config, const Rope& rope, int64_t n_layer) {
   const bool moe = config.contains("n_routed_experts") && !config["n_routed_experts"].is_null();
   const int64_t leading_dense = config.contains("first_k_dense_replace") ? config["first_k_dense_replace"].get<int64_t>() : (moe ? 0 : n_layer);
   w.add_uint32(a + ".leading_dense_block_count", uint32_t(leading_dense));
@@ -195,6 +208,16 @@ Status add_deepseek2_keys(GgufWriter& w, const json& config, const Rope& rope, i
     auto mscale = number(rope.parameters, "mscale_all_dim", "rope_parameters.");
     if (!mscale.ok()) return mscale.status();
     w.add_float32(a + ".rope.scaling.yarn_log_multiplier", 0.1f * mscale.value());  // llama.cpp's legacy form for deepseek2
+  }
+  if (a != "deepseek32") return Status();
+  if (config.contains("num_nextn_predict_layers") && !config["num_nextn_predict_layers"].is_null()) {
+    w.add_uint32(a + ".nextn_predict_layers", uint32_t(config.value("num_nextn_predict_layers", int64_t(0))));
+  }
+  for (const auto& [key, gguf_key] : {std::pair<const char*, const char*>{"index_n_heads", "attention.indexer.head_count"},
+                                      {"index_head_dim", "attention.indexer.key_length"}, {"index_topk", "attention.indexer.top_k"}}) {
+    auto value = integer(config, key);
+    if (!value.ok()) return value.status();
+    w.add_uint32(a + "." + gguf_key, uint32_t(value.value()));
   }
   return Status();
 }
@@ -257,9 +280,10 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   }
   if (!arch) {
     return Status::error("config.json: architecture " + architectures[0].get<std::string>() +
-                         " is not one dsinfer converts (LlamaForCausalLM, Qwen2ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, DeepseekV4ForCausalLM)");
+                         " is not one dsinfer converts (LlamaForCausalLM, Qwen2ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, "
+                         "DeepseekV32ForCausalLM, DeepseekV4ForCausalLM)");
   }
-  const bool deepseek = arch->family == TensorFamily::deepseek2;
+  const bool deepseek = arch->family == TensorFamily::deepseek2 || arch->family == TensorFamily::deepseek32;
   const bool v4 = arch->family == TensorFamily::deepseek4;
   DS_RETURN_IF_ERROR(refuse_unknown_settings(config, arch->family));
 
@@ -304,7 +328,14 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
       if (!experts.ok()) return experts.status();
       n_expert = settings.n_expert = experts.value();
     }
+    const json nextn = config.value("num_nextn_predict_layers", json(0));
+    if (!nextn.is_null() && (!nextn.is_number_integer() || nextn.get<int64_t>() < 0 || nextn.get<int64_t>() > 16)) {
+      return Status::error("config.json: 'num_nextn_predict_layers' must be an integer from 0 to 16");
+    }
+    settings.n_nextn_layers = nextn.is_null() ? 0 : nextn.get<int64_t>();
   }
+  // deepseek32 keeps the multi-token-prediction layers as blocks after the others (deepseek2 drops them).
+  const int64_t n_block = n_layer.value() + (arch->family == TensorFamily::deepseek32 ? settings.n_nextn_layers : 0);
   auto planned = plan_tensors(checkpoint, settings);
   if (!planned.ok()) return planned.status();
   std::vector<PlannedTensor> plan = planned.take();
@@ -359,7 +390,7 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   writer.add_string("general.type", "model");
   writer.add_string("general.name", !options.name.empty() ? options.name : std::filesystem::path(options.dir).lexically_normal().filename().string());
   writer.add_string("general.size_label", size_label(plan, n_expert));
-  writer.add_uint32(a + ".block_count", uint32_t(n_layer.value()));
+  writer.add_uint32(a + ".block_count", uint32_t(n_block));
   writer.add_uint32(a + ".context_length", uint32_t(n_ctx.value()));
   writer.add_uint32(a + ".embedding_length", uint32_t(n_embd.value()));
   if (!v4) writer.add_uint32(a + ".feed_forward_length", uint32_t(n_ff.value()));
@@ -419,7 +450,7 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   }
   writer.add_uint32("general.file_type", file_type_of(options.type, arch->family));
   if (deepseek) {
-    DS_RETURN_IF_ERROR(add_deepseek2_keys(writer, config, rope.value(), n_layer.value()));
+    DS_RETURN_IF_ERROR(add_deepseek2_keys(writer, a, config, rope.value(), n_layer.value()));
   } else if (v4) {
     DS_RETURN_IF_ERROR(add_deepseek4_keys(writer, config, n_embd.value(), n_layer.value()));
   } else if (arch->family == TensorFamily::llama) {

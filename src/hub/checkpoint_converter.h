@@ -4,6 +4,7 @@
 // convert_hf_to_gguf.py writes, so that either engine loads the other's
 // output. Architectures: LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2),
 // DeepseekV2ForCausalLM and DeepseekV3ForCausalLM (deepseek2),
+// DeepseekV32ForCausalLM (deepseek32: the indexer, the MTP layers kept),
 // DeepseekV4ForCausalLM (deepseek4: FP8 matrices to Q8_0 and FP4 experts to
 // MXFP4 whatever --type says, as llama.cpp's converter writes V4); which
 // tensors each becomes is tensor_plan.h's. Every config.json key is honoured, known

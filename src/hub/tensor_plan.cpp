@@ -39,6 +39,20 @@ const std::map<std::string, std::string> k_deepseek2_layer = {
     {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
     {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
 };
+// DeepSeek-V3.2's additions: the lightning indexer in every layer, and a multi-token-prediction
+// layer's own tensors beside its decoder block.
+const std::map<std::string, std::string> k_deepseek32_layer = {
+    {"self_attn.indexer.wq_b.weight", "indexer.attn_q_b.weight"},
+    {"self_attn.indexer.wk.weight", "indexer.attn_k.weight"},
+    {"self_attn.indexer.k_norm.weight", "indexer.k_norm.weight"},
+    {"self_attn.indexer.k_norm.bias", "indexer.k_norm.bias"},
+    {"self_attn.indexer.weights_proj.weight", "indexer.proj.weight"},
+};
+const std::map<std::string, std::string> k_nextn_layer = {
+    {"embed_tokens.weight", "nextn.embed_tokens.weight"},     {"enorm.weight", "nextn.enorm.weight"},
+    {"hnorm.weight", "nextn.hnorm.weight"},                   {"eh_proj.weight", "nextn.eh_proj.weight"},
+    {"shared_head.norm.weight", "nextn.shared_head_norm.weight"}, {"shared_head.head.weight", "nextn.shared_head_head.weight"},
+};
 const std::map<std::string, std::string> k_global = {
     {"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"}, {"lm_head.weight", "output.weight"}};
 
@@ -147,7 +161,9 @@ Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, 
   std::vector<PlannedTensor> plan;
   const std::regex layer_name(R"(model\.layers\.(\d+)\.(.*))");
   const std::regex expert_name(R"(mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight)");
-  const auto& per_layer = s.family == TensorFamily::deepseek2 ? k_deepseek2_layer : k_dense_layer;
+  const bool mla = s.family == TensorFamily::deepseek2 || s.family == TensorFamily::deepseek32;
+  std::map<std::string, std::string> per_layer = mla ? k_deepseek2_layer : k_dense_layer;
+  if (s.family == TensorFamily::deepseek32) per_layer.insert(k_deepseek32_layer.begin(), k_deepseek32_layer.end());
   // Experts gathered by layer and projection, then stacked.
   std::map<std::pair<int64_t, std::string>, std::map<int64_t, std::string>> experts;
 
@@ -163,16 +179,17 @@ Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, 
     } else if (std::regex_match(name, m, layer_name)) {
       layer = std::stoll(m[1].str());
       within = m[2].str();
-      if (layer >= s.n_layer) {
-        if (s.family == TensorFamily::deepseek2) continue;  // a multi-token-prediction layer
-        return Status::error("tensor '" + name + "' is past num_hidden_layers " + std::to_string(s.n_layer));
+      if (layer >= s.n_layer + s.n_nextn_layers) {
+        return Status::error("tensor '" + name + "' is past num_hidden_layers " + std::to_string(s.n_layer) + " and num_nextn_predict_layers " +
+                             std::to_string(s.n_nextn_layers));
       }
+      if (layer >= s.n_layer && s.family == TensorFamily::deepseek2) continue;  // a multi-token-prediction layer: deepseek2 has no place for it
       std::smatch e;
-      if (s.family == TensorFamily::deepseek2 && std::regex_match(within, e, expert_name)) {
+      if (mla && std::regex_match(within, e, expert_name)) {
         experts[{layer, e[2].str()}][std::stoll(e[1].str())] = name;
         continue;
       }
-      if (s.family == TensorFamily::deepseek2 && within == "self_attn.kv_b_proj.weight") {
+      if (mla && within == "self_attn.kv_b_proj.weight") {
         auto reader = float_rows(checkpoint, name);
         if (!reader.ok()) return reader.status();
         const Reader kv_b = reader.take();
@@ -210,8 +227,9 @@ Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, 
         plan.push_back(std::move(v_b));
         continue;
       }
-      if (!per_layer.count(within)) return Status::error("tensor '" + name + "' is not one the architecture has");
-      gguf_name = "blk." + std::to_string(layer) + "." + per_layer.at(within);
+      const bool nextn = layer >= s.n_layer && k_nextn_layer.count(within);
+      if (!per_layer.count(within) && !nextn) return Status::error("tensor '" + name + "' is not one the architecture has");
+      gguf_name = "blk." + std::to_string(layer) + "." + (nextn ? k_nextn_layer.at(within) : per_layer.at(within));
     } else {
       return Status::error("tensor '" + name + "' is not one the architecture has");
     }

@@ -4,9 +4,11 @@
 // the checkpoint's: one to one for most; Llama's q and k rows permuted into
 // GGML's rotary order; DeepSeek's experts stacked into one 3-D tensor per
 // projection and layer; DeepSeek's kv_b split per head into k_b (transposed,
-// for MLA's absorbed form) and v_b. A tensor the architecture does not have
-// is refused by name. Multi-token-prediction layers (past num_hidden_layers)
-// are left out, as llama.cpp's converter leaves them. DeepSeek-V4's plan
+// for MLA's absorbed form) and v_b; DeepSeek-V3.2's lightning indexer beside
+// them. A tensor the architecture does not have is refused by name.
+// Multi-token-prediction layers (past num_hidden_layers) are left out of
+// deepseek2, which has no place for them, and kept in deepseek32 as blocks
+// after the others with their nextn tensors, as llama.cpp's converter does. DeepSeek-V4's plan
 // (deepseek4_tensor_plan.cpp) names its tensors as DeepSeek's own code does
 // and keeps each tensor's source type, as llama.cpp's converter does for it:
 // FP8 to Q8_0, BF16 and F32 kept, FP4 experts to MXFP4 bit for bit.
@@ -24,7 +26,7 @@
 
 namespace ds {
 
-enum class TensorFamily { llama, qwen2, deepseek2, deepseek4 };
+enum class TensorFamily { llama, qwen2, deepseek2, deepseek32, deepseek4 };
 
 struct PlannedTensor {
   std::string name;
@@ -47,7 +49,8 @@ struct PlannedTensor {
 struct PlanSettings {
   TensorFamily family;
   int64_t n_layer = 0, n_head = 0, n_head_kv = 0;
-  int64_t n_expert = 0, qk_nope = 0, v_head = 0;  // deepseek2 (n_expert deepseek4 too)
+  int64_t n_expert = 0, qk_nope = 0, v_head = 0;  // deepseek2 and deepseek32 (n_expert deepseek4 too)
+  int64_t n_nextn_layers = 0;                      // deepseek32: multi-token-prediction layers kept after the others
   int64_t n_hash_layers = 0;                       // deepseek4
   bool tied_output = false;                        // no lm_head: the output is the embedding
 };

@@ -26,11 +26,12 @@ void rope_strided(const RopeParams& p, float* x, int64_t n_tokens, int64_t n_hea
   for (int64_t t = 0; t < n_tokens; ++t) {
     float theta_extrap = float(positions[t]);
     for (int i0 = 0; i0 < p.n_rot; i0 += 2) {
-      const float theta_interp = f.freq_scale * theta_extrap;
+      const float extrap = p.freq_factors ? theta_extrap / p.freq_factors[i0 / 2] : theta_extrap;
+      const float theta_interp = f.freq_scale * extrap;
       float theta = theta_interp;
       if (f.ext_factor != 0.0f) {
         const float mix = rope_yarn_ramp(f.corr_low, f.corr_high, i0) * f.ext_factor;
-        theta = theta_interp * (1.0f - mix) + theta_extrap * mix;
+        theta = theta_interp * (1.0f - mix) + extrap * mix;
       }
       cos_table[i0 / 2] = std::cos(theta) * f.mscale;
       sin_table[i0 / 2] = std::sin(theta) * f.mscale;

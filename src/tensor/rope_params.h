@@ -24,6 +24,10 @@ struct RopeParams {
   float yarn_beta_slow = 1.0f;
   float yarn_ext_factor = 1.0f;   // 0 disables the YaRN ramp
   float yarn_attn_factor = 1.0f;  // multiplies the YaRN magnitude correction
+  // Llama 3's frequency factors (the file's rope_freqs.weight): pair i's angle is divided by
+  // freq_factors[i] before the scaling, as ggml's rope does; n_rot / 2 floats in the backend's
+  // memory, or none.
+  const float* freq_factors = nullptr;
 };
 
 // What the scaling makes of the rotation for a batch whose longest context is

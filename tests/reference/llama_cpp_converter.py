@@ -12,12 +12,20 @@ SOURCE = os.environ.get("DSINFER_LLAMA_CPP_SOURCE",
 # llama.cpp names a BPE pre-tokenizer by hashing a real model's tokens of a test
 # text; GPT-2's vocabulary under Qwen2's rules (make_hf_checkpoint.py) is no
 # real model, so its name is given: the rules' own, as dsinfer names them.
+#
+# Its DeepSeek-V3.2 class first asserts that transformers' tokenizer reports
+# add_bos_token; transformers 5 loads DeepSeek's ByteLevel tokenizer.json as
+# TokenizersBackend, which never does, whatever tokenizer_config.json says. The
+# assertion is skipped; what it guards (the GGUF's add_bos_token) is written
+# from tokenizer_config.json by both converters and compared.
 RUN = """
 import runpy, sys
 pre = sys.argv.pop(1)
 if pre:
     import conversion.base
     conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
+import conversion.deepseek
+conversion.deepseek.DeepseekV32Model.set_vocab = lambda self: self._set_vocab_gpt2()
 sys.argv[0] = {script!r}
 runpy.run_path({script!r}, run_name="__main__")
 """

@@ -27,7 +27,7 @@ def write_tokenizer(out, family):
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     merges = [tuple(m.split(" ", 1)) for m in reader.fields["tokenizer.ggml.merges"].contents()]
     tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-    if family in ("qwen2", "deepseek-v3"):
+    if family == "qwen2" or family.startswith("deepseek"):  # V3.2's and V4's tokenizers are V3's
         splits = [QWEN2_SPLIT] if family == "qwen2" else DEEPSEEK_V3_SPLITS
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r), behavior="isolated") for r in splits] +
                                                           [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -69,13 +69,61 @@ def write_checkpoint(out, family, hidden=64, layers=2, shard="2MB"):
                         rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128, "beta_fast": 32,
                                       "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0})
         model = transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(**settings))
+    elif family == "deepseek-v32":
+        # V3's shape plus DeepSeek Sparse Attention's lightning indexer: 16 heads of 64 (the smallest
+        # Walsh-Hadamard width llama.cpp rotates by) choosing 16 of the cached tokens, as
+        # test_logits_vs_llama_cpp's V3.2 file does. The choice is a step function of the scores, and
+        # ties for the last places (rows every head scores 0) llama.cpp orders arbitrarily: choosing 8,
+        # two of the Q8_0 file's 48 positions moved by a quarter of the largest logit; choosing 16 or
+        # 24, its logits equal llama.cpp's exactly.
+        settings.update(num_key_value_heads=4, moe_intermediate_size=32, n_shared_experts=1, n_routed_experts=8, routed_scaling_factor=2.5,
+                        kv_lora_rank=32, q_lora_rank=48, qk_rope_head_dim=16, v_head_dim=24, qk_nope_head_dim=32, n_group=2, topk_group=1,
+                        num_experts_per_tok=2, first_k_dense_replace=1, norm_topk_prob=True, max_position_embeddings=512,
+                        index_n_heads=16, index_head_dim=64, index_topk=16,
+                        rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128, "beta_fast": 32,
+                                      "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0})
+        model = transformers.DeepseekV32ForCausalLM(transformers.DeepseekV32Config(**settings))
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**settings))
     with torch.no_grad():  # visible weights: transformers' initialisation leaves norms at 1 and biases at 0
         for p in model.parameters():
             p.normal_(0.0, 0.05 if p.ndim > 1 else 0.5).add_(1.0 if p.ndim == 1 else 0.0)
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True, max_shard_size=shard)
+    if family == "deepseek-v32":  # keys DeepSeek's V3.2 config.json carries and transformers' class leaves out
+        config = json.load(open(os.path.join(out, "config.json")))
+        config.update(scoring_func="sigmoid", topk_method="noaux_tc")
+        json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=2)
     return out
+
+
+def add_mtp_layer(checkpoint):
+    """Appends a multi-token-prediction layer as DeepSeek publishes V3 and V3.2 (transformers writes none):
+    model.layers.N (N = num_hidden_layers) holds a whole decoder block (here the last layer's weights)
+    beside its embedding, its two input norms, the projection of both into one, and its own head and norm."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    index_path = os.path.join(checkpoint, "model.safetensors.index.json")
+    index = json.load(open(index_path))
+    config = json.load(open(os.path.join(checkpoint, "config.json")))
+    n, d, vocab = config["num_hidden_layers"], config["hidden_size"], config["vocab_size"]
+    last = f"model.layers.{n - 1}."
+    torch.manual_seed(11)
+    layer = {}
+    for name, shard in index["weight_map"].items():
+        if name.startswith(last):
+            layer[f"model.layers.{n}." + name[len(last):]] = load_file(os.path.join(checkpoint, shard))[name]
+    b = f"model.layers.{n}."
+    for name, shape, mean in (("embed_tokens.weight", (vocab, d), 0.0), ("enorm.weight", (d,), 1.0), ("hnorm.weight", (d,), 1.0),
+                              ("eh_proj.weight", (d, 2 * d), 0.0), ("shared_head.norm.weight", (d,), 1.0),
+                              ("shared_head.head.weight", (vocab, d), 0.0)):
+        layer[b + name] = (torch.randn(shape) * (0.5 if len(shape) == 1 else 0.05) + mean).to(torch.bfloat16)
+    shard = "model-mtp.safetensors"
+    save_file(layer, os.path.join(checkpoint, shard), metadata={"format": "pt"})
+    index["weight_map"].update({name: shard for name in layer})
+    json.dump(index, open(index_path, "w"))
+    config["num_nextn_predict_layers"] = 1
+    json.dump(config, open(os.path.join(checkpoint, "config.json"), "w"), indent=2)
+    return checkpoint
 
 
 def make_fp8(source, out):

@@ -92,7 +92,8 @@ def write_model(path, arch="llama", dtype="f32", n_embd=256, n_ff=512, n_head=4,
                 n_ctx=512, seed=0, vocab_path=DEFAULT_VOCAB, rope_base=10000.0, tied_output=False, scale=0.08,
                 rope_scaling=None, weights=None):
     """Writes the model; returns its path. dtype applies to every 2-D weight.
-    rope_scaling: None or (type, factor, original context length).
+    rope_scaling: None or (type, factor, original context length); type "llama3" is Llama 3's
+    (R1-Distill-Llama's): no scaling keys, a rope_freqs.weight tensor of per-pair divisors.
     weights: None for seeded random weights, or every tensor by name (trained ones, train_models.py)."""
     if dtype in LLAMA_FTYPES:
         with tempfile.TemporaryDirectory() as tmp:
@@ -115,7 +116,9 @@ def write_model(path, arch="llama", dtype="f32", n_embd=256, n_ff=512, n_head=4,
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_freq_base(rope_base)
     writer.add_rope_dimension_count(head_dim)
-    if rope_scaling:
+    if rope_scaling and rope_scaling[0] == "llama3":
+        writer.add_tensor("rope_freqs.weight", llama3_rope_factors(head_dim, rope_base, *rope_scaling[1:]))
+    elif rope_scaling:
         kind, factor, original = rope_scaling
         writer.add_string(f"{arch}.rope.scaling.type", kind)
         writer.add_float32(f"{arch}.rope.scaling.factor", factor)
@@ -154,6 +157,17 @@ def write_model(path, arch="llama", dtype="f32", n_embd=256, n_ff=512, n_head=4,
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def llama3_rope_factors(n_rot, base, factor, original, low_freq_factor=1.0, high_freq_factor=4.0):
+    """Llama 3's divisors of each pair's angle: 1 for wavelengths under original / high_freq_factor,
+    `factor` over original / low_freq_factor, a smooth mix between (Meta's apply_scaling)."""
+    freqs = 1.0 / base ** (np.arange(0, n_rot, 2) / n_rot)
+    wavelen = 2 * np.pi / freqs
+    smooth = (original / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    mixed = 1.0 / ((1 - smooth) / factor + smooth)
+    return np.where(wavelen < original / high_freq_factor, 1.0,
+                    np.where(wavelen > original / low_freq_factor, factor, mixed)).astype(np.float32)
 
 
 def quantize_with_llama_cpp(src, dst, ftype_name):

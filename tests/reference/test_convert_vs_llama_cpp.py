@@ -1,6 +1,7 @@
 """`dsinfer convert` against llama.cpp's own convert_hf_to_gguf.py on the same
-Hugging Face checkpoints (make_hf_checkpoint.py: Llama, Qwen2 and DeepSeek-V3 shapes,
-random bf16 weights in shards, an FP8 block-scaled variant; DeepSeek-V4 as DeepSeek
+Hugging Face checkpoints (make_hf_checkpoint.py: Llama, Qwen2, DeepSeek-V3 and V3.2 shapes,
+random bf16 weights in shards, an FP8 block-scaled variant, V3.2 with a multi-token-prediction
+layer, which its GGUF keeps; DeepSeek-V4 as DeepSeek
 publishes it, FP8 with e8m0 scales, FP4 experts, F32 and BF16): the GGUF files
 equal key by key and tensor by tensor (bytes), for F32, F16, BF16 and Q8_0;
 llama.cpp loads ours, and its logits agree with dsinfer's. Bad checkpoints
@@ -9,8 +10,10 @@ memory stays within the largest input and output tensors over its baseline.
 
 general.name and general.version are the keys not compared: llama.cpp guesses
 them from the directory's name and a model card; dsinfer writes the directory's
-name as general.name. DeepSeek's multi-token-prediction layers are left out by
-both (transformers writes none here)."""
+name as general.name. DeepSeek-V3's and V4's multi-token-prediction layers are
+left out by both (deepseek2 and deepseek4 files have no place for them); V3.2's
+are kept as the blocks after the others (make_hf_checkpoint.add_mtp_layer writes
+one as DeepSeek publishes them: transformers writes none)."""
 
 import json
 import os
@@ -22,7 +25,7 @@ import pytest
 
 import llama_cpp_converter
 from test_logits_vs_llama_cpp import QUANT_TOLERANCE, TOLERANCE, compare
-from make_hf_checkpoint import make_fp8, write_checkpoint, write_deepseek4_checkpoint
+from make_hf_checkpoint import add_mtp_layer, make_fp8, write_checkpoint, write_deepseek4_checkpoint
 
 # Keys llama.cpp guesses from the directory's name and a model card (dsinfer writes the directory's name as general.name).
 GUESSED = {"general.name", "general.version", "general.basename", "general.finetune"}
@@ -34,6 +37,7 @@ def checkpoints(tmp_path_factory):
     made = {family: write_checkpoint(str(root / family), family, layers=3 if family == "deepseek-v3" else 2)
             for family in ("llama", "qwen2", "deepseek-v3")}
     made.update({f"{family}-fp8": make_fp8(made[family], str(root / f"{family}-fp8")) for family in ("llama", "qwen2", "deepseek-v3")})
+    made["deepseek-v32"] = add_mtp_layer(write_checkpoint(str(root / "deepseek-v32"), "deepseek-v32", layers=3))
     made["deepseek-v4"] = write_deepseek4_checkpoint(str(root / "deepseek-v4"))
     return made
 
@@ -47,12 +51,13 @@ def fields(path):
 
 @pytest.mark.parametrize("source,outtype", [("llama", "q8_0"), ("llama", "f16"), ("llama", "bf16"), ("qwen2", "q8_0"), ("qwen2", "f32"),
                                             ("llama-fp8", "f32"), ("qwen2-fp8", "bf16"), ("deepseek-v3", "q8_0"), ("deepseek-v3", "bf16"),
-                                            ("deepseek-v3-fp8", "f32"), ("deepseek-v4", "f16")])
+                                            ("deepseek-v3-fp8", "f32"), ("deepseek-v32", "q8_0"), ("deepseek-v32", "f32"),
+                                            ("deepseek-v4", "f16")])
 def test_the_gguf_equals_llama_cpps_key_by_key_and_tensor_by_tensor(dsinfer, checkpoints, tmp_path, source, outtype):
     family = source.removesuffix("-fp8")
     # GPT-2's vocabulary under another family's rules: llama.cpp's hash of it names no real model, so the rules' name is given
     # (V4's are V3's).
-    pre_name = {"llama": "", "deepseek-v4": "deepseek-v3"}.get(family, family)
+    pre_name = {"llama": "", "deepseek-v32": "deepseek-v3", "deepseek-v4": "deepseek-v3"}.get(family, family)
     theirs = llama_cpp_converter.convert(checkpoints[source], tmp_path / "theirs.gguf", outtype, pre_name=pre_name)
     ours = tmp_path / "ours.gguf"
     dsinfer("convert", checkpoints[source], "-o", ours, "--type", outtype)
@@ -127,6 +132,12 @@ def test_bad_checkpoints_are_refused_naming_the_file_and_tensor(dsinfer, checkpo
     expertless = copy(checkpoints["deepseek-v3"], tmp_path, "expertless")
     rewrite_tensor(expertless, "model.layers.1.mlp.experts.3.up_proj.weight")
     assert "layer 1 has no expert 3 up_proj" in (e := refused(dsinfer, expertless, tmp_path)), e
+
+    unexplained = copy(checkpoints["deepseek-v32"], tmp_path, "unexplained")  # an MTP layer config.json does not announce
+    config = json.load(open(unexplained / "config.json"))
+    config["num_nextn_predict_layers"] = 0
+    json.dump(config, open(unexplained / "config.json", "w"))
+    assert "'model.layers.3." in (e := refused(dsinfer, unexplained, tmp_path)) and "num_nextn_predict_layers 0" in e, e
 
     unknown = copy(checkpoints["llama"], tmp_path, "unknown")
     config = json.load(open(unknown / "config.json"))

@@ -121,10 +121,11 @@ def test_chunked_prefill_and_tied_output(dsinfer, model_dir):
     assert error <= 1e-3
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
-@pytest.mark.parametrize("scaling", [("linear", 4.0, 16), ("yarn", 4.0, 16)])
+@pytest.mark.parametrize("arch,scaling", [(arch, scaling) for arch in ("llama", "qwen2") for scaling in (("linear", 4.0, 16), ("yarn", 4.0, 16))] +
+                         [("llama", ("llama3", 8.0, 16))])
 def test_rope_scaling_matches_llama_cpp(dsinfer, model_dir, arch, scaling):
-    # An original context of 16 tokens puts the 48-token sequence well past it.
+    # An original context of 16 tokens puts the 48-token sequence well past it. Llama 3's
+    # scaling (R1-Distill-Llama's) is a rope_freqs tensor dividing each pair's angle.
     path = os.path.join(model_dir, f"{arch}_{scaling[0]}.gguf")
     write_model(path, arch=arch, dtype="f32", seed=7, rope_scaling=scaling)
     scaled_out = os.path.join(model_dir, f"{arch}_{scaling[0]}.npy")

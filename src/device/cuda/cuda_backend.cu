@@ -130,8 +130,8 @@ class CudaBackend final : public Backend {
   void rope_kv_write(const RopeParams& rope, const StepIndex& step, const HeadRows& q, const HeadRows& k, const KvLayerView& kv,
                      const float* k_rows, const float* v_rows) override {
     const RopeFactors factors = rope_factors(rope, step.n_ctx);
-    cuda::rope(stream_, factors, rope.n_rot, rope.layout, step.positions, step.n_tokens, q);
-    cuda::rope(stream_, factors, rope.n_rot, rope.layout, step.positions, step.n_tokens, k);
+    cuda::rope(stream_, factors, rope.n_rot, rope.layout, rope.freq_factors, step.positions, step.n_tokens, q);
+    cuda::rope(stream_, factors, rope.n_rot, rope.layout, rope.freq_factors, step.positions, step.n_tokens, k);
     cuda::kv_write(stream_, kv, step, k_rows, v_rows);
   }
   void copy_heads(const HeadRows& dst, const HeadRows& src, int64_t n) override { cuda::copy_heads(stream_, dst, src, n); }

@@ -18,7 +18,8 @@ void add(cudaStream_t s, float* y, const float* x, int64_t n);
 void add_bias(cudaStream_t s, float* y, const float* bias, int64_t n, int64_t dim);
 void silu_mul(cudaStream_t s, float* gate, const float* up, int64_t n);
 void copy_heads(cudaStream_t s, const HeadRows& dst, const HeadRows& src, int64_t n);
-void rope(cudaStream_t s, const RopeFactors& f, int n_rot, RopeLayout layout, const int32_t* positions, int64_t n, const HeadRows& x);
+void rope(cudaStream_t s, const RopeFactors& f, int n_rot, RopeLayout layout, const float* freq_factors, const int32_t* positions, int64_t n,
+          const HeadRows& x);
 void kv_write(cudaStream_t s, const KvLayerView& kv, const StepIndex& step, const float* k_rows, const float* v_rows);
 // The positions a sparse attention attends to: token t's counts[t] of them at positions + t * per_token
 // (device memory, ascending); positions null: every position of the token's context.

@@ -93,13 +93,14 @@ __device__ inline float yarn_ramp(float low, float high, int i0) {
 
 // One thread per rotated pair of one (token, head). The angle's running
 // product is the reference's: one float multiply per pair below this one.
-__global__ void rope_kernel(RopeFactors f, int n_rot, bool neox, const int32_t* positions, HeadRows x) {
+__global__ void rope_kernel(RopeFactors f, int n_rot, bool neox, const float* freq_factors, const int32_t* positions, HeadRows x) {
   const int64_t item = blockIdx.x;  // (token, head)
   const int64_t t = item / x.n_heads, h = item % x.n_heads;
   const int half = n_rot / 2;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     float theta_extrap = float(positions[t]);
     for (int k = 0; k < i; ++k) theta_extrap *= f.theta_scale;
+    if (freq_factors) theta_extrap /= freq_factors[i];
     const float theta_interp = f.freq_scale * theta_extrap;
     float theta = theta_interp;
     if (f.ext_factor != 0.0f) {
@@ -305,8 +306,9 @@ void copy_heads(cudaStream_t s, const HeadRows& dst, const HeadRows& src, int64_
   if (n * src.n_heads > 0) copy_heads_kernel<<<unsigned(n * src.n_heads), 64, 0, s>>>(dst, src, n);
 }
 
-void rope(cudaStream_t s, const RopeFactors& f, int n_rot, RopeLayout layout, const int32_t* positions, int64_t n, const HeadRows& x) {
-  if (n * x.n_heads > 0) rope_kernel<<<unsigned(n * x.n_heads), 64, 0, s>>>(f, n_rot, layout == RopeLayout::neox, positions, x);
+void rope(cudaStream_t s, const RopeFactors& f, int n_rot, RopeLayout layout, const float* freq_factors, const int32_t* positions, int64_t n,
+          const HeadRows& x) {
+  if (n * x.n_heads > 0) rope_kernel<<<unsigned(n * x.n_heads), 64, 0, s>>>(f, n_rot, layout == RopeLayout::neox, freq_factors, positions, x);
 }
 
 void kv_write(cudaStream_t s, const KvLayerView& kv, const StepIndex& step, const float* k_rows, const float* v_rows) {

@@ -46,6 +46,10 @@ Status load_gqa(TensorLoader& loader, const ModelConfig& c, const std::string& b
   return loader.vector(b + "attn_v.bias", c.kv_dim(), &w->bv, !biases_required, Split::rows);
 }
 
+Status load_rope_freqs(TensorLoader& loader, const ModelConfig& c, WeightVector* out) {
+  return loader.vector("rope_freqs.weight", c.rope.n_rot / 2, out, /*optional=*/true);
+}
+
 Status GqaAttention::reserve(Backend& backend, const ModelConfig& c, int64_t n) {
   DS_RETURN_IF_ERROR(q_.reserve(backend, n * c.q_dim()));
   DS_RETURN_IF_ERROR(attn_.reserve(backend, n * c.q_dim()));
@@ -53,7 +57,8 @@ Status GqaAttention::reserve(Backend& backend, const ModelConfig& c, int64_t n) 
   return v_.reserve(backend, n * c.kv_dim());
 }
 
-void GqaAttention::run(const ForwardContext& ctx, const GqaWeights& w, const StepIndex& step, const KvLayerView& kv) {
+void GqaAttention::run(const ForwardContext& ctx, const GqaWeights& w, const WeightVector& rope_freqs, const StepIndex& step,
+                       const KvLayerView& kv) {
   const ModelConfig& c = ctx.config;
   Backend& b = ctx.backend;
   const int64_t n = step.n_tokens;
@@ -70,7 +75,9 @@ void GqaAttention::run(const ForwardContext& ctx, const GqaWeights& w, const Ste
     TraceScope scope(ctx.trace, "rope_kv_write");
     const HeadRows q{q_.data(), c.n_head, c.head_dim, c.q_dim(), c.head_dim};
     const HeadRows k{k_.data(), c.n_head_kv, c.head_dim, c.kv_dim(), c.head_dim};
-    b.rope_kv_write(c.rope, step, q, k, kv, k_.data(), v_.data());
+    RopeParams rope = c.rope;
+    rope.freq_factors = rope_freqs.empty() ? nullptr : rope_freqs.data;
+    b.rope_kv_write(rope, step, q, k, kv, k_.data(), v_.data());
   }
   {
     TraceScope scope(ctx.trace, "attention");

@@ -30,11 +30,15 @@ Status split_gqa_heads(ModelConfig& c);
 // under tensor parallel this rank's heads (q, k, v rows; output columns).
 Status load_gqa(TensorLoader& loader, const ModelConfig& c, const std::string& prefix, bool biases_required, GqaWeights* w);
 
+// rope_freqs.weight, Llama 3's RoPE frequency factors (n_rot / 2, one tensor for every layer),
+// where the file has it: empty otherwise.
+Status load_rope_freqs(TensorLoader& loader, const ModelConfig& c, WeightVector* out);
+
 class GqaAttention {
  public:
   Status reserve(Backend& backend, const ModelConfig& c, int64_t n);
-  // ctx.out [n, n_embd] from ctx.h, through the layer's KV memory.
-  void run(const ForwardContext& ctx, const GqaWeights& w, const StepIndex& step, const KvLayerView& kv);
+  // ctx.out [n, n_embd] from ctx.h, through the layer's KV memory; rope_freqs as load_rope_freqs gives them.
+  void run(const ForwardContext& ctx, const GqaWeights& w, const WeightVector& rope_freqs, const StepIndex& step, const KvLayerView& kv);
 
  private:
   DeviceArray q_, attn_;  // [n, q_dim]

@@ -20,6 +20,7 @@ class LlamaLayers : public LayerStack {
 
   Status load(TensorLoader& loader) override {
     const ModelConfig& c = config_;
+    DS_RETURN_IF_ERROR(load_rope_freqs(loader, c, &rope_freqs_));
     for (int64_t i = 0; i < c.n_layer; ++i) {
       const std::string b = c.block_prefix(i);
       Layer& l = layers_[size_t(i)];
@@ -39,7 +40,7 @@ class LlamaLayers : public LayerStack {
   void run_layer(int64_t layer, const ForwardContext& ctx, const StepIndex& step, KvCache& cache) override {
     const Layer& l = layers_[size_t(layer)];
     const int64_t n = step.n_tokens;
-    ctx.pre_norm_residual(l.attn_norm, n, [&] { attention_.run(ctx, l.attention, step, cache.layer(layer)); });
+    ctx.pre_norm_residual(l.attn_norm, n, [&] { attention_.run(ctx, l.attention, rope_freqs_, step, cache.layer(layer)); });
     ctx.pre_norm_residual(l.ffn_norm, n, [&] { ffn_.run(ctx, l.ffn, ctx.h, n, ctx.out); });
   }
 
@@ -55,6 +56,7 @@ class LlamaLayers : public LayerStack {
   Backend& backend_;
   const bool qkv_biases_required_;
   std::vector<Layer> layers_;
+  WeightVector rope_freqs_;  // Llama 3's frequency factors, where the file has them
   GqaAttention attention_;
   GatedFfn ffn_;
 };
