@@ -131,8 +131,51 @@ Result<Rope> rope_of(const json& config) {
   if (p.is_object()) rope.parameters = p;
   rope.type = rope.parameters.value("rope_type", rope.parameters.value("type", std::string("default")));
   rope.theta = rope.parameters.value("rope_theta", config.value("rope_theta", 10000.0));
-  if (rope.type != "default" && rope.type != "yarn") return Status::error("config.json: RoPE scaling '" + rope.type + "' is not converted yet");
+  if (rope.type != "default" && rope.type != "yarn" && rope.type != "linear" && rope.type != "llama3") {
+    return Status::error("config.json: RoPE scaling '" + rope.type + "' is not converted yet");
+  }
   return rope;
+}
+
+// Llama 3's RoPE scaling (R1-Distill-Llama's) as its GGUF carries it: rope_freqs.weight, a divisor of
+// each pair's angle: 1 for wavelengths under original / high_freq_factor, `factor` over original /
+// low_freq_factor, a smooth mix between. Computed in float32 in the order llama.cpp's converter
+// computes it with torch (a scalar divided by a tensor is the tensor's reciprocal times the scalar),
+// the power in double rounded once: torch's float32 power is not correctly rounded, so a factor
+// can differ from llama.cpp's by one float32 ulp on some settings.
+Result<PlannedTensor> llama3_rope_freqs(const Rope& rope, int64_t n_rot) {
+  const json& p = rope.parameters;
+  for (const char* key : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    if (p.contains(key) && !p[key].is_number()) return Status::error(std::string("config.json: rope_parameters.") + key + " must be a number");
+  }
+  const double factor = p.value("factor", 8.0), low = p.value("low_freq_factor", 1.0), high = p.value("high_freq_factor", 4.0);
+  const double original = p.value("original_max_position_embeddings", 8192.0);
+  if (!(factor > 0) || !(low > 0) || !(high > low) || !(original > 0)) {
+    return Status::error("config.json: llama3 RoPE needs factor > 0 and 0 < low_freq_factor < high_freq_factor");
+  }
+  std::vector<float> factors;
+  for (int64_t i = 0; i < n_rot; i += 2) {
+    const float exponent = float(i) / float(n_rot);
+    const float power = float(std::pow(double(float(rope.theta)), double(exponent)));
+    const float freq = 1.0f / power;
+    const float wavelength = (1.0f / freq) * float(2 * M_PI);
+    if (double(wavelength) < original / high) {
+      factors.push_back(1.0f);
+    } else if (double(wavelength) > original / low) {
+      factors.push_back(float(factor));
+    } else {
+      const float smooth = ((1.0f / wavelength) * float(original) - float(low)) / float(high - low);
+      factors.push_back(1.0f / ((1.0f - smooth) / float(factor) + smooth));
+    }
+  }
+  PlannedTensor t;
+  t.name = "rope_freqs.weight";
+  t.source = "config.json: rope_parameters (llama3)";
+  t.vector = true;
+  t.shape = {int64_t(factors.size())};
+  t.row = [factors](int64_t, float* out) { std::copy(factors.begin(), factors.end(), out); };
+  t.release = [](int64_t) {};
+  return t;
 }
 
 Status refuse_unknown_settings(const json& config, TensorFamily family) {
@@ -339,6 +382,12 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
   auto planned = plan_tensors(checkpoint, settings);
   if (!planned.ok()) return planned.status();
   std::vector<PlannedTensor> plan = planned.take();
+  if (rope.value().type == "llama3") {
+    if (arch->family != TensorFamily::llama) return Status::error("config.json: llama3 RoPE scaling on " + architectures[0].get<std::string>() + " is not converted");
+    auto freqs = llama3_rope_freqs(rope.value(), head_dim.value());
+    if (!freqs.ok()) return freqs.status();
+    plan.push_back(freqs.take());
+  }
 
   // The shapes config.json implies, for what every family has (and a dense attention's projections).
   const auto expect = [&](const std::string& name, std::vector<int64_t> shape) -> Status {
@@ -400,6 +449,12 @@ Status convert(const ConvertOptions& options, const ConvertProgress& progress) {
     writer.add_uint32(a + ".attention.head_count_kv", 1);
   } else if (config.contains("num_key_value_heads")) {
     writer.add_uint32(a + ".attention.head_count_kv", uint32_t(n_head_kv.value()));
+  }
+  if (rope.value().type == "linear") {
+    auto factor = number(rope.value().parameters, "factor", "rope_parameters.");
+    if (!factor.ok()) return factor.status();
+    writer.add_string(a + ".rope.scaling.type", "linear");
+    writer.add_float32(a + ".rope.scaling.factor", factor.value());
   }
   if (rope.value().type == "yarn") {
     const json& p = rope.value().parameters;

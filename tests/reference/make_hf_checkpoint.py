@@ -48,8 +48,9 @@ def write_tokenizer(out, family):
     return len(tokens)
 
 
-def write_checkpoint(out, family, hidden=64, layers=2, shard="2MB"):
-    """A LlamaForCausalLM, Qwen2ForCausalLM (q/k/v biases) or DeepseekV3ForCausalLM in bfloat16, in several shards."""
+def write_checkpoint(out, family, hidden=64, layers=2, shard="2MB", rope_scaling=None):
+    """A LlamaForCausalLM, Qwen2ForCausalLM (q/k/v biases), DeepseekV3ForCausalLM or DeepseekV32ForCausalLM
+    in bfloat16, in several shards; rope_scaling: a Llama or Qwen2 model's rope_parameters beyond rope_theta."""
     import torch
     import transformers
     os.makedirs(out, exist_ok=True)
@@ -57,6 +58,8 @@ def write_checkpoint(out, family, hidden=64, layers=2, shard="2MB"):
     settings = dict(vocab_size=n_vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6,
                     rope_theta=10000.0, tie_word_embeddings=False, bos_token_id=n_vocab - 1, eos_token_id=n_vocab - 1)
+    if rope_scaling:
+        settings.update(rope_parameters=dict(rope_scaling, rope_theta=settings.pop("rope_theta")))
     torch.manual_seed(7)
     if family == "qwen2":
         model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**settings))

@@ -37,6 +37,10 @@ def checkpoints(tmp_path_factory):
     made = {family: write_checkpoint(str(root / family), family, layers=3 if family == "deepseek-v3" else 2)
             for family in ("llama", "qwen2", "deepseek-v3")}
     made.update({f"{family}-fp8": make_fp8(made[family], str(root / f"{family}-fp8")) for family in ("llama", "qwen2", "deepseek-v3")})
+    # Llama 3's RoPE scaling (R1-Distill-Llama's: a rope_freqs tensor) over an original context of 16, and linear.
+    made["llama-llama3"] = write_checkpoint(str(root / "llama-llama3"), "llama", rope_scaling={
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16})
+    made["qwen2-linear"] = write_checkpoint(str(root / "qwen2-linear"), "qwen2", rope_scaling={"rope_type": "linear", "factor": 4.0})
     made["deepseek-v32"] = add_mtp_layer(write_checkpoint(str(root / "deepseek-v32"), "deepseek-v32", layers=3))
     made["deepseek-v4"] = write_deepseek4_checkpoint(str(root / "deepseek-v4"))
     return made
@@ -52,12 +56,12 @@ def fields(path):
 @pytest.mark.parametrize("source,outtype", [("llama", "q8_0"), ("llama", "f16"), ("llama", "bf16"), ("qwen2", "q8_0"), ("qwen2", "f32"),
                                             ("llama-fp8", "f32"), ("qwen2-fp8", "bf16"), ("deepseek-v3", "q8_0"), ("deepseek-v3", "bf16"),
                                             ("deepseek-v3-fp8", "f32"), ("deepseek-v32", "q8_0"), ("deepseek-v32", "f32"),
-                                            ("deepseek-v4", "f16")])
+                                            ("deepseek-v4", "f16"), ("llama-llama3", "f32"), ("qwen2-linear", "f16")])
 def test_the_gguf_equals_llama_cpps_key_by_key_and_tensor_by_tensor(dsinfer, checkpoints, tmp_path, source, outtype):
     family = source.removesuffix("-fp8")
     # GPT-2's vocabulary under another family's rules: llama.cpp's hash of it names no real model, so the rules' name is given
     # (V4's are V3's).
-    pre_name = {"llama": "", "deepseek-v32": "deepseek-v3", "deepseek-v4": "deepseek-v3"}.get(family, family)
+    pre_name = {"llama": "", "llama-llama3": "", "qwen2-linear": "qwen2", "deepseek-v32": "deepseek-v3", "deepseek-v4": "deepseek-v3"}.get(family, family)
     theirs = llama_cpp_converter.convert(checkpoints[source], tmp_path / "theirs.gguf", outtype, pre_name=pre_name)
     ours = tmp_path / "ours.gguf"
     dsinfer("convert", checkpoints[source], "-o", ours, "--type", outtype)
