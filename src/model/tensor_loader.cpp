@@ -23,9 +23,21 @@ std::string shape_string(const GgufTensorInfo& t) {
 
 }  // namespace
 
+const GgufTensorInfo* TensorLoader::find(const std::string& name) const {
+  asked_.insert(name);
+  return file_.find_tensor(name);
+}
+
+std::vector<std::string> TensorLoader::unread() const {
+  std::vector<std::string> names;
+  for (const GgufTensorInfo& t : file_.tensors()) {
+    if (!asked_.count(t.name)) names.push_back(t.name);
+  }
+  return names;
+}
 
 Result<const GgufTensorInfo*> TensorLoader::stacked(const std::string& name, int64_t n_slices, int64_t n_rows, int64_t n_cols) const {
-  const GgufTensorInfo* t = file_.find_tensor(name);
+  const GgufTensorInfo* t = find(name);
   if (!t) return Status::error("model: tensor '" + name + "' is missing");
   const bool shape_ok = t->ne[0] == n_cols && t->ne[1] == n_rows &&
                         (t->n_dims == 3 ? t->ne[2] == n_slices : t->n_dims == 2 && n_slices == 1);
@@ -80,7 +92,7 @@ Status TensorLoader::rows(const GgufTensorInfo* t, int64_t first, int64_t n, Wei
 
 Status TensorLoader::row_scales(const GgufTensorInfo& t, int64_t first, int64_t n, WeightMatrix* out) {
   const std::string name = t.name + "_scale";
-  const GgufTensorInfo* s = file_.find_tensor(name);
+  const GgufTensorInfo* s = find(name);
   const int64_t tensor_rows = t.n_elements() / t.ne[0];
   if (!s) return Status::error("model: tensor '" + t.name + "' is I8 (W8A8) but its row scales '" + name + "' are missing");
   if (s->type != DType::f32 || s->n_elements() != tensor_rows) {
@@ -97,7 +109,7 @@ Status TensorLoader::row_scales(const GgufTensorInfo& t, int64_t first, int64_t 
   staged_vectors_.push_back(std::move(values));
   // Zero points, where the rows are asymmetric (W8A8_ASYM).
   const std::string zero_name = t.name + "_zero_point";
-  if (const GgufTensorInfo* z = file_.find_tensor(zero_name)) {
+  if (const GgufTensorInfo* z = find(zero_name)) {
     if (z->type != DType::i32 || z->n_elements() != tensor_rows) {
       return Status::error("model: tensor '" + zero_name + "' must be I32 with one zero point per row of '" + t.name + "' (" +
                            std::to_string(tensor_rows) + "), not " + dtype_name(z->type) + " " + shape_string(*z));
@@ -114,7 +126,7 @@ Status TensorLoader::row_scales(const GgufTensorInfo& t, int64_t first, int64_t 
   }
   // A calibrated static activation scale, where the quantizer wrote one (else per token).
   const std::string input_name = t.name + "_input_scale";
-  if (const GgufTensorInfo* in = file_.find_tensor(input_name)) {
+  if (const GgufTensorInfo* in = find(input_name)) {
     float scale = 0.0f;
     if (in->type == DType::f32 && in->n_elements() == 1) std::memcpy(&scale, file_.tensor_data(*in), 4);
     if (!(scale > 0.0f && std::isfinite(scale)))
@@ -136,7 +148,7 @@ Status TensorLoader::check_type(const std::string& name, const GgufTensorInfo& t
 }
 
 Status TensorLoader::matrix(const std::string& name, int64_t n_rows, int64_t n_cols, WeightMatrix* out, bool for_matmul, Split split) {
-  const GgufTensorInfo* t = file_.find_tensor(name);
+  const GgufTensorInfo* t = find(name);
   if (!t) return Status::error("model: tensor '" + name + "' is missing");
   if (!ranks_.split()) split = Split::none;
   const int64_t file_rows = split == Split::rows ? n_rows * ranks_.ranks : n_rows;
@@ -169,7 +181,7 @@ Status TensorLoader::columns(const GgufTensorInfo* t, int64_t first_row, int64_t
 }
 
 Status TensorLoader::integers(const std::string& name, int64_t n_rows, int64_t n_cols, int64_t bound, std::vector<int32_t>* out) const {
-  const GgufTensorInfo* t = file_.find_tensor(name);
+  const GgufTensorInfo* t = find(name);
   if (!t) return Status::error("model: tensor '" + name + "' is missing");
   if (t->n_dims != 2 || t->ne[0] != n_cols || t->ne[1] != n_rows) {
     return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" + std::to_string(n_cols) + ", " +
@@ -188,7 +200,7 @@ Status TensorLoader::integers(const std::string& name, int64_t n_rows, int64_t n
 }
 
 Status TensorLoader::table(const std::string& name, int64_t n_rows, int64_t n_cols, WeightVector* out) {
-  const GgufTensorInfo* t = file_.find_tensor(name);
+  const GgufTensorInfo* t = find(name);
   if (t && (t->n_dims != 2 || t->ne[0] != n_cols || t->ne[1] != n_rows)) {
     return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" + std::to_string(n_cols) + ", " +
                          std::to_string(n_rows) + "]");
@@ -206,7 +218,7 @@ Status TensorLoader::table(const std::string& name, int64_t n_rows, int64_t n_co
 }
 
 Status TensorLoader::vector(const std::string& name, int64_t n, WeightVector* out, bool optional, Split split) {
-  const GgufTensorInfo* t = file_.find_tensor(name);
+  const GgufTensorInfo* t = find(name);
   const int64_t parts = split == Split::rows ? ranks_.ranks : 1, file_n = n * parts;
   if (t && (t->n_elements() != file_n || t->ne[0] != file_n)) {
     return Status::error("model: tensor '" + name + "' has shape " + shape_string(*t) + ", expected [" + std::to_string(file_n) + "]");

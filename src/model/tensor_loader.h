@@ -5,6 +5,7 @@
 // where and why) and points every registered matrix and vector at its memory.
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,8 @@ class TensorLoader {
  public:
   TensorLoader(const GgufFile& file, Backend& backend, RankLayout ranks = {}) : file_(file), backend_(backend), ranks_(ranks) {}
 
-  const GgufTensorInfo* find(const std::string& name) const { return file_.find_tensor(name); }
+  // A tensor of the file, or null; asking for a name counts it as one the model reads (see unread()).
+  const GgufTensorInfo* find(const std::string& name) const;
 
   // A matrix of n_rows rows of n_cols elements (GGUF ne = {n_cols, n_rows}).
   // A matrix read row by row (the embedding lookup), not multiplied, keeps the file's layout.
@@ -76,6 +78,10 @@ class TensorLoader {
   Status place(LoadMode mode, bool interleave, DeviceBuffer* memory, size_t* total_bytes);
   // Every matrix read from the file (not those made at load), after place().
   std::vector<NamedMatrix> take_named() { return std::move(named_); }
+  // The file's tensors no one asked for (in file order). A model that loads without one of
+  // its file's tensors computes something else than its authors meant (Llama 3's rope_freqs
+  // was one): the model refuses the file, as llama.cpp does.
+  std::vector<std::string> unread() const;
 
  private:
   Status check_type(const std::string& name, const GgufTensorInfo& t) const;
@@ -109,6 +115,7 @@ class TensorLoader {
   const GgufFile& file_;
   Backend& backend_;
   RankLayout ranks_;
+  mutable std::set<std::string> asked_;  // every name looked up
   std::vector<Placed> matrices_;
   std::vector<NamedMatrix> named_;
   std::vector<Staged> staged_;

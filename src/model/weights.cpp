@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <cstdio>
+
 #include "model/family.h"
 
 namespace ds {
@@ -27,6 +29,20 @@ Status load_nextn(TensorLoader& loader, const ModelConfig& c, const ModelWeights
   return loader.vector(p + "hnorm.weight", c.n_embd, &w.nextn.hnorm);
 }
 
+// A tensor the model did not ask for: the file means a computation dsinfer would not do (llama.cpp
+// refuses such files too). A multi-token-prediction layer's blocks are read apart, when drafting.
+Status refuse_unread(const TensorLoader& loader, const ModelConfig& c) {
+  std::vector<std::string> unread;
+  for (const std::string& name : loader.unread()) {
+    long long block = -1;
+    if (std::sscanf(name.c_str(), "blk.%lld.", &block) == 1 && block >= c.n_layer && block < c.n_layer + c.n_nextn_layer) continue;
+    unread.push_back(name);
+  }
+  if (unread.empty()) return Status();
+  return Status::error("model: tensor '" + unread[0] + "'" + (unread.size() > 1 ? " (and " + std::to_string(unread.size() - 1) + " more)" : "") +
+                       " is not one dsinfer reads for " + c.arch_name() + ": without it the model would compute something else than the file means");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFile> file, const ModelConfig& c, LayerStack& layers,
@@ -40,12 +56,13 @@ Result<std::unique_ptr<ModelWeights>> ModelWeights::load(std::unique_ptr<GgufFil
   } else {
     DS_RETURN_IF_ERROR(loader.matrix("token_embd.weight", c.n_vocab, c.n_embd, &w->token_embd, /*for_matmul=*/false));
     DS_RETURN_IF_ERROR(loader.vector("output_norm.weight", c.n_embd, &w->output_norm));
-    w->tied_output = w->file_->find_tensor("output.weight") == nullptr;
+    w->tied_output = loader.find("output.weight") == nullptr;
     // Under tensor parallel each rank multiplies its part of the vocabulary (Model::forward gathers the logits).
     DS_RETURN_IF_ERROR(loader.matrix(w->tied_output ? "token_embd.weight" : "output.weight", c.n_vocab / c.ranks.ranks, c.n_embd,
                                      &w->output, true, Split::rows));
   }
   DS_RETURN_IF_ERROR(layers.load(loader));
+  if (c.first_block == 0) DS_RETURN_IF_ERROR(refuse_unread(loader, c));
   DS_RETURN_IF_ERROR(loader.place(mode, interleave, &w->memory_, &w->weight_bytes));
   w->named_matrices = loader.take_named();
   return w;

@@ -199,7 +199,8 @@ def with_tensor_info(model, name, new_name=None, dims=None):
 def test_multi_token_prediction_tensors_and_key(bases, tmp_path):
     """--speculative-mtp reads the NextN layer's tensors: one missing or of the wrong shape is refused naming
     it, as is the option on a file whose nextn_predict_layers is 0 (blk.2 is then a layer of the model);
-    without the option each runs."""
+    without the option the first two run, and the last is refused for its nextn tensors, which a model
+    of three layers does not read."""
     base = g.read(bases["v32"])
     n_embd = base.fields["deepseek32.embedding_length"].value
     cases = {"missing": with_tensor_info(base, "blk.2.nextn.shared_head_norm.weight", new_name="blk.2.nextn.shared_head_nor_.weight"),
@@ -216,7 +217,24 @@ def test_multi_token_prediction_tensors_and_key(bases, tmp_path):
                                  "-m", path)
         assert rc == 1 and expected[label] in stderr, (label, rc, stderr[-500:])
         rc, stderr, _ = measured("run", "-p", "Once upon a time", "-n", "2", "--temp", "0", "-t", "1", "-m", path)
-        assert rc == 0, (label, stderr[-500:])
+        if label == "without":
+            assert rc == 1 and "tensor 'blk.2.nextn." in stderr and "not one dsinfer reads" in stderr, (label, rc, stderr[-500:])
+        else:
+            assert rc == 0, (label, stderr[-500:])
+
+
+def test_a_tensor_the_model_does_not_read_is_refused_by_name(tmp_path):
+    """A tensor no loader asks for means a computation dsinfer would not do (a Qwen3-style query norm in
+    a Llama file here; Llama 3's rope_freqs was once such a tensor, and was ignored): the file is refused
+    naming it, as llama.cpp refuses files with tensors it does not use."""
+    base = g.read(STORIES)
+    crafted = base.copy()
+    source = next(info for info in crafted.tensor_infos if bytes(info[8:8 + 22]) == b"blk.0.attn_norm.weight")
+    name = b"blk.0.attn_q_norm.weight"
+    crafted.tensor_infos.append(struct.pack("<Q", len(name)) + name + bytes(source[8 + 22:]))  # the same data, another name
+    path = g.write(crafted, str(tmp_path / "extra-tensor.gguf"))
+    rc, stderr, _ = measured("run", "-p", "Once upon a time", "-n", "2", "--temp", "0", "-t", "1", "-m", path)
+    assert rc == 1 and "tensor 'blk.0.attn_q_norm.weight'" in stderr and "not one dsinfer reads for llama" in stderr, stderr[-500:]
 
 
 def test_huge_unread_arrays_cost_no_more_than_their_bytes(tmp_path):
