@@ -23,7 +23,7 @@ struct KvDiskSettings {
 };
 
 // The settings, or nullopt without --kv-disk-dir; refused by name with what
-// they cannot go with (no prefix cache, tensor parallel, windowed KV streams).
+// they cannot go with (no prefix cache, tensor parallel).
 Result<std::optional<KvDiskSettings>> parse_kv_disk_options(const Args& args, const ModelConfig& config, const KvCacheOptions& kv,
                                                             bool prefix_cache, bool tensor_parallel);
 

@@ -35,7 +35,9 @@ EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& co
   if (config.kv_disk) {
     kv_disk_ = config.kv_disk;
     kv_.attach_tier({config.kv_disk, [&memory](int32_t page, uint8_t* host) { memory.read_page(page, host); },
-                     [&memory](int32_t page, const uint8_t* host) { memory.write_page(page, host); }, memory.page_bytes()});
+                     [&memory](int32_t page, const uint8_t* host) { memory.write_page(page, host); }, memory.page_bytes(),
+                     [&memory](int32_t page, uint8_t* host) { memory.read_window_page(page, host); },
+                     [&memory](int32_t page, const uint8_t* host) { memory.write_window_page(page, host); }, memory.window_bytes()});
   }
 }
 

@@ -55,9 +55,10 @@ std::vector<KvCacheManager::CachedPage> KvCacheManager::cached_pages(std::span<c
 }
 
 void KvCacheManager::attach_tier(KvTierLink tier) {
-  DS_CHECK(!window_pool_, "the disk tier takes no windowed streams");
+  DS_CHECK(!window_pool_ || (tier.read_window_page && tier.write_window_page && tier.window_page_bytes > 0),
+           "a disk tier for windowed streams must move window pages");
   tier_ = std::move(tier);
-  tier_buffer_.resize(size_t(tier_.page_bytes));
+  tier_buffer_.resize(size_t(tier_.page_bytes + (window_pool_ ? tier_.window_page_bytes : 0)));
 }
 
 std::vector<PageKey> KvCacheManager::tier_pages(std::span<const int32_t> tokens, uint64_t salt, size_t after, uint64_t parent) const {
@@ -72,9 +73,32 @@ std::vector<PageKey> KvCacheManager::tier_pages(std::span<const int32_t> tokens,
   return keys;
 }
 
-void KvCacheManager::write_to_tier(int32_t page, const PageKey& key) {
-  if (!tier_.disk) return;
-  tier_.disk->write(key, [&](uint8_t* payload) { tier_.read_page(page, payload); });
+void KvCacheManager::write_to_tier(int32_t page, int32_t window_page, const PageKey& key) {
+  if (!tier_.disk || (window_pool_ && window_page < 0)) return;
+  tier_.disk->write(key, [&](uint8_t* payload) {
+    tier_.read_page(page, payload);
+    if (window_pool_) tier_.read_window_page(window_page, payload + tier_.page_bytes);
+  });
+}
+
+void KvCacheManager::share(BlockPool& pool, const PageKey& key, int32_t& page) {
+  if (page < 0 || pool.has_key(page)) return;
+  const int32_t owner = pool.cache(page, key);
+  if (owner != page) {
+    pool.acquire(owner);
+    pool.release(page);
+    page = owner;
+  }
+}
+
+void KvCacheManager::let_go_behind_horizon(Table& table) {
+  if (!window_pool_) return;
+  const size_t first = std::min(size_t(first_window_block(table.n_computed)), table.window_pages.size());
+  for (size_t b = 0; b < first; ++b) {
+    if (table.window_pages[b] < 0) continue;
+    window_pool_->release(table.window_pages[b]);
+    table.window_pages[b] = -1;
+  }
 }
 
 int32_t KvCacheManager::cached_prefix(std::span<const int32_t> tokens, uint64_t tenant_salt) const {
@@ -101,16 +125,23 @@ int32_t KvCacheManager::start(int64_t seq, std::span<const int32_t> tokens, uint
   // Then the tier's pages, read into free pages (a page that fails its checks ends the hit there).
   const uint64_t parent = table.page_hashes.empty() ? 0 : table.page_hashes.back();
   for (PageKey& key : tier_pages(tokens, table.salt, table.pages.size(), parent)) {
-    if (!pool_.can_allocate(1) || !tier_.disk->read(key, tier_buffer_.data())) break;
-    const int32_t page = pool_.allocate(1)[0];
+    if (!pool_.can_allocate(1) || (window_pool_ && !window_pool_->can_allocate(1)) || !tier_.disk->read(key, tier_buffer_.data())) break;
+    int32_t page = pool_.allocate(1)[0];
     tier_.write_page(page, tier_buffer_.data());
-    table.page_hashes.push_back(key.hash);
-    pool_.cache(page, std::move(key));
+    share(pool_, key, page);
     table.pages.push_back(page);
+    if (window_pool_) {
+      int32_t window_page = window_pool_->allocate(1)[0];
+      tier_.write_window_page(window_page, tier_buffer_.data() + tier_.page_bytes);
+      share(*window_pool_, key, window_page);
+      table.window_pages.push_back(window_page);
+    }
+    table.page_hashes.push_back(key.hash);
   }
   // A lookup that went past the pool and stopped short of the prompt's full pages.
   if (tier_.disk && prefix_cache_ && (tokens.size() - 1) / size_t(page_tokens_) > table.pages.size()) tier_.disk->note_miss();
   table.n_computed = int32_t(table.pages.size()) * page_tokens_;
+  let_go_behind_horizon(table);
   return table.n_computed;
 }
 
@@ -162,30 +193,16 @@ void KvCacheManager::commit(int64_t seq, std::span<const int32_t> tokens, int32_
     PageKey key = make_page_key(parent, tokens.subspan(index * size_t(page_tokens_), size_t(page_tokens_)), table.salt);
     // Another sequence computed the same page first: share its page and give
     // ours back (the contents are identical). The same for its window page.
-    const auto share = [&key](BlockPool& pool, int32_t& page) {
-      if (page < 0 || pool.has_key(page)) return;
-      const int32_t owner = pool.cache(page, key);
-      if (owner != page) {
-        pool.acquire(owner);
-        pool.release(page);
-        page = owner;
-      }
-    };
     const int32_t ours = table.pages[index];
     const bool fresh = !pool_.has_key(ours);
-    share(pool_, table.pages[index]);
-    if (fresh && table.pages[index] == ours) write_to_tier(ours, key);  // registered now, not shared
-    if (window_pool_) share(*window_pool_, table.window_pages[index]);
+    share(pool_, key, table.pages[index]);
+    const int32_t window_page = window_pool_ ? table.window_pages[index] : -1;
+    if (fresh && table.pages[index] == ours) write_to_tier(ours, window_page, key);  // registered now, not shared
+    if (window_pool_) share(*window_pool_, key, table.window_pages[index]);
     table.page_hashes.push_back(key.hash);
   }
-  if (!window_pool_) return;
   // Behind the horizon: into the window pool's cache (or free, unkeyed).
-  const size_t first = std::min(size_t(first_window_block(n_computed)), table.window_pages.size());
-  for (size_t b = 0; b < first; ++b) {
-    if (table.window_pages[b] < 0) continue;
-    window_pool_->release(table.window_pages[b]);
-    table.window_pages[b] = -1;
-  }
+  let_go_behind_horizon(table);
 }
 
 void KvCacheManager::free(int64_t seq) {

@@ -16,10 +16,12 @@
 // the window pages of its horizon are still cached: the prefix hit is cut
 // back to the longest prefix whose are (as vLLM's sliding-window layers).
 //
-// With a disk tier (kv_disk_tier.h; families without windowed streams), each
-// full page is written to it when it is registered, and a prompt's prefix
-// goes on from the pool's hit into the tier: those pages are read back into
-// fresh pages, registered and held as pool hits are.
+// With a disk tier (kv_disk_tier.h), each full page is written to it when it
+// is registered (with its window page, which is complete by then: a block's
+// windowed rows are its own positions'), and a prompt's prefix goes on from
+// the pool's hit into the tier: those pages (and window pages) are read back
+// into fresh ones, registered and held as pool hits are; the window pages
+// behind the new hit's horizon then go into the window pool's cache.
 
 #include <cstdint>
 #include <functional>
@@ -33,12 +35,16 @@ namespace ds {
 
 class KvDiskTier;
 
-// The disk tier and how a page's bytes move between it and the KV memory.
+// The disk tier and how a page's bytes move between it and the KV memory: a
+// tier file holds a page's bytes, then (a family with windowed streams) its window page's.
 struct KvTierLink {
   KvDiskTier* disk = nullptr;
   std::function<void(int32_t page, uint8_t* host)> read_page;
   std::function<void(int32_t page, const uint8_t* host)> write_page;
   int64_t page_bytes = 0;
+  std::function<void(int32_t window_page, uint8_t* host)> read_window_page;
+  std::function<void(int32_t window_page, const uint8_t* host)> write_window_page;
+  int64_t window_page_bytes = 0;
 };
 
 class KvCacheManager {
@@ -49,7 +55,7 @@ class KvCacheManager {
   KvCacheManager(BlockPool& pool, int32_t page_tokens, uint64_t model_salt, bool prefix_cache = true, BlockPool* window_pool = nullptr,
                  int32_t horizon = 0);
 
-  // Requires a family without windowed streams.
+  // With a window pool, the link must move window pages too.
   void attach_tier(KvTierLink tier);
 
   int32_t page_tokens() const { return page_tokens_; }
@@ -112,8 +118,13 @@ class KvCacheManager {
   std::vector<CachedPage> cached_pages(std::span<const int32_t> tokens, uint64_t salt) const;
   // The keys of the tier's pages that go on from `after` (the pool's hit), within the prompt's full pages but its last token.
   std::vector<PageKey> tier_pages(std::span<const int32_t> tokens, uint64_t salt, size_t after, uint64_t parent) const;
-  // Writes a newly registered page to the tier.
-  void write_to_tier(int32_t page, const PageKey& key);
+  // Writes a newly registered page (and its window page) to the tier.
+  void write_to_tier(int32_t page, int32_t window_page, const PageKey& key);
+  // Registers `page` of `pool` under key; where another page holds the key already, holds
+  // that one instead and gives `page` back (the contents are identical).
+  static void share(BlockPool& pool, const PageKey& key, int32_t& page);
+  // Lets the window pages behind the horizon of the table's next token go (into the window pool's cache).
+  void let_go_behind_horizon(Table& table);
 
   BlockPool& pool_;
   int32_t page_tokens_;

@@ -101,6 +101,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(Backend& backend, const ModelCo
   cache->k_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->k_dim_);
   cache->v_page_bytes_ = options.page_tokens * row_bytes(options.dtype, cache->v_dim_);
   cache->page_bytes_ = page_bytes(config, options.dtype, options.page_tokens);
+  cache->window_page_bytes_ = n_window_pages > 0 ? window_bytes : 0;
   cache->streams_ = config.kv.layer_streams;
   int64_t offset = 0, window_offset = 0;  // in memory_, in window_memory_
   for (const auto& layer : cache->streams_) {
@@ -133,8 +134,9 @@ KvLayerView KvCache::layer(int64_t index) const {
 }
 
 template <typename Fn>
-void KvCache::for_each_piece(int64_t page, Fn fn) const {
+void KvCache::for_each_piece(int64_t page, bool windowed, Fn fn) const {
   if (streams_.empty()) {
+    if (windowed) return;
     for (int64_t l = 0; l < n_layer_; ++l) {
       const KvLayerView view = layer(l);
       fn(view.k + page * k_page_bytes_, k_page_bytes_);
@@ -145,29 +147,37 @@ void KvCache::for_each_piece(int64_t page, Fn fn) const {
   for (size_t l = 0; l < streams_.size(); ++l) {
     for (size_t s = 0; s < streams_[l].size(); ++s) {
       const KvStream& stream = streams_[l][s];
-      if (stream.windowed) continue;
+      if (stream.windowed != windowed) continue;
       const int64_t bytes = row_bytes(options_.dtype, stream.dim) * stream.rows_per_page(options_.page_tokens, options_.draft_tokens);
-      fn(memory_.data() + stream_offsets_[l][s] + page * bytes, bytes);
+      fn((windowed ? window_memory_ : memory_).data() + stream_offsets_[l][s] + page * bytes, bytes);
     }
   }
 }
 
-void KvCache::read_page(int64_t page, uint8_t* host) const {
+void KvCache::read_page(int64_t page, uint8_t* host) const { download_pieces(page, false, host, page_bytes_); }
+
+void KvCache::write_page(int64_t page, const uint8_t* host) { upload_pieces(page, false, host, page_bytes_); }
+
+void KvCache::read_window_page(int64_t page, uint8_t* host) const { download_pieces(page, true, host, window_page_bytes_); }
+
+void KvCache::write_window_page(int64_t page, const uint8_t* host) { upload_pieces(page, true, host, window_page_bytes_); }
+
+void KvCache::download_pieces(int64_t page, bool windowed, uint8_t* host, int64_t expected) const {
   int64_t at = 0;
-  for_each_piece(page, [&](const uint8_t* device, int64_t bytes) {
+  for_each_piece(page, windowed, [&](const uint8_t* device, int64_t bytes) {
     backend_->download(host + at, device, size_t(bytes));
     at += bytes;
   });
-  DS_CHECK(at == page_bytes_, "kv cache: a page's pieces do not add up to its bytes");
+  DS_CHECK(at == expected, "kv cache: a page's pieces do not add up to its bytes");
 }
 
-void KvCache::write_page(int64_t page, const uint8_t* host) {
+void KvCache::upload_pieces(int64_t page, bool windowed, const uint8_t* host, int64_t expected) {
   int64_t at = 0;
-  for_each_piece(page, [&](uint8_t* device, int64_t bytes) {
+  for_each_piece(page, windowed, [&](uint8_t* device, int64_t bytes) {
     backend_->upload(device, host + at, size_t(bytes));
     at += bytes;
   });
-  DS_CHECK(at == page_bytes_, "kv cache: a page's pieces do not add up to its bytes");
+  DS_CHECK(at == expected, "kv cache: a page's pieces do not add up to its bytes");
 }
 
 KvLayerView KvCache::stream(int64_t index, int64_t s) const {

@@ -55,6 +55,11 @@ class KvCache {
   // from the host, in one fixed order: what the disk tier keeps of a page.
   void read_page(int64_t page, uint8_t* host) const;
   void write_page(int64_t page, const uint8_t* host);
+  // The same for a window page (the windowed streams' rows of one block):
+  // window_bytes() of them, 0 for a family without windowed streams.
+  int64_t window_bytes() const { return window_page_bytes_; }
+  void read_window_page(int64_t page, uint8_t* host) const;
+  void write_window_page(int64_t page, const uint8_t* host);
   // One token's share of a page, averaged over the page (a stream with a row
   // per 128 tokens costs 1/128 of a row); windowed streams are not counted.
   static int64_t bytes_per_token(const ModelConfig& config, DType dtype);
@@ -75,9 +80,11 @@ class KvCache {
 
  private:
   KvCache() = default;
-  // fn(device bytes, size) for each piece of a page, in read_page's order.
+  // fn(device bytes, size) for each piece of a page (a window page's: `windowed`), in read_page's order.
   template <typename Fn>
-  void for_each_piece(int64_t page, Fn fn) const;
+  void for_each_piece(int64_t page, bool windowed, Fn fn) const;
+  void download_pieces(int64_t page, bool windowed, uint8_t* host, int64_t expected) const;
+  void upload_pieces(int64_t page, bool windowed, const uint8_t* host, int64_t expected);
 
   Backend* backend_ = nullptr;
   KvCacheOptions options_;
@@ -86,6 +93,7 @@ class KvCache {
   int64_t n_kv_heads_ = 1;         // MLA: one latent row shared by all heads
   int64_t k_page_bytes_ = 0, v_page_bytes_ = 0;  // one page of one layer
   int64_t page_bytes_ = 0;
+  int64_t window_page_bytes_ = 0;
   bool has_rings_ = false;  // some stream's pages keep rings (KvStream::ring_horizon)
   std::vector<std::vector<KvStream>> streams_;          // per layer, where the family has streams
   std::vector<std::vector<int64_t>> stream_offsets_;  // their bytes' offsets in memory_

@@ -90,6 +90,45 @@ def test_a_restart_reads_the_prefix_back_and_tenants_stay_apart(tmp_path, keys):
         second.stop()
 
 
+def test_deepseek_v4_reads_back_its_window_and_compressor_state(tmp_path):
+    """DeepSeek-V4 (a random model of make_deepseek4's shape: a window of 16, layers compressing by 4 and by
+    128, pages of 64): its tier files carry each block's window page (raw rows, compressor projections)
+    beside its page. After a restart, a prompt sharing three pages with one computed before reads them back
+    and goes on from their window and compressor state (the ratio-128 block 128..255 is half on disk, half
+    computed): its logprobs equal a cold computation on a server without the tier; the first prompt reads
+    all its full pages back, with the same logprobs as computed."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+    from make_deepseek4 import write_deepseek4
+    model = write_deepseek4(str(tmp_path / "v4.gguf"), seed=11, indexer_heads=16)
+    v4_page = 64
+    directory = tmp_path / "kv"
+    first_prompt = prompt_of(21, pages=5 * v4_page // PAGE)
+    second_prompt = first_prompt[: 3 * v4_page] + prompt_of(22, pages=2 * v4_page // PAGE)
+    v4 = lambda *extra: ServerProcess("--ctx-size", "1024", *extra, model=model)
+    cold = v4()
+    try:
+        cached, second_cold = complete(cold, second_prompt)
+        assert cached == 0
+    finally:
+        cold.stop()
+    first = v4("--kv-disk-dir", str(directory), "--kv-disk-bytes", "64MiB")
+    try:
+        cached, first_cold = complete(first, first_prompt)
+        assert cached == 0
+    finally:
+        first.stop()
+    second = v4("--kv-disk-dir", str(directory), "--kv-disk-bytes", "64MiB")
+    try:
+        cached, second_again = complete(second, second_prompt)
+        assert cached == 3 * v4_page and second_again == second_cold, "three pages and their window state read back"
+        cached, first_again = complete(second, first_prompt)
+        assert cached == 5 * v4_page and first_again == first_cold
+        assert second.metric("dsinfer:kv_disk_corrupt_pages") == 0
+    finally:
+        second.stop()
+
+
 def test_damaged_pages_and_another_settings_pages_are_never_used(tmp_path):
     directory, prompt = tmp_path / "kv", prompt_of(2)
     first = serve(directory)
