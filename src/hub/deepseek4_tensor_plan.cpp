@@ -112,7 +112,7 @@ Result<std::vector<PlannedTensor>> plan_deepseek4_tensors(const HfCheckpoint& ch
   std::vector<PlannedTensor> plan;
   const std::regex layer_name(R"(layers\.(\d+)\.(.*))");
   const std::regex expert_name(R"(ffn\.experts\.(\d+)\.(w1|w2|w3)\.weight)");
-  std::map<std::pair<int64_t, std::string>, std::map<int64_t, std::string>> experts;
+  ExpertTensors experts;
   std::vector<bool> has_table(size_t(s.n_layer), false);
 
   for (const std::string& name : checkpoint.tensor_names()) {
@@ -157,12 +157,7 @@ Result<std::vector<PlannedTensor>> plan_deepseek4_tensors(const HfCheckpoint& ch
                            ") but the checkpoint has no 'layers." + std::to_string(layer) + ".ffn.gate.tid2eid'");
     }
   }
-  for (const auto& [key, by_index] : experts) {
-    const auto& [layer, projection] = key;
-    auto t = stacked_experts(checkpoint, "blk." + std::to_string(layer) + "." + k_experts.at(projection), layer, projection, by_index, s.n_expert, true);
-    if (!t.ok()) return t.status();
-    plan.push_back(t.take());
-  }
+  DS_RETURN_IF_ERROR(add_stacked_experts(checkpoint, experts, k_experts, s.n_expert, true, &plan));
   return plan;
 }
 

@@ -109,6 +109,8 @@ Result<Reader> float_rows(const HfCheckpoint& checkpoint, const std::string& nam
   return reader;
 }
 
+namespace {
+
 Result<PlannedTensor> stacked_experts(const HfCheckpoint& checkpoint, const std::string& name, int64_t layer, const std::string& projection,
                                      const std::map<int64_t, std::string>& by_index, int64_t n_expert, bool mxfp4) {
   std::vector<Reader> readers;
@@ -150,6 +152,19 @@ Result<PlannedTensor> stacked_experts(const HfCheckpoint& checkpoint, const std:
   return t;
 }
 
+}  // namespace
+
+Status add_stacked_experts(const HfCheckpoint& checkpoint, const ExpertTensors& experts, const std::map<std::string, std::string>& names,
+                           int64_t n_expert, bool mxfp4, std::vector<PlannedTensor>* plan) {
+  for (const auto& [key, by_index] : experts) {
+    const auto& [layer, projection] = key;
+    auto t = stacked_experts(checkpoint, "blk." + std::to_string(layer) + "." + names.at(projection), layer, projection, by_index, n_expert, mxfp4);
+    if (!t.ok()) return t.status();
+    plan->push_back(t.take());
+  }
+  return Status();
+}
+
 int64_t PlannedTensor::rows() const {
   int64_t rows = 1;
   for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
@@ -165,7 +180,7 @@ Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, 
   std::map<std::string, std::string> per_layer = mla ? k_deepseek2_layer : k_dense_layer;
   if (s.family == TensorFamily::deepseek32) per_layer.insert(k_deepseek32_layer.begin(), k_deepseek32_layer.end());
   // Experts gathered by layer and projection, then stacked.
-  std::map<std::pair<int64_t, std::string>, std::map<int64_t, std::string>> experts;
+  ExpertTensors experts;
 
   for (const std::string& name : checkpoint.tensor_names()) {
     if (checkpoint.is_scale(name) || name.find("rotary_emb.inv_freq") != std::string::npos) continue;
@@ -249,12 +264,7 @@ Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, 
   // Each layer's experts stacked: [n_expert][rows][columns], expert by expert.
   static const std::map<std::string, std::string> k_stacked = {
       {"gate_proj", "ffn_gate_exps.weight"}, {"up_proj", "ffn_up_exps.weight"}, {"down_proj", "ffn_down_exps.weight"}};
-  for (const auto& [key, by_index] : experts) {
-    const auto& [layer, projection] = key;
-    auto t = stacked_experts(checkpoint, "blk." + std::to_string(layer) + "." + k_stacked.at(projection), layer, projection, by_index, s.n_expert, false);
-    if (!t.ok()) return t.status();
-    plan.push_back(t.take());
-  }
+  DS_RETURN_IF_ERROR(add_stacked_experts(checkpoint, experts, k_stacked, s.n_expert, false, &plan));
   return plan;
 }
 

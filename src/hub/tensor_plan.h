@@ -62,10 +62,12 @@ Result<std::vector<PlannedTensor>> plan_tensors(const HfCheckpoint& checkpoint, 
 PlannedTensor one_to_one(const std::string& name, const HfCheckpoint::RowReader& reader, bool vector);
 // A float (or FP8) tensor's rows; a tensor stored otherwise is refused by name.
 Result<HfCheckpoint::RowReader> float_rows(const HfCheckpoint& checkpoint, const std::string& name);
-// One layer's experts of one projection, each named in `by_index` (expert -> tensor), stacked as
-// [n_expert][rows][columns]; as MXFP4 blocks copied bit for bit where `mxfp4`, else as float rows.
-Result<PlannedTensor> stacked_experts(const HfCheckpoint& checkpoint, const std::string& name, int64_t layer, const std::string& projection,
-                                     const std::map<int64_t, std::string>& by_index, int64_t n_expert, bool mxfp4);
+// The routed experts' tensors: by layer and projection, then expert -> tensor name.
+using ExpertTensors = std::map<std::pair<int64_t, std::string>, std::map<int64_t, std::string>>;
+// Each layer's experts of each projection stacked as [n_expert][rows][columns] into blk.N.{names[projection]}
+// (every expert there, all of one shape); as MXFP4 blocks copied bit for bit where `mxfp4`, else as float rows.
+Status add_stacked_experts(const HfCheckpoint& checkpoint, const ExpertTensors& experts, const std::map<std::string, std::string>& names,
+                           int64_t n_expert, bool mxfp4, std::vector<PlannedTensor>* plan);
 Result<std::vector<PlannedTensor>> plan_deepseek4_tensors(const HfCheckpoint& checkpoint, const PlanSettings& settings);
 
 }  // namespace ds

@@ -106,19 +106,19 @@ def test_deepseek_v4_reads_back_its_window_and_compressor_state(tmp_path):
     first_prompt = prompt_of(21, pages=5 * v4_page // PAGE)
     second_prompt = first_prompt[: 3 * v4_page] + prompt_of(22, pages=2 * v4_page // PAGE)
     v4 = lambda *extra: ServerProcess("--ctx-size", "1024", *extra, model=model)
-    cold = v4()
-    try:
-        cached, second_cold = complete(cold, second_prompt)
-        assert cached == 0
-    finally:
-        cold.stop()
-    first = v4("--kv-disk-dir", str(directory), "--kv-disk-bytes", "64MiB")
-    try:
-        cached, first_cold = complete(first, first_prompt)
-        assert cached == 0
-    finally:
-        first.stop()
-    second = v4("--kv-disk-dir", str(directory), "--kv-disk-bytes", "64MiB")
+    tier = ("--kv-disk-dir", str(directory), "--kv-disk-bytes", "64MiB")
+
+    def computed(server, prompt):
+        """The prompt's logprobs on a server that has seen nothing yet (then stopped)."""
+        try:
+            cached, logprobs = complete(server, prompt)
+            assert cached == 0
+            return logprobs
+        finally:
+            server.stop()
+    second_cold = computed(v4(), second_prompt)  # no tier at all
+    first_cold = computed(v4(*tier), first_prompt)  # writes its pages
+    second = v4(*tier)
     try:
         cached, second_again = complete(second, second_prompt)
         assert cached == 3 * v4_page and second_again == second_cold, "three pages and their window state read back"
