@@ -91,6 +91,9 @@ Status load_mla(TensorLoader& loader, const ModelConfig& c, const std::string& b
   w->k_b.resize(size_t(c.n_head));
   w->k_up.resize(size_t(c.n_head));
   if (loader.find(b + "attn_k_b.weight")) {  // the split layout, as the absorbed form wants it
+    // A file may carry the combined kv_b beside it (llama.cpp reads it optionally and, given k_b and
+    // v_b, computes with those): the same weights, known, not read.
+    loader.find(b + "attn_kv_b.weight");
     auto k_b = loader.stacked(b + "attn_k_b.weight", file_heads, m.kv_lora_rank, m.qk_nope_dim);
     if (!k_b.ok()) return k_b.status();
     auto v_b = loader.stacked(b + "attn_v_b.weight", file_heads, m.v_head_dim, m.kv_lora_rank);
