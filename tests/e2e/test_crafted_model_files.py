@@ -223,18 +223,25 @@ def test_multi_token_prediction_tensors_and_key(bases, tmp_path):
             assert rc == 0, (label, stderr[-500:])
 
 
-def test_a_tensor_the_model_does_not_read_is_refused_by_name(tmp_path):
+def with_alias(model, name, alias):
+    """The model with one more tensor, `alias`, over the data of tensor `name`."""
+    crafted = model.copy()
+    source = next(info for info in crafted.tensor_infos if bytes(info[8:8 + len(name)]) == name.encode())
+    crafted.tensor_infos.append(struct.pack("<Q", len(alias)) + alias.encode() + bytes(source[8 + len(name):]))
+    return crafted
+
+
+def test_a_tensor_the_model_does_not_read_is_refused_by_name(bases, tmp_path):
     """A tensor no loader asks for means a computation dsinfer would not do (a Qwen3-style query norm in
     a Llama file here; Llama 3's rope_freqs was once such a tensor, and was ignored): the file is refused
-    naming it, as llama.cpp refuses files with tensors it does not use."""
-    base = g.read(STORIES)
-    crafted = base.copy()
-    source = next(info for info in crafted.tensor_infos if bytes(info[8:8 + 22]) == b"blk.0.attn_norm.weight")
-    name = b"blk.0.attn_q_norm.weight"
-    crafted.tensor_infos.append(struct.pack("<Q", len(name)) + name + bytes(source[8 + 22:]))  # the same data, another name
-    path = g.write(crafted, str(tmp_path / "extra-tensor.gguf"))
+    naming it, as llama.cpp refuses files with tensors it does not use. A combined kv_b beside the split
+    k_b/v_b is not such a tensor: llama.cpp reads it optionally and computes with k_b/v_b, as dsinfer does."""
+    path = g.write(with_alias(g.read(STORIES), "blk.0.attn_norm.weight", "blk.0.attn_q_norm.weight"), str(tmp_path / "extra.gguf"))
     rc, stderr, _ = measured("run", "-p", "Once upon a time", "-n", "2", "--temp", "0", "-t", "1", "-m", path)
     assert rc == 1 and "tensor 'blk.0.attn_q_norm.weight'" in stderr and "not one dsinfer reads for llama" in stderr, stderr[-500:]
+    path = g.write(with_alias(g.read(bases["v32"]), "blk.0.attn_k_b.weight", "blk.0.attn_kv_b.weight"), str(tmp_path / "kv_b.gguf"))
+    rc, stderr, _ = measured("run", "-p", "Once upon a time", "-n", "2", "--temp", "0", "-t", "1", "-m", path)
+    assert rc == 0, stderr[-500:]
 
 
 def test_huge_unread_arrays_cost_no_more_than_their_bytes(tmp_path):
