@@ -1,8 +1,12 @@
 #include "engine/kv_cache_manager.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
 #include <numeric>
+
+#include "engine/kv_disk_tier.h"
 
 namespace ds {
 namespace {
@@ -179,6 +183,78 @@ TEST(KvCacheManager, APrefixHitNeedsTheWindowPagesOfItsHorizon) {
   for (size_t b = 0; b < cut_window.size(); ++b) EXPECT_EQ(cut_window[b] >= 0, int32_t(b) >= std::max(0, cut - 6) / 4) << b;
   kv.free(4);
   EXPECT_TRUE(windows.check_invariants().ok());
+}
+
+// KV memory on the host for the tier's tests: each page and window page a few bytes.
+struct HostKv {
+  static constexpr int64_t k_page_bytes = 8, k_window_bytes = 16;
+  std::vector<std::vector<uint8_t>> pages, windows;
+  HostKv(int32_t n_pages, int32_t n_windows)
+      : pages(size_t(n_pages), std::vector<uint8_t>(k_page_bytes)), windows(size_t(n_windows), std::vector<uint8_t>(k_window_bytes)) {}
+  KvTierLink link(KvDiskTier* tier) {
+    return {tier,
+            [this](int32_t p, uint8_t* host) { std::copy(pages[size_t(p)].begin(), pages[size_t(p)].end(), host); },
+            [this](int32_t p, const uint8_t* host) { std::copy(host, host + k_page_bytes, pages[size_t(p)].begin()); },
+            k_page_bytes,
+            [this](int32_t w, uint8_t* host) { std::copy(windows[size_t(w)].begin(), windows[size_t(w)].end(), host); },
+            [this](int32_t w, const uint8_t* host) { std::copy(host, host + k_window_bytes, windows[size_t(w)].begin()); },
+            k_window_bytes};
+  }
+};
+
+// A family with windowed streams through the disk tier: each block's window page goes to disk with its
+// page, and after a restart a hit reads back the pages and, for the blocks of its horizon, their window
+// pages, byte for byte; the window pages behind the horizon go into the window pool's cache.
+TEST(KvCacheManager, TheDiskTierCarriesWindowPages) {
+  char name[] = "/tmp/kv_cache_manager_test_XXXXXX";
+  const std::string dir = mkdtemp(name);
+  KvDiskTierOptions options;
+  options.dir = dir;
+  options.max_bytes = int64_t(1) << 20;
+  options.fingerprint = 5;
+  options.page_bytes = HostKv::k_page_bytes + HostKv::k_window_bytes;
+  options.page_tokens = 4;
+  const std::vector<int32_t> tokens = prompt(41);  // 10 full pages and a token
+  {
+    auto tier = KvDiskTier::open(options).take();
+    BlockPool pool(20), windows(20);
+    HostKv memory(20, 20);
+    KvCacheManager kv(pool, 4, 1, true, &windows, 6);
+    kv.attach_tier(memory.link(tier.get()));
+    kv.start(1, tokens, 0);
+    kv.grow(1, 41);
+    // The "computation": block b's page and window page hold bytes of b.
+    for (size_t b = 0; b < kv.block_table(1).size(); ++b) {
+      std::fill(memory.pages[size_t(kv.block_table(1)[b])].begin(), memory.pages[size_t(kv.block_table(1)[b])].end(), uint8_t(b));
+      std::fill(memory.windows[size_t(kv.window_table(1)[b])].begin(), memory.windows[size_t(kv.window_table(1)[b])].end(), uint8_t(100 + b));
+    }
+    kv.commit(1, tokens, 41);
+    tier->flush();
+    EXPECT_EQ(tier->stats().pages_written, 10);
+    kv.free(1);
+  }
+  auto tier = KvDiskTier::open(options).take();
+  BlockPool pool(20), windows(20);
+  HostKv memory(20, 20);
+  KvCacheManager kv(pool, 4, 1, true, &windows, 6);
+  kv.attach_tier(memory.link(tier.get()));
+  EXPECT_EQ(kv.cached_prefix(tokens, 0), 40);
+  ASSERT_EQ(kv.start(2, tokens, 0), 40);
+  const std::vector<int32_t>& table = kv.block_table(2);
+  const std::vector<int32_t>& window = kv.window_table(2);
+  ASSERT_EQ(table.size(), 10u);
+  ASSERT_EQ(window.size(), 10u);
+  for (size_t b = 0; b < 10; ++b) {
+    EXPECT_EQ(memory.pages[size_t(table[b])], std::vector<uint8_t>(HostKv::k_page_bytes, uint8_t(b))) << b;
+    // The next token, 40, reads back to position 34: blocks 8 and 9.
+    ASSERT_EQ(window[b] >= 0, b >= 8) << b;
+    if (window[b] >= 0) EXPECT_EQ(memory.windows[size_t(window[b])], std::vector<uint8_t>(HostKv::k_window_bytes, uint8_t(100 + b))) << b;
+  }
+  EXPECT_EQ(windows.n_cached(), 10) << "every block's window page, held or let go into the cache";
+  kv.free(2);
+  EXPECT_TRUE(windows.check_invariants().ok());
+  EXPECT_TRUE(pool.check_invariants().ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
