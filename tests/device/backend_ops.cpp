@@ -629,14 +629,17 @@ struct PagedKv {
 // value one f32 ulp away on either backend may round to the neighbouring code.
 double kv_unit(DType dtype) { return dtype == DType::f32 ? 8.0 * k_u : dtype == DType::f16 ? 0x1p-11 : 1.0 / 127.0; }
 
-// RoPE of q and k (contiguous heads or the strided RoPE part of MLA rows),
+// RoPE of q and k (contiguous heads or the strided RoPE part of MLA rows;
+// with Llama 3's frequency factors dividing each pair's angle, or not),
 // then the rows stored at each token's slot. Rotations: cos/sin (1 ulp each),
 // the YaRN magnitude, two products and a sum: 8u of the pair's magnitude. The
 // stored rows may differ by one code of the KV type (kv_unit).
 class RopeKvWriteCase : public OpCase {
  public:
-  RopeKvWriteCase(RopeLayout layout, RopeScaling scaling, DType kv_dtype, int64_t n_head, int64_t n_head_kv, int64_t head_dim, bool mla)
-      : kv_dtype_(kv_dtype), n_head_(n_head), n_head_kv_(n_head_kv), head_dim_(head_dim), mla_(mla), step_({21, 9, 3}, 7) {
+  RopeKvWriteCase(RopeLayout layout, RopeScaling scaling, DType kv_dtype, int64_t n_head, int64_t n_head_kv, int64_t head_dim, bool mla,
+                  bool freq_factors = false)
+      : kv_dtype_(kv_dtype), n_head_(n_head), n_head_kv_(n_head_kv), head_dim_(head_dim), mla_(mla), freq_factors_(freq_factors),
+        step_({21, 9, 3}, 7) {
     rope_.layout = layout;
     rope_.n_rot = int(mla ? head_dim : head_dim - 16);  // partial rotation off MLA
     rope_.freq_base = 10000.0f;
@@ -646,7 +649,7 @@ class RopeKvWriteCase : public OpCase {
     op = "rope_kv_write";
     shape = std::to_string(n_head) + "/" + std::to_string(n_head_kv) + "x" + std::to_string(head_dim) + (mla ? " mla" : "") +
             (layout == RopeLayout::neox ? " neox" : " normal") +
-            (scaling == RopeScaling::yarn ? " yarn" : scaling == RopeScaling::dynamic_ntk ? " ntk" : "");
+            (scaling == RopeScaling::yarn ? " yarn" : scaling == RopeScaling::dynamic_ntk ? " ntk" : "") + (freq_factors ? " freq_factors" : "");
     dtype = std::string("kv ") + dtype_name(kv_dtype);
   }
   // MLA: q rows of n_head × (16 + head_dim) with the RoPE part after 16; the
@@ -666,12 +669,25 @@ class RopeKvWriteCase : public OpCase {
     v_dev_ = mla_ ? nullptr : data.floats(v_);
     kv_ = std::make_unique<PagedKv>(data, kv_dtype_, step_.n_pages, step_.page_tokens, mla_ ? 1 : n_head_kv_, mla_ ? kv_row() : head_dim_, !mla_);
     step_dev_ = b.upload_step(step_.host());
+    if (freq_factors_) {  // Llama 3's range: 1 for the fastest pairs up to its factor (8) for the slowest
+      factors_.resize(size_t(rope_.n_rot / 2));
+      for (size_t i = 0; i < factors_.size(); ++i) factors_[i] = 1.0f + 7.0f * float(i) / float(factors_.size() - 1);
+      factors_dev_ = data.floats(factors_);
+    }
+  }
+  // The parameters with the factors where `factors` points (the device's copy, or the host's).
+  RopeParams with_factors(const float* factors) const {
+    RopeParams r = rope_;
+    r.freq_factors = freq_factors_ ? factors : nullptr;
+    return r;
   }
   HeadRows q_rows(float* q) const { return HeadRows{q + q_offset(), n_head_, head_dim_, n_head_ * q_head(), q_head()}; }
   HeadRows k_rows(float* k) const {
     return mla_ ? HeadRows{k + k_offset(), 1, head_dim_, kv_row(), head_dim_} : HeadRows{k, n_head_kv_, head_dim_, kv_row(), head_dim_};
   }
-  void run(Backend& b) override { b.rope_kv_write(rope_, step_dev_, q_rows(q_dev_), k_rows(k_dev_), kv_->device, k_dev_, v_dev_); }
+  void run(Backend& b) override {
+    b.rope_kv_write(with_factors(factors_dev_), step_dev_, q_rows(q_dev_), k_rows(k_dev_), kv_->device, k_dev_, v_dev_);
+  }
   // The reference rotation: each head gathered, rotated by the contiguous kernel, put back.
   void rotate(const HeadRows& rows) const {
     std::vector<float> head(static_cast<size_t>(head_dim_));
@@ -679,7 +695,7 @@ class RopeKvWriteCase : public OpCase {
       for (int64_t h = 0; h < rows.n_heads; ++h) {
         float* at = rows.data + t * rows.token_stride + h * rows.head_stride;
         std::copy_n(at, head_dim_, head.data());
-        ds::rope(rope_, head.data(), 1, 1, head_dim_, step_.positions.data() + t, step_.n_ctx);
+        ds::rope(with_factors(factors_.data()), head.data(), 1, 1, head_dim_, step_.positions.data() + t, step_.n_ctx);
         std::copy_n(head.data(), head_dim_, at);
       }
     }
@@ -732,7 +748,9 @@ class RopeKvWriteCase : public OpCase {
   RopeParams rope_;
   DType kv_dtype_;
   int64_t n_head_, n_head_kv_, head_dim_;
-  bool mla_;
+  bool mla_, freq_factors_;
+  std::vector<float> factors_;
+  float* factors_dev_ = nullptr;
   PagedStep step_;
   StepIndex step_dev_;
   std::vector<float> q_, k_, v_;
@@ -1819,6 +1837,7 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
   for (DType kv : {DType::f32, DType::f16, DType::q8_0}) {
     add(new RopeKvWriteCase(RopeLayout::normal, RopeScaling::none, kv, 8, 2, 64, false));
     add(new RopeKvWriteCase(RopeLayout::neox, RopeScaling::yarn, kv, 4, 4, 32, false));
+    add(new RopeKvWriteCase(RopeLayout::normal, RopeScaling::none, kv, 8, 2, 64, false, /*freq_factors=*/true));  // Llama 3's
     add(new PagedAttentionCase(kv, 8, 2, 64, 0, {21, 9, 3}, 5));
     add(new PagedAttentionCase(kv, 4, 4, 32, 0, {40}, 40));
     add(new PagedAttentionCase(kv, 6, 1, 64, 0, {1300, 600}, 2));  // contexts of several key ranges, one KV head
