@@ -28,7 +28,7 @@ Status ModelConfig::split_across(RankLayout layout) {
   if (!layout.split()) return Status();
   if (!family->split) {
     return Status::error(std::string("tensor parallel: splitting a ") + arch_name() +
-                         " model across ranks is not implemented (llama, qwen2, deepseek2 and deepseek32 are)");
+                         " model across ranks is not implemented (llama, qwen2, deepseek2, deepseek32 and deepseek4 are)");
   }
   ranks = layout;
   DS_RETURN_IF_ERROR(family->split(*this));

@@ -112,9 +112,28 @@ def test_a_deepseek32_split_in_two_equals_it_whole(dsinfer, tmp_path, experts):
     print(f"deepseek32, experts {experts}: tensor parallel 2 against one process: {error:.2e} of the largest logit")
 
 
+@pytest.mark.parametrize("experts", ["by width", "whole"])
+def test_a_deepseek4_split_in_two_equals_it_whole(dsinfer, tmp_path, experts):
+    """DeepSeek-V4 (make_deepseek4's shape: four hyper-connection streams, a window of 16, layers compressing by
+    4 and by 128, 4 heads in 2 output groups, 4 experts with the first layer hash-routed) in two ranks: each
+    its 2 heads and their output group, and the experts by width or whole; the streams, the KV row, the
+    compressors and the indexer whole on every rank, each sublayer's output one all-reduce. 600 positions, so
+    rows of both ratios form; the indexer picks from 16 heads with a top-k above the 150 ratio-4 rows, so that
+    no pick turns on a near-tie the sums' reordering could flip (as for V3.2 above)."""
+    from make_deepseek4 import write_deepseek4
+    model = write_deepseek4(str(tmp_path / "v4.gguf"), dtype="f32", seed=3, indexer_heads=16, indexer_top_k=256)
+    tokens = [i % 500 + 1 for i in range(0, 1800, 3)]
+    whole = logits(dsinfer, model, tokens, tmp_path / "whole.npy", "-t", "2")
+    extra = ("--expert-parallel", "2") if experts == "whole" else ()
+    split = logits(dsinfer, model, tokens, tmp_path / "split.npy", "-t", "1", "--tensor-parallel", "2", *extra)
+    error = relative_error(split, whole)
+    assert error < F32_TOLERANCE, f"{error:.3g}"
+    print(f"deepseek4, experts {experts}: tensor parallel 2 against one process: {error:.2e} of the largest logit")
+
+
 def test_what_does_not_split_is_refused_by_name(dsinfer, tmp_path):
     """Every refusal names what stops the split: heads that do not divide, columns that are not whole
-    blocks, W8A8's columns, a family not split yet."""
+    blocks, W8A8's columns, DeepSeek-V4's output groups that do not divide."""
     def refusal(model, ranks):
         result = dsinfer("logits", "-m", model, "--tokens", "1,2,3", "--out", tmp_path / "x.npy", "-t", "1",
                          "--tensor-parallel", *str(ranks).split(), check=False)
@@ -131,8 +150,8 @@ def test_what_does_not_split_is_refused_by_name(dsinfer, tmp_path):
     assert "is I8 (W8A8), whose split by columns is not implemented" in refusal(w8a8, 2)
     from make_deepseek4 import write_deepseek4
     deepseek = str(tmp_path / "deepseek4.gguf")
-    write_deepseek4(deepseek, dtype="f32", seed=1)
-    assert "splitting a deepseek4 model across ranks is not implemented (llama, qwen2, deepseek2 and deepseek32 are)" in refusal(deepseek, 2)
+    write_deepseek4(deepseek, dtype="f32", seed=1)  # 4 heads in 2 output groups
+    assert "deepseek4.attention.output_group_count 2 must divide by 4 ranks" in refusal(deepseek, 4)
     assert "--tensor-parallel must be 1..1024 ranks" in refusal(llama, 0)
     from make_deepseek2 import write_deepseek2
     v2 = write_deepseek2(str(tmp_path / "v2.gguf"), n_layer=2)

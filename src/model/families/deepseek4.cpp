@@ -265,18 +265,23 @@ class Deepseek4Layers : public LayerStack {
       Layer& w = layers_[size_t(i)];
       DS_RETURN_IF_ERROR(loader.vector(b + "attn_norm.weight", d, &w.attn_norm));
       DS_RETURN_IF_ERROR(loader.vector(b + "ffn_norm.weight", d, &w.ffn_norm));
-      DS_RETURN_IF_ERROR(loader.vector(b + "attn_sinks.weight", c.n_head, &w.sinks));
+      // Under tensor parallel a rank keeps its heads (queries, sinks) and their output groups; the
+      // one KV row, the compressors and the indexer serve every head and are whole on every rank.
+      DS_RETURN_IF_ERROR(loader.vector(b + "attn_sinks.weight", c.n_head, &w.sinks, false, Split::rows));
       DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q_a.weight", v.q_lora_rank, d, &w.q_a));
       DS_RETURN_IF_ERROR(loader.vector(b + "attn_q_a_norm.weight", v.q_lora_rank, &w.q_a_norm));
-      DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q_b.weight", c.n_head * hd, v.q_lora_rank, &w.q_b));
+      DS_RETURN_IF_ERROR(loader.matrix(b + "attn_q_b.weight", c.n_head * hd, v.q_lora_rank, &w.q_b, true, Split::rows));
       DS_RETURN_IF_ERROR(loader.matrix(b + "attn_kv.weight", hd, d, &w.kv));
       DS_RETURN_IF_ERROR(loader.vector(b + "attn_kv_a_norm.weight", hd, &w.kv_norm));
       const int64_t group_in = c.n_head * hd / v.o_groups;
-      auto out_a = loader.stacked(b + "attn_output_a.weight", 1, v.o_groups * v.o_lora_rank, group_in);
+      const int64_t first_group = int64_t(c.ranks.rank) * v.o_groups;  // this rank's groups in the file's
+      auto out_a = loader.stacked(b + "attn_output_a.weight", 1, v.o_groups * c.ranks.ranks * v.o_lora_rank, group_in);
       if (!out_a.ok()) return out_a.status();
       w.out_a.resize(size_t(v.o_groups));
-      for (int64_t g = 0; g < v.o_groups; ++g) DS_RETURN_IF_ERROR(loader.rows(out_a.value(), g * v.o_lora_rank, v.o_lora_rank, &w.out_a[size_t(g)]));
-      DS_RETURN_IF_ERROR(loader.matrix(b + "attn_output_b.weight", d, v.o_groups * v.o_lora_rank, &w.out_b));
+      for (int64_t g = 0; g < v.o_groups; ++g) {
+        DS_RETURN_IF_ERROR(loader.rows(out_a.value(), (first_group + g) * v.o_lora_rank, v.o_lora_rank, &w.out_a[size_t(g)]));
+      }
+      DS_RETURN_IF_ERROR(loader.matrix(b + "attn_output_b.weight", d, v.o_groups * v.o_lora_rank, &w.out_b, true, Split::columns));
       DS_RETURN_IF_ERROR(load_hyper_connection(loader, b + "hc_attn", n_mix, 3, hc_width, &w.hc_attn));
       DS_RETURN_IF_ERROR(load_hyper_connection(loader, b + "hc_ffn", n_mix, 3, hc_width, &w.hc_ffn));
       const int64_t ratio = v.compress_ratios[size_t(i)];
@@ -396,6 +401,7 @@ class Deepseek4Layers : public LayerStack {
     }
     ctx.rms_norm(ctx.x, norm, n, config_.n_embd, config_.n_embd, ctx.h);
     block();
+    ctx.sum_across_ranks(ctx.out, n);  // under tensor parallel each rank's heads' or experts' part
     TraceScope scope(ctx.trace, "hyper_connection");
     b.hyper_connection_post(hc_params(w), streams_.data(), ctx.out, post_.data(), mix_.data(), n);
   }
@@ -523,10 +529,31 @@ std::vector<BackendOp> layer_ops(const ModelConfig& c) {
   return ops;
 }
 
+
+// Tensor parallel: each rank its heads, in whole output groups, and the
+// experts as DeepSeek-V3's are split (model/families/deepseek2.cpp); the
+// hyper-connections, the KV row, the compressors and the indexer are whole
+// on every rank, so each sublayer's output is one all-reduce of partial sums.
+Status split_config(ModelConfig& c) {
+  const int ranks = c.ranks.ranks;
+  const std::string p = c.arch_name() + std::string(".");
+  std::vector<std::pair<std::string, int64_t*>> widths = {{p + "attention.head_count", &c.n_head},
+                                                          {p + "attention.output_group_count", &c.v4.o_groups},
+                                                          {p + "expert_shared_count x expert_feed_forward_length", &c.moe.shared_ff}};
+  if (!c.ranks.experts_whole) widths.push_back({p + "expert_feed_forward_length", &c.moe.expert_ff});
+  for (const auto& [key, value] : widths) {
+    if (*value % ranks != 0) {
+      return Status::error("tensor parallel: " + key + " " + std::to_string(*value) + " must divide by " + std::to_string(ranks) + " ranks");
+    }
+  }
+  for (const auto& [key, value] : widths) *value /= ranks;
+  return Status();
+}
+
 }  // namespace
 
 const Family& deepseek4_family() {
-  static const Family family{"deepseek4", RopeLayout::normal, read_config, make_layers, layer_ops};
+  static const Family family{"deepseek4", RopeLayout::normal, read_config, make_layers, layer_ops, split_config};
   return family;
 }
 
