@@ -94,6 +94,17 @@ def test_a_deepseek2_split_in_two_equals_it_whole(dsinfer, tmp_path, shape, layo
     print(f"deepseek2 {shape} {layout} {form}, experts {experts}: tensor parallel 2 against one process: {error:.2e} of the largest logit")
 
 
+def check_long_split(dsinfer, model, tmp_path, experts, name):
+    """600 positions of an f32 MoE model in two ranks, the experts by width or whole, against one process."""
+    tokens = [i % 500 + 1 for i in range(0, 1800, 3)]
+    whole = logits(dsinfer, model, tokens, tmp_path / "whole.npy", "-t", "2")
+    extra = ("--expert-parallel", "2") if experts == "whole" else ()
+    split = logits(dsinfer, model, tokens, tmp_path / "split.npy", "-t", "1", "--tensor-parallel", "2", *extra)
+    error = relative_error(split, whole)
+    assert error < F32_TOLERANCE, f"{error:.3g}"
+    print(f"{name}, experts {experts}: tensor parallel 2 against one process: {error:.2e} of the largest logit")
+
+
 @pytest.mark.parametrize("experts", ["by width", "whole"])
 def test_a_deepseek32_split_in_two_equals_it_whole(dsinfer, tmp_path, experts):
     """DeepSeek-V3.2 (three layers of V3's shape with the lightning indexer) splits as V3 does; the indexer
@@ -103,13 +114,7 @@ def test_a_deepseek32_split_in_two_equals_it_whole(dsinfer, tmp_path, experts):
     of 600 at the third layer), as it may flip an expert's routing."""
     from make_deepseek2 import write_deepseek2
     model = write_deepseek2(str(tmp_path / "v32.gguf"), shape="v3", layout="split", n_layer=3, n_ctx=1024, indexer=(16, 64, 1024))
-    tokens = [i % 500 + 1 for i in range(0, 1800, 3)]
-    whole = logits(dsinfer, model, tokens, tmp_path / "whole.npy", "-t", "2")
-    extra = ("--expert-parallel", "2") if experts == "whole" else ()
-    split = logits(dsinfer, model, tokens, tmp_path / "split.npy", "-t", "1", "--tensor-parallel", "2", *extra)
-    error = relative_error(split, whole)
-    assert error < F32_TOLERANCE, f"{error:.3g}"
-    print(f"deepseek32, experts {experts}: tensor parallel 2 against one process: {error:.2e} of the largest logit")
+    check_long_split(dsinfer, model, tmp_path, experts, "deepseek32")
 
 
 @pytest.mark.parametrize("experts", ["by width", "whole"])
@@ -122,13 +127,7 @@ def test_a_deepseek4_split_in_two_equals_it_whole(dsinfer, tmp_path, experts):
     no pick turns on a near-tie the sums' reordering could flip (as for V3.2 above)."""
     from make_deepseek4 import write_deepseek4
     model = write_deepseek4(str(tmp_path / "v4.gguf"), dtype="f32", seed=3, indexer_heads=16, indexer_top_k=256)
-    tokens = [i % 500 + 1 for i in range(0, 1800, 3)]
-    whole = logits(dsinfer, model, tokens, tmp_path / "whole.npy", "-t", "2")
-    extra = ("--expert-parallel", "2") if experts == "whole" else ()
-    split = logits(dsinfer, model, tokens, tmp_path / "split.npy", "-t", "1", "--tensor-parallel", "2", *extra)
-    error = relative_error(split, whole)
-    assert error < F32_TOLERANCE, f"{error:.3g}"
-    print(f"deepseek4, experts {experts}: tensor parallel 2 against one process: {error:.2e} of the largest logit")
+    check_long_split(dsinfer, model, tmp_path, experts, "deepseek4")
 
 
 def test_what_does_not_split_is_refused_by_name(dsinfer, tmp_path):
