@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <regex>
 
 #include "hub/tensor_plan.h"
@@ -63,11 +64,11 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 // The type llama.cpp's converter writes a V4 tensor in: the source's, FP8 requantized to Q8_0
-// (F16 where a row is not in blocks of 32), and F32 for every vector and norm.
+// (the converter falls back to F16 where a row is not in blocks of 32), and F32 for every vector and norm.
 std::optional<DType> kept_type(const Reader& reader, const std::string& gguf_name, bool vector) {
   if (vector || ends_with(gguf_name, "_norm.weight")) return DType::f32;
   switch (reader.stored()) {
-    case Stored::fp8: return reader.columns() % 32 == 0 ? DType::q8_0 : DType::f16;
+    case Stored::fp8: return DType::q8_0;
     case Stored::f32: return DType::f32;
     case Stored::bf16: return DType::bf16;
     default: return std::nullopt;  // F16: --type's rules
@@ -82,27 +83,28 @@ Result<PlannedTensor> token_to_expert_table(const HfCheckpoint& checkpoint, cons
   if (table.stored() != Stored::integer || checkpoint.find(name)->shape.size() != 2) {
     return Status::error(table.where() + ": a token-to-expert table must be an integer matrix [tokens, experts used]");
   }
-  // Every id names an expert: one past them would index out of the layer's experts at run time.
-  std::vector<int32_t> ids(size_t(table.columns()));
+  // Decoded once (a few MB: tokens x experts used), every id checked to name an expert: one past
+  // them would index out of the layer's experts at run time.
+  const int64_t columns = table.columns();
+  auto ids = std::make_shared<std::vector<int32_t>>(size_t(table.rows() * columns));
   for (int64_t r = 0; r < table.rows(); ++r) {
-    table.int32_row(r, ids.data());
-    for (const int32_t id : ids) {
-      if (id < 0 || id >= n_expert) {
-        return Status::error(table.where() + ": token " + std::to_string(r) + " goes to expert " + std::to_string(id) + " of " + std::to_string(n_expert));
+    int32_t* row = ids->data() + r * columns;
+    table.int32_row(r, row);
+    for (int64_t c = 0; c < columns; ++c) {
+      if (row[c] < 0 || row[c] >= n_expert) {
+        return Status::error(table.where() + ": token " + std::to_string(r) + " goes to expert " + std::to_string(row[c]) + " of " +
+                             std::to_string(n_expert));
       }
     }
   }
+  table.release_rows(table.rows());
   PlannedTensor t;
   t.name = "blk." + std::to_string(layer) + ".ffn_gate_tid2eid.weight";
   t.source = table.where();
   t.shape = {table.columns(), table.rows()};
   t.type = DType::i32;
-  t.raw_row = [table](int64_t r, uint8_t* out) {
-    std::vector<int32_t> row(size_t(table.columns()));
-    table.int32_row(r, row.data());
-    std::memcpy(out, row.data(), row.size() * sizeof(int32_t));
-  };
-  t.release = [table](int64_t done) { table.release_rows(done); };
+  t.raw_row = [ids, columns](int64_t r, uint8_t* out) { std::memcpy(out, ids->data() + r * columns, size_t(columns) * sizeof(int32_t)); };
+  t.release = [](int64_t) {};
   return t;
 }
 
