@@ -139,9 +139,6 @@ int cmd_bench(int argc, char** argv) {
                       "constrained decoding's (--json-schema), or the memory's bandwidth (--membw).",
                       table);
   }
-  // The device first: the threads started from here on inherit its cores.
-  auto device = claim_device(args.value());
-  if (!device.ok()) return fail(device.message());
   const Args& a = args.value();
   if (a.has("--tensor-parallel")) {
     const Status refused = refuse_options(a, "--tensor-parallel (one sequence's tests only, for now)", {"--concurrency", "--json-schema", "--membw"});
@@ -149,6 +146,9 @@ int cmd_bench(int argc, char** argv) {
   }
   auto ranks = join_tensor_parallel_ranks(a, "bench", argc, argv);
   if (!ranks.ok()) return fail(ranks.message());
+  // The device first: the threads started from here on inherit its cores.
+  auto device = claim_device(a, ranks.value().get());
+  if (!device.ok()) return fail(device.message());
   const std::initializer_list<const char*> throughput_options = {"--concurrency", "--requests", "--prompt-len", "--gen-len",
                                                                  "--max-num-batched-tokens", "--prompts", "--trace",
                                                                  "--speculative-ngram", "--speculative-mtp", "--draft-model",
@@ -170,7 +170,7 @@ int cmd_bench(int argc, char** argv) {
                 measure_read_bandwidth(pool, k_bandwidth_buffer, 5) / 1e9, pool.n_threads(), k_bandwidth_buffer >> 20);
     return 0;
   }
-  auto options = parse_model_options(a);
+  auto options = parse_model_options(a, ranks.value().get());
   if (!options.ok()) return fail(options.message());
   if (a.has("--trace") && !a.has("--concurrency")) {
     std::fprintf(stderr, "dsinfer bench: --trace records the batching engine's steps: give --concurrency too\n");
@@ -208,7 +208,6 @@ int cmd_bench(int argc, char** argv) {
   if (a.has("--bandwidth") && (!(given_bandwidth.value() > 0) || a.has("--membw")))
     return fail("--bandwidth takes the read bandwidth in GB/s (> 0), in place of measuring it with --membw");
 
-  options.value().model.collective = ranks.value().get();
   auto model = load_model(options.value());
   if (!model.ok()) return fail(model.message());
   Model& m = *model.value();

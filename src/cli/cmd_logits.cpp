@@ -66,9 +66,9 @@ int cmd_logits(int argc, char** argv) {
   auto ranks = join_tensor_parallel_ranks(args.value(), "logits", argc, argv);
   if (!ranks.ok()) return fail(ranks.message());
   // The device first: the threads started from here on inherit its cores.
-  auto device = claim_device(args.value());
+  auto device = claim_device(args.value(), ranks.value().get());
   if (!device.ok()) return fail(device.message());
-  auto options = parse_model_options(args.value());
+  auto options = parse_model_options(args.value(), ranks.value().get());
   if (!options.ok()) return fail(options.message());
   const Args& a = args.value();
   auto tokens = parse_tokens(a.get("--tokens"));
@@ -78,7 +78,6 @@ int cmd_logits(int argc, char** argv) {
 
   const std::string mtp_out = a.get("--mtp-out");
   options.value().model.nextn_rows = !mtp_out.empty();
-  options.value().model.collective = ranks.value().get();
   auto model = load_model(options.value());
   if (!model.ok()) return fail(model.message());
   const ModelConfig& config = model.value()->config();

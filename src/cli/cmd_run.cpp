@@ -91,11 +91,10 @@ int cmd_run(int argc, char** argv) {
   // Rank 0 runs the engine; the others follow its steps (engine/step_broadcast.h).
   const bool leader = !ranks.value() || ranks.value()->rank() == 0;
   // The device first: the threads started from here on inherit its cores.
-  auto device = claim_device(args.value());
+  auto device = claim_device(args.value(), ranks.value().get());
   if (!device.ok()) return fail(device.message());
-  auto options = parse_model_options(args.value());
+  auto options = parse_model_options(args.value(), ranks.value().get());
   if (!options.ok()) return fail(options.message());
-  options.value().model.collective = ranks.value().get();
   const Args& a = args.value();
 
   std::string prompt = a.get("--prompt");

@@ -105,9 +105,9 @@ int cmd_serve(int argc, char** argv) {
   if (!ranks.ok()) return fail(ranks.message());
   const StepLeader step_leader(ranks.value().get());  // ends the other ranks' loops when this process ends
   // The device first: the threads started from here on inherit its cores.
-  auto device = claim_device(a);
+  auto device = claim_device(a, ranks.value().get());
   if (!device.ok()) return fail(device.message());
-  auto options = parse_model_options(a);
+  auto options = parse_model_options(a, ranks.value().get());
   if (!options.ok()) return fail(options.message());
 
   auto max_seqs = a.get_int("--max-num-seqs");

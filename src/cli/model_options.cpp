@@ -34,7 +34,9 @@ OptionTable model_option_table() {
 
 OptionTable device_option_table() {
   return {
-      {{"--device"}, "cpu:CORES|cuda:N", "", "cpu:0-7 pins this process to those cores; cuda:N runs the model on that GPU; either is locked under --run-dir"},
+      {{"--device"}, "cpu:CORES|cpu:numaN|cuda:N[,...]", "",
+       "cpu:0-7 pins this process to those cores, cpu:numa0 to a NUMA node's cores and memory; cuda:N runs the model on that GPU; "
+       "each is locked under --run-dir. With --tensor-parallel N, N devices, one per rank in rank order (cpu:numa0,cpu:numa1)"},
       {{"--run-dir"}, "DIR", "", "where device locks live (default: $DSINFER_RUN_DIR, else /run/dsinfer, else /tmp/dsinfer)"},
   };
 }
@@ -46,20 +48,34 @@ OptionTable tensor_parallel_option_table() {
   };
 }
 
-Result<std::optional<DeviceClaim>> claim_device(const Args& args) {
-  if (!args.has("--device")) {
+Result<std::optional<DeviceSpec>> rank_device(const Args& args, const Collective* ranks) {
+  if (!args.has("--device")) return std::optional<DeviceSpec>();
+  auto devices = parse_devices(args.get("--device"));
+  if (!devices.ok()) return devices.status();
+  const int n_ranks = ranks ? ranks->size() : 1;
+  if (int(devices.value().size()) != n_ranks) {
+    return Status::error("--device names " + std::to_string(devices.value().size()) + " devices for " + std::to_string(n_ranks) +
+                         (n_ranks == 1 ? " process" : " ranks") + ": give one per rank of --tensor-parallel");
+  }
+  return std::optional<DeviceSpec>(std::move(devices.value()[size_t(ranks ? ranks->rank() : 0)]));
+}
+
+Result<std::optional<DeviceClaim>> claim_device(const Args& args, const Collective* ranks) {
+  auto spec = rank_device(args, ranks);
+  if (!spec.ok()) return spec.status();
+  if (!spec.value()) {
     if (args.has("--run-dir")) return Status::error("--run-dir holds device locks: give --device too");
     return std::optional<DeviceClaim>();
   }
-  auto spec = parse_device(args.get("--device"));
-  if (!spec.ok()) return spec.status();
+  const DeviceSpec& device = *spec.value();
   const std::string run_dir = args.has("--run-dir") ? args.get("--run-dir") : default_run_dir();
-  auto claim = DeviceClaim::claim(spec.value(), run_dir);
+  auto claim = DeviceClaim::claim(device, run_dir);
   if (!claim.ok()) return claim.status();
-  if (spec.value().gpu >= 0) {
-    DS_LOG_INFO("device %s: locked under %s; the model runs on its CUDA backend", spec.value().text.c_str(), run_dir.c_str());
+  const std::string who = ranks ? "rank " + std::to_string(ranks->rank()) + ": " : "";
+  if (device.gpu >= 0) {
+    DS_LOG_INFO("%sdevice %s: locked under %s; the model runs on its CUDA backend", who.c_str(), device.text.c_str(), run_dir.c_str());
   } else {
-    DS_LOG_INFO("device %s: %zu cores pinned and locked under %s", spec.value().text.c_str(), spec.value().cores.size(), run_dir.c_str());
+    DS_LOG_INFO("%sdevice %s: %zu cores pinned and locked under %s", who.c_str(), device.text.c_str(), device.cores.size(), run_dir.c_str());
   }
   return std::optional<DeviceClaim>(claim.take());
 }
@@ -159,7 +175,7 @@ Result<std::unique_ptr<MtpDrafter>> load_mtp_drafter(const SpeculationConfig& sp
   return drafter;
 }
 
-Result<CommonModelOptions> parse_model_options(const Args& args) {
+Result<CommonModelOptions> parse_model_options(const Args& args, Collective* ranks) {
   CommonModelOptions o;
   // The KV pages keep the multi-token-prediction layer's rows beside the model's.
   o.model.nextn_rows = args.has("--speculative-mtp");
@@ -188,11 +204,11 @@ Result<CommonModelOptions> parse_model_options(const Args& args) {
   if (!threads.ok()) return threads.status();
   if (threads.value() < 1 || threads.value() > 1024) return Status::error("--threads must be between 1 and 1024");
   o.model.n_threads = int(threads.value());
-  if (args.has("--device")) {  // cuda:N runs the model on that GPU; cpu:CORES only pins (serve claims either)
-    auto device = parse_device(args.get("--device"));
-    if (!device.ok()) return device.status();
-    o.model.backend = device.value().backend();
-  }
+  o.model.collective = ranks;
+  // cuda:N runs the model on that GPU; cpu:CORES only pins (claim_device)
+  auto device = rank_device(args, ranks);
+  if (!device.ok()) return device.status();
+  if (device.value()) o.model.backend = device.value()->backend();
   o.model.load_mode = args.has("--no-mmap") ? LoadMode::copy : LoadMode::mmap;
   o.model.interleave = !args.has("--no-repack");
   const std::string mla = args.get("--mla-prefill");

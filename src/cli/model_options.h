@@ -44,7 +44,9 @@ struct CommonModelOptions {
 Result<KvCacheOptions> size_kv_pool(const CommonModelOptions& options, const ModelConfig& config, int64_t needed_pages, int64_t max_seqs,
                                     int64_t max_step_tokens);
 
-Result<CommonModelOptions> parse_model_options(const Args& args);
+// `ranks`: the tensor-parallel ranks this process is one of (null: one
+// process), which the model is split across and --device names one device each.
+Result<CommonModelOptions> parse_model_options(const Args& args, Collective* ranks = nullptr);
 
 // The KV page size: --kv-page-tokens where given, else the one the model's
 // rows fit (KvRowShape::page_tokens).
@@ -52,11 +54,15 @@ void settle_page_tokens(CommonModelOptions& options, const ModelConfig& config);
 // The model at options.path, with settle_page_tokens applied.
 Result<std::unique_ptr<Model>> load_model(CommonModelOptions& options);
 
-// Claims --device when given (device/device.h: pins this process to its cores,
-// locks them or the GPU under --run-dir), to be called before any thread
-// starts and before parse_model_options (whose default thread count is the
-// cores it may run on); nullopt without --device (--run-dir alone is refused).
-Result<std::optional<DeviceClaim>> claim_device(const Args& args);
+// The device --device names for this process: under tensor parallel
+// (`ranks`) the list's entry for this rank; nullopt without --device.
+Result<std::optional<DeviceSpec>> rank_device(const Args& args, const Collective* ranks);
+// Claims rank_device when given (device/device.h: pins this process to its
+// cores, binds its memory to a NUMA node, locks the cores or the GPU under
+// --run-dir), to be called before any thread starts and before
+// parse_model_options (whose default thread count is the cores it may run
+// on); nullopt without --device (--run-dir alone is refused).
+Result<std::optional<DeviceClaim>> claim_device(const Args& args, const Collective* ranks = nullptr);
 
 // --speculative-ngram N: up to N draft tokens per decode step by prompt
 // lookup (engine/ngram_drafter.h), 0..16; absent or 0: off. Or --draft-model

@@ -66,10 +66,9 @@ struct Settings {
 
 Result<Settings> settle(const Args& args, Collective* ranks) {
   Settings s;
-  auto options = parse_model_options(args);
+  auto options = parse_model_options(args, ranks);
   if (!options.ok()) return options.status();
   s.options = options.take();
-  s.options.model.collective = ranks;
   auto max_seqs = args.get_int("--max-num-seqs");
   auto batched = args.get_int("--max-num-batched-tokens");
   if (!max_seqs.ok()) return max_seqs.status();

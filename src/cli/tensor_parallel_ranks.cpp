@@ -25,8 +25,9 @@ pid_t launcher = 0;  // the mpirun this process supervises
 void forward_stop(int) { kill(launcher, SIGUSR1); }
 
 // mpirun of this executable with the same command line, one process per rank
-// on this host, each rank's threads -t's and unbound (mpirun would otherwise
-// pin each to one core); this process waits for it and ends with its status.
+// on this host, each rank's threads -t's and unbound by mpirun (which would
+// pin each to one core): a rank pins itself to its --device, if given. This
+// process waits for mpirun and ends with its status.
 // More ranks than cores run, slowly, and say so.
 [[noreturn]] void supervise_mpirun(int ranks, const char* command, int argc, char** argv) {
   std::vector<std::string> words = {"mpirun", "-np", std::to_string(ranks), "--bind-to", "none", "--oversubscribe"};
@@ -77,8 +78,15 @@ Result<std::unique_ptr<Collective>> join_tensor_parallel_ranks(const Args& args,
   if (!ranks.ok()) return ranks.status();
   if (ranks.value() < 1 || ranks.value() > 1024) return Status::error("--tensor-parallel must be 1..1024 ranks");
   if (ranks.value() == 1) return std::unique_ptr<Collective>();
-  if (args.has("--device")) return Status::error("--tensor-parallel with --device (placing each rank on its cores or GPU) is not implemented");
   if (!have_mpi()) return join_mpi_ranks().status();
+  if (args.has("--device")) {  // checked once here, before the ranks start, each of which claims its own
+    auto devices = parse_devices(args.get("--device"));
+    if (!devices.ok()) return devices.status();
+    if (int64_t(devices.value().size()) != ranks.value()) {
+      return Status::error("--tensor-parallel " + std::to_string(ranks.value()) + " needs one device per rank; --device names " +
+                           std::to_string(devices.value().size()));
+    }
+  }
   if (!launched_by_mpi()) supervise_mpirun(int(ranks.value()), command, argc, argv);
   auto joined = join_mpi_ranks();
   if (!joined.ok()) return joined.status();

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -106,6 +107,36 @@ Result<DeviceSpec> parse_device(const std::string& text) {
   return spec;
 }
 
+Result<std::vector<DeviceSpec>> parse_devices(const std::string& text) {
+  std::vector<std::string> texts;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    if (item.empty()) return Status::error("--device " + text + ": an empty item in the list");
+    if (item.find(':') != std::string::npos || texts.empty()) {
+      texts.push_back(item);
+    } else {
+      texts.back() += "," + item;  // more of the previous device's cores
+    }
+    at = comma + 1;
+  }
+  std::vector<DeviceSpec> devices;
+  std::set<int> cores, gpus;
+  for (const std::string& one : texts) {
+    auto spec = parse_device(one);
+    if (!spec.ok()) return spec.status();
+    for (int core : spec.value().cores) {
+      if (!cores.insert(core).second) return Status::error("--device " + text + ": core " + std::to_string(core) + " is in two devices");
+    }
+    if (spec.value().gpu >= 0 && !gpus.insert(spec.value().gpu).second) {
+      return Status::error("--device " + text + ": GPU " + std::to_string(spec.value().gpu) + " is named twice");
+    }
+    devices.push_back(spec.take());
+  }
+  return devices;
+}
+
 std::string default_run_dir() {
   if (const char* dir = std::getenv("DSINFER_RUN_DIR"); dir && *dir) return dir;
   if (make_dir("/run/dsinfer", 0755)) return "/run/dsinfer";
@@ -140,8 +171,13 @@ Result<DeviceClaim> DeviceClaim::claim(const DeviceSpec& spec, const std::string
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int core : spec.cores) CPU_SET(core, &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) {
-    return Status::error("--device " + spec.text + ": cannot pin to its cores: " + std::strerror(errno));
+  // Every thread of the process, not only this one: a library may have
+  // started its own before the claim (MPI's progress threads under --tensor-parallel).
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    const pid_t thread = pid_t(std::atol(task.path().filename().c_str()));
+    if (sched_setaffinity(thread, sizeof set, &set) != 0 && errno != ESRCH) {  // ESRCH: it ended meanwhile
+      return Status::error("--device " + spec.text + ": cannot pin to its cores: " + std::strerror(errno));
+    }
   }
   if (spec.numa_node >= 0) {
     unsigned long mask[16] = {};

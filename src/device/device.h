@@ -30,6 +30,11 @@ struct DeviceSpec {
 // "cuda:N". Cores must exist on this machine; a GPU is checked when its
 // backend starts.
 Result<DeviceSpec> parse_device(const std::string& text);
+// One device per rank of --tensor-parallel, in rank order, comma-separated as
+// llama.cpp's --device lists its devices: "cpu:numa0,cpu:numa1",
+// "cpu:0-3,6,cpu:4-5" (a new device where an item names its kind), or
+// "cuda:0,cuda:1". No core and no GPU may be in two of them.
+Result<std::vector<DeviceSpec>> parse_devices(const std::string& text);
 
 // The run directory: $DSINFER_RUN_DIR, else /run/dsinfer where it can be
 // made, else /tmp/dsinfer (sticky and world-writable, as /tmp, so every

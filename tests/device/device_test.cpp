@@ -36,6 +36,24 @@ TEST(Device, ParsesCoreListsAndRefusesWhatIsNotACpuDevice) {
   for (const char* bad : {"cuda:", "cuda:x", "cuda:-1", "npu:0"}) EXPECT_FALSE(parse_device(bad).ok()) << bad;
 }
 
+TEST(Device, ListsOneDevicePerRankWithNoCoreOrGpuTwice) {
+  if (sysconf(_SC_NPROCESSORS_CONF) >= 3) {
+    auto two = parse_devices("cpu:0,2,cpu:1");
+    ASSERT_TRUE(two.ok()) << two.message();
+    ASSERT_EQ(two.value().size(), 2u);
+    EXPECT_EQ(two.value()[0].cores, (std::vector<int>{0, 2}));  // an item without a kind is the previous device's
+    EXPECT_EQ(two.value()[1].cores, std::vector<int>{1});
+  }
+  auto gpus = parse_devices("cuda:0,cuda:1");
+  ASSERT_TRUE(gpus.ok()) << gpus.message();
+  EXPECT_EQ(gpus.value()[1].backend(), "cuda:1");
+  EXPECT_EQ(parse_devices("cpu:0").value().size(), 1u);
+  for (const char* bad : {"", ",cpu:0", "cpu:0,", "cpu:0,cpu:0", "cpu:0-1,cpu:1", "cuda:2,cuda:2", "2,cpu:0"}) {
+    EXPECT_FALSE(parse_devices(bad).ok()) << bad;
+  }
+  EXPECT_NE(parse_devices("cpu:0,cpu:0").message().find("core 0 is in two devices"), std::string::npos);
+}
+
 TEST(Device, NumaNodesComeFromSysfs) {
   const bool has_node0 = std::filesystem::exists("/sys/devices/system/node/node0/cpulist");
   auto node = parse_device("cpu:numa0");

@@ -106,8 +106,13 @@ def test_option_equals_value():
     assert "option --port expects an integer, got 'notanumber'" in result.stderr
 
 
-def test_tensor_parallel_with_a_device_is_refused_by_name():
+def test_tensor_parallel_needs_one_device_per_rank():
     for command, extra in [("run", ["-p", "hi"]), ("bench", []), ("logits", ["--tokens", "1,2"]), ("serve", [])]:
-        result = dsinfer(command, "-m", "/nonexistent.gguf", *extra, "--tensor-parallel", "2", "--device", "cpu:0")
-        assert result.returncode == 1
-        assert "--tensor-parallel with --device" in result.stderr, (command, result.stderr)
+        for devices, message in [("cpu:0", "--tensor-parallel 2 needs one device per rank; --device names 1"),
+                                 ("cpu:0,cpu:0", "core 0 is in two devices"),
+                                 ("cuda:0,cuda:0", "GPU 0 is named twice")]:
+            result = dsinfer(command, "-m", "/nonexistent.gguf", *extra, "--tensor-parallel", "2", "--device", devices)
+            assert result.returncode == 1
+            assert message in result.stderr, (command, devices, result.stderr)
+    one = dsinfer("run", "-m", "/nonexistent.gguf", "-p", "hi", "--device", "cpu:0,cpu:1")
+    assert "--device names 2 devices for 1 process: give one per rank of --tensor-parallel" in one.stderr, one.stderr

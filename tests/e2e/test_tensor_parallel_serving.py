@@ -169,6 +169,31 @@ def rank_pid(server, rank):
     raise LookupError(f"no rank {rank}")
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pin two ranks to")
+def test_each_rank_runs_on_its_own_device(servers):
+    """`--device cpu:A,cpu:B`: rank r claims the r-th device: it holds that core's lock (naming its PID, not the
+    supervising serve's) and runs pinned to it, every thread of it (MPI's, started before the claim, too); the
+    replies are one process's."""
+    whole = servers[0]
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    with tempfile.TemporaryDirectory() as run_dir:
+        server = ServerProcess("--ctx-size", "512", "-t", "1", "--tensor-parallel", "2", "--device", f"cpu:{first},cpu:{second}",
+                               "--run-dir", run_dir)
+        try:
+            assert all_at_once(server, **REQUESTS[0]) == all_at_once(whole, **REQUESTS[0])
+            for rank, core in enumerate((first, second)):
+                pid = rank_pid(server, rank)
+                with open(os.path.join(run_dir, f"cpu-{core}.lock")) as f:
+                    assert int(f.read()) == pid
+                threads = os.listdir(f"/proc/{pid}/task")
+                assert len(threads) > 1  # MPI's threads, started before the claim, pinned too
+                for thread in threads:
+                    assert os.sched_getaffinity(int(thread)) == {core}, (rank, thread)
+            assert f"rank 1: device cpu:{second}: 1 cores pinned" in server.output()
+        finally:
+            server.stop()
+
+
 def test_a_rank_killed_under_load_ends_the_instance(servers):
     """SIGKILL of rank 1 while requests run: mpirun ends the job, so the instance exits (the router's health
     checks then eject it) and every client gets an error instead of waiting; the 30 s are a guard against a
