@@ -7,7 +7,8 @@
 # one would pass the 10-minute limit. Everything written to $OUT comes back even when cut.
 # Builds dsinfer and the CUDA plugin (the Debian packages the GPU image lacks
 # unpacked under /tmp), then writes to $OUT (or ./gpucheck-out):
-#   backend_ops.txt  every op on cpu and cuda:0 against the reference (tests/device/backend_ops.cpp)
+#   backend_ops.txt  every op on cpu and cuda:0 against the reference (tests/device/backend_ops.cpp),
+#                    and the collectives of tensor parallel in a job of one rank (NCCL on cuda:0)
 #   perf.txt         the ops' speed table beside the GPU's bandwidth
 #   logits.txt       each architecture and weight type: CUDA's logits against the CPU backend's
 #   speed.txt        pp512/tg128 on the 1.1B random Llama (F16, Q8_0, Q4_0): decode GB/s against
@@ -30,7 +31,7 @@ step() { echo "== $1 ($(date +%T))"; }
 step build
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSINFER_TESTS=OFF -DCMAKE_PREFIX_PATH=$deps/usr \
   -DPKG_CONFIG_EXECUTABLE=$deps/usr/bin/pkgconf -DBoost_INCLUDE_DIR=$deps/usr/include -DSQLite3_INCLUDE_DIR=$deps/usr/include -DSQLite3_LIBRARY=$multiarch/libsqlite3.so \
-  > "$out/build.txt" 2>&1 && ninja -C build-gpu -j"$(nproc)" dsinfer dsinfer_backend_ops dsinfer_cuda >> "$out/build.txt" 2>&1 \
+  > "$out/build.txt" 2>&1 && ninja -C build-gpu -j"$(nproc)" dsinfer dsinfer_backend_ops dsinfer_cuda dsinfer_nccl >> "$out/build.txt" 2>&1 \
   || { tail -n 40 "$out/build.txt"; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.memory --format=csv | tee "$out/gpu.txt"
 

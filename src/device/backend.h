@@ -132,6 +132,17 @@ class Backend {
   // Host threads the engine may use between steps (grammar masks).
   virtual ThreadPool& host_pool() = 0;
 
+  // The device queue this backend issues its ops on, for a library that
+  // issues work in order beside them (NCCL's collectives under tensor
+  // parallel: parallel/device_ranks.h): api "cuda", the device number and its
+  // cudaStream_t. Empty (api null) for a backend whose memory is the host's.
+  struct NativeQueue {
+    const char* api = nullptr;
+    int device = -1;
+    void* stream = nullptr;
+  };
+  virtual NativeQueue native_queue() { return {}; }
+
   // The step's index in the backend's memory, valid until the next call.
   virtual StepIndex upload_step(const StepIndex& host) = 0;
 

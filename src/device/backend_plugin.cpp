@@ -25,19 +25,24 @@ using Factory = Backend* (*)(int device, int n_host_threads, char* error, size_t
 
 std::string plugin_backend_path(const std::string& library) { return plugin_dir() + "/libdsinfer_" + library + ".so"; }
 
-Result<std::unique_ptr<Backend>> load_plugin_backend(const std::string& library, int device, int n_host_threads) {
+Result<void*> load_plugin_symbol(const std::string& library, const std::string& symbol, const std::string& what) {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
   const std::string path = plugin_backend_path(library);
-  // Never closed: the backends it makes run its code until the process ends.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
-    return Status::error("device " + library + ":" + std::to_string(device) + ": this build has no " + library + " backend (" + dlerror() +
-                         "; it is built where its compiler is present, and installed beside the binary)");
+    return Status::error(what + ": this build has no " + library + " plugin (" + dlerror() +
+                         "; it is built where its compiler and libraries are present, and installed beside the binary)");
   }
-  const std::string symbol = "dsinfer_" + library + "_backend";
-  auto factory = reinterpret_cast<Factory>(dlsym(handle, symbol.c_str()));
-  if (!factory) return Status::error(path + " has no " + symbol);
+  void* entry = dlsym(handle, symbol.c_str());
+  if (!entry) return Status::error(path + " has no " + symbol);
+  return entry;
+}
+
+Result<std::unique_ptr<Backend>> load_plugin_backend(const std::string& library, int device, int n_host_threads) {
+  auto entry = load_plugin_symbol(library, "dsinfer_" + library + "_backend", "device " + library + ":" + std::to_string(device));
+  if (!entry.ok()) return entry.status();
+  auto factory = reinterpret_cast<Factory>(entry.value());
   char error[512] = "";
   Backend* backend = factory(device, n_host_threads, error, sizeof error);
   if (!backend) return Status::error("device " + library + ":" + std::to_string(device) + ": " + error);

@@ -27,6 +27,7 @@ class ForwardingBackend : public Backend {
     inner_->store_matrix(type, n_rows, n_cols, host_rows, dst, repack);
   }
   ThreadPool& host_pool() override { return inner_->host_pool(); }
+  NativeQueue native_queue() override { return inner_->native_queue(); }
   StepIndex upload_step(const StepIndex& host) override { return inner_->upload_step(host); }
   void embed(const WeightMatrix& table, const StepIndex& step, float* out) override { inner_->embed(table, step, out); }
   void rms_norm(const float* in, int64_t in_stride, const float* weight, float eps, int64_t n, int64_t dim, float* out,

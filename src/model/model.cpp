@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "parallel/device_ranks.h"
+
 namespace ds {
 
 RankLayout rank_layout(const ModelOptions& options) {
@@ -26,12 +28,7 @@ Result<std::unique_ptr<Model>> Model::load_on(const std::string& path, const Mod
     auto config = ModelConfig::from_gguf(*file.value());
     if (!config.ok()) return config.status();
     if (options.nextn_rows) DS_RETURN_IF_ERROR(config.value().cache_nextn_rows());
-    if (options.collective) {
-      if (!backend->reads_host_memory()) {
-        return Status::error("tensor parallel: ranks over MPI run on the CPU; a " + options.backend + " backend's (NCCL) is not implemented");
-      }
-      DS_RETURN_IF_ERROR(config.value().split_across(rank_layout(options)));
-    }
+    if (options.collective) DS_RETURN_IF_ERROR(config.value().split_across(rank_layout(options)));
     return build(file.take(), config.value(), options, std::move(backend), nullptr);
   });
 }
@@ -59,6 +56,11 @@ Result<std::unique_ptr<Model>> Model::build(std::unique_ptr<GgufFile> file, cons
   if (!layers.ok()) return layers.status();
   model->layers_ = layers.take();
   model->collective_ = options.collective && options.collective->size() > 1 ? options.collective : nullptr;
+  if (model->collective_) {
+    auto device_ranks = join_device_ranks(*model->backend_, *model->collective_);
+    if (!device_ranks.ok()) return device_ranks.status();
+    model->device_ranks_ = device_ranks.take();
+  }
   auto weights = ModelWeights::load(std::move(file), model->config_, *model->layers_, options.load_mode, options.interleave,
                                     *model->backend_, target);
   if (!weights.ok()) return weights.status();
@@ -77,7 +79,10 @@ Status Model::ensure_workspace(int64_t n, int64_t n_logits, int64_t n_hidden) {
   DS_RETURN_IF_ERROR(out_.reserve(b, n * c.n_embd));
   DS_RETURN_IF_ERROR(last_.reserve(b, std::max(n_logits, n_hidden) * c.n_embd));
   if (is_nextn()) DS_RETURN_IF_ERROR(pair_.reserve(b, n * 2 * c.n_embd));
-  if (collective_) DS_RETURN_IF_ERROR(logits_part_.reserve(b, n_logits * c.n_vocab / collective_->size()));
+  if (collective_) {
+    DS_RETURN_IF_ERROR(logits_part_.reserve(b, n_logits * c.n_vocab / collective_->size()));
+    DS_RETURN_IF_ERROR(gathered_logits_.reserve(b, n_logits * c.n_vocab));
+  }
   return logits_.reserve(b, n_logits * c.n_vocab);
 }
 
@@ -165,7 +170,7 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
     b.embed(weights_->token_embd, step, x_.data());
   }
 
-  const ForwardContext ctx{b, c, batch.trace, x_.data(), h_.data(), out_.data(), collective_};
+  const ForwardContext ctx{b, c, batch.trace, x_.data(), h_.data(), out_.data(), forward_ranks()};
   if (is_nextn()) mix_previous_hidden(batch, ctx);
   batch.yielded = false;
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
@@ -208,17 +213,15 @@ Status Model::forward(const Batch& batch, KvCache& cache, float* logits, const L
 }
 
 void Model::gather_logits(const ForwardContext& ctx, int64_t n_logits) {
-  const int64_t part = config_.n_vocab / collective_->size();
+  const int ranks = ctx.collective->size();
+  const int64_t part = config_.n_vocab / ranks;
   ctx.matmul(weights_->output, last_.data(), n_logits, logits_part_.data());
   TraceScope scope(ctx.trace, "all_gather");
-  gathered_logits_.resize(size_t(n_logits * config_.n_vocab));
-  collective_->all_gather(logits_part_.data(), n_logits * part, gathered_logits_.data());
-  // Rank r's rows hold its part of every row's logits: laid out row by row.
-  for (int r = 0; r < collective_->size(); ++r) {
-    for (int64_t t = 0; t < n_logits; ++t) {
-      std::copy_n(gathered_logits_.data() + (r * n_logits + t) * part, part, logits_.data() + t * config_.n_vocab + r * part);
-    }
-  }
+  ctx.collective->all_gather(logits_part_.data(), n_logits * part, gathered_logits_.data());
+  // Rank r's part of row t, at gathered (r, t), goes to logits (t, r): a head of `part` per rank.
+  const HeadRows gathered{gathered_logits_.data(), ranks, part, part, n_logits * part};
+  const HeadRows rows{logits_.data(), ranks, part, config_.n_vocab, part};
+  ctx.backend.copy_heads(rows, gathered, n_logits);
 }
 
 void Model::mix_previous_hidden(const Batch& batch, const ForwardContext& ctx) {

@@ -60,7 +60,8 @@ class Model {
   const GgufFile& file() const { return weights_->file(); }
   // The backend the model runs on: KV caches for it are made in its memory.
   Backend& backend() { return *backend_; }
-  // The ranks it is split across (tensor parallel); null in one process.
+  // The ranks it is split across (tensor parallel), over host memory (the
+  // steps are broadcast over it); null in one process.
   Collective* collective() const { return collective_; }
 
   // Runs every token of the batch; writes logits [batch.logit_tokens.size(), n_vocab]
@@ -97,6 +98,11 @@ class Model {
   std::shared_ptr<Backend> backend_;        // declared before the weights: their memory is the backend's
   std::unique_ptr<LayerStack> layers_;      // the family's layers, their weights and workspace
   Collective* collective_ = nullptr;        // tensor parallel: the ranks the layers' outputs are summed over
+  // The same ranks over the backend's memory where it is not the host's (NCCL
+  // on CUDA), declared after the backend: it issues in the backend's stream.
+  std::unique_ptr<Collective> device_ranks_;
+  // What the forward sums and gathers over: device_ranks_, else collective_.
+  Collective* forward_ranks() const { return device_ranks_ ? device_ranks_.get() : collective_; }
   std::unique_ptr<ModelWeights> weights_;
 
   // Workspace, rows of the step's tokens.
@@ -106,7 +112,7 @@ class Model {
   DeviceArray last_;    // [n_logits, n_embd]
   DeviceArray logits_;  // [n_logits, n_vocab]
   DeviceArray logits_part_;          // tensor parallel: [n_logits, this rank's part of the vocabulary]
-  std::vector<float> gathered_logits_;  // ... and every rank's, rank by rank
+  DeviceArray gathered_logits_;      // ... and every rank's, rank by rank
   DeviceArray pair_;    // [n, 2 n_embd] a multi-token-prediction layer's normalised token and hidden state
   std::vector<float> host_rows_;  // layer outputs copied back for an observer
 };

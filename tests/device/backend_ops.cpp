@@ -42,6 +42,8 @@
 #include "kernels/rope.h"
 #include "kernels/sparse_attention.h"
 #include "kernels/vec_dot.h"
+#include "parallel/device_ranks.h"
+#include "support/one_rank_collective.h"
 #include "support/random_tensors.h"
 #include "tensor/quantize.h"
 
@@ -549,6 +551,60 @@ class MoveCase : public RowsCase {
   std::vector<float> src_;
   std::vector<int32_t> picked_;
   float *src_dev_ = nullptr, *dst_dev_ = nullptr;
+};
+
+// The collectives a split model's forward calls, over the backend's memory
+// (parallel/device_ranks.h: NCCL on CUDA, the host's elsewhere), in a job of
+// one rank: the sum of one rank's rows, the gather of one part and the
+// broadcast from rank 0 each leave the values as they were (bound 0), issued
+// in order among the backend's ops. More ranks need more devices: the MPI
+// tests (tests/reference/test_tensor_parallel.py) sum over two.
+class CollectivesCase : public RowsCase {
+ public:
+  CollectivesCase(int64_t rows, int64_t dim) : RowsCase("collectives", rows, dim) {}
+  void setup(Backend& b, DeviceData& data) override {
+    auto joined = join_device_ranks(b, host_);
+    if (!joined.ok()) {
+      refused_ = joined.message();
+      return;
+    }
+    device_ = joined.take();
+    std::mt19937 rng(uint32_t(rows_ * dim_));
+    x_ = random_floats(rng, rows_ * dim_);
+    summed_ = data.floats(x_);
+    broadcast_ = data.floats(x_);
+    gathered_ = data.zeros(x_.size());
+  }
+  void run(Backend& b) override {
+    if (!refused_.empty()) return;
+    Collective& ranks = device_ ? *device_ : host_;
+    const int64_t n = rows_ * dim_;
+    b.add(summed_, summed_, n);  // issued before: the collectives must see its result
+    ranks.all_reduce_sum(summed_, n);
+    ranks.all_gather(summed_, n, gathered_);
+    ranks.broadcast(broadcast_, size_t(n) * sizeof(float), 0);
+  }
+  Outcome check(Backend& b, DeviceData& data) override {
+    if (!refused_.empty()) {  // e.g. a CUDA build without NCCL, where tensor parallel is refused
+      Outcome refused{INFINITY, 0.0};
+      refused.note = refused_;
+      return refused;
+    }
+    std::vector<float> doubled = x_;
+    for (float& v : doubled) v += v;
+    const size_t n = x_.size();
+    const double e = std::max({normalised_error(data.read(summed_, n), doubled, magnitudes(doubled)),
+                               normalised_error(data.read(gathered_, n), doubled, magnitudes(doubled)),
+                               normalised_error(data.read(broadcast_, n), x_, magnitudes(x_))});
+    return {e, 0.0};
+  }
+
+ private:
+  OneRankCollective host_;
+  std::unique_ptr<Collective> device_;  // null where the host's serve
+  std::string refused_;                 // why the backend has none
+  std::vector<float> x_;
+  float *summed_ = nullptr, *gathered_ = nullptr, *broadcast_ = nullptr;
 };
 
 // Sequences of a step over shuffled pages: `lengths` tokens each, the last
@@ -1834,6 +1890,7 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
     add(new ElementwiseCase(name, 40, 2048));  // past the CPU's threshold for threads
   }
   for (const char* name : {"gather_rows", "copy_heads"}) add(new MoveCase(name, 6, 64));
+  add(new CollectivesCase(7, 4099));  // rows of an odd width
   for (DType kv : {DType::f32, DType::f16, DType::q8_0}) {
     add(new RopeKvWriteCase(RopeLayout::normal, RopeScaling::none, kv, 8, 2, 64, false));
     add(new RopeKvWriteCase(RopeLayout::neox, RopeScaling::yarn, kv, 4, 4, 32, false));

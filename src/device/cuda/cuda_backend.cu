@@ -89,6 +89,7 @@ class CudaBackend final : public Backend {
     DS_CUDA_CHECK(cudaMemcpy(device_dst, host_rows, size_t(n_rows * row_bytes(type, n_cols)), cudaMemcpyHostToDevice));
   }
   ThreadPool& host_pool() override { return host_pool_; }
+  NativeQueue native_queue() override { return {"cuda", device_, stream_}; }
 
   StepIndex upload_step(const StepIndex& host) override {
     DS_CUDA_CHECK(cudaSetDevice(device_));
@@ -261,11 +262,17 @@ void CudaBackend::moe_experts(const ExpertRouting& routing, const float* router_
   float* gate = grown_f32(expert_gate_, n * k * ff);
   float* up = grown_f32(expert_up_, n * k * ff);
   float* rows_out = grown_f32(expert_out_, n * k * n_embd);
+  // A slot on an expert another rank holds (expert parallel) adds nothing here.
+  DS_CUDA_CHECK(cudaMemsetAsync(slots, 0, size_t(n * k * n_embd) * sizeof(float), stream_));
   int64_t at = 0;
   for (int64_t e = 0; e < routing.n_expert; ++e) {
     const int64_t m = int64_t(assigned[size_t(e)].size());
     expert_tokens[e] += m;
     if (m == 0) continue;
+    if (!experts.gate[e].data) {
+      at += m;
+      continue;
+    }
     cuda::gather_pair_rows(stream_, in, pairs_dev + at, k, m, n_embd, rows_in);
     matmul_strided(experts.gate[e], rows_in, n_embd, m, gate, ff);
     matmul_strided(experts.up[e], rows_in, n_embd, m, up, ff);
