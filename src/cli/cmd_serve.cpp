@@ -222,6 +222,7 @@ int cmd_serve(int argc, char** argv) {
     return fail("--stall-timeout must be 0 (10 x the longest step, at least 10 s) to 86400 seconds");
   }
   server_options.stall_timeout_seconds = stall_timeout.value();
+  server_options.ranks = ranks.value().get();
   const bool exit_on_stall = a.has("--exit-on-stall");
   const std::string pooling = a.get("--embedding-pooling");
   if (pooling != "last" && pooling != "mean") return fail("--embedding-pooling must be last or mean");
@@ -299,12 +300,25 @@ int cmd_serve(int argc, char** argv) {
   });
   // The watchdog: a stall is logged once (and with --exit-on-stall ends the
   // process, exit code 4, for a supervisor to restart it); so is the
-  // recovery. It also frees the retired model versions whose last request has ended.
+  // recovery. A tensor-parallel rank dead or stopped always ends it, a
+  // second after /health began saying so: no collective can go on without
+  // that rank, and none can be cancelled. It also frees the retired model
+  // versions whose last request has ended.
   std::atomic<bool> watching{true};
   std::thread watchdog([&] {
     bool was_stalled = false;
+    std::optional<Clock::time_point> rank_fault_seen;
     while (watching) {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      if (const std::optional<std::string> fault = ranks.value() ? ranks.value()->fault() : std::nullopt) {
+        if (!rank_fault_seen) {
+          rank_fault_seen = Clock::now();
+          DS_LOG_ERROR("tensor parallel: %s: /health answers 503; exiting with code 4 in 1 s", fault->c_str());
+        } else if (Clock::now() - *rank_fault_seen >= std::chrono::seconds(1)) {
+          std::fflush(nullptr);
+          std::_Exit(4);
+        }
+      }
       for (const std::string& label : versions.release_unheld()) {
         DS_LOG_INFO("version '%s' released after its last request (resident now %s)", label.c_str(),
                     format_memory_size(resident_memory_bytes()).c_str());

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "base/status.h"
 
@@ -23,6 +25,10 @@ class Collective {
   virtual void all_gather(const float* in, int64_t n, float* out) = 0;
   // data[0, bytes) = root's, on every rank.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // Why the ranks cannot go on, found without a word to them, so from any
+  // thread while another waits in a collective: another rank of this host
+  // that has died or is stopped, named. Nullopt while none is known to.
+  virtual std::optional<std::string> fault() const { return std::nullopt; }
 };
 
 }  // namespace ds

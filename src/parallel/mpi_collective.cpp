@@ -1,7 +1,13 @@
 #include "parallel/mpi_collective.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <vector>
+
+#include "base/file_text.h"
 
 #ifdef DSINFER_WITH_MPI
 #include <mpi.h>
@@ -21,9 +27,44 @@ bool launched_by_mpi() {
 
 namespace {
 
+// A rank's process as the others may look it up: its PID means something to
+// a rank of the same kernel (boot id) and PID namespace only.
+struct RankProcess {
+  int32_t pid = 0;
+  char boot_id[40] = {};
+  char pid_namespace[40] = {};
+};
+
+RankProcess this_process() {
+  RankProcess p;
+  p.pid = int32_t(getpid());
+  const auto boot = read_file_text("/proc/sys/kernel/random/boot_id");
+  if (boot) std::strncpy(p.boot_id, boot->c_str(), sizeof p.boot_id - 1);
+  const ssize_t n = readlink("/proc/self/ns/pid", p.pid_namespace, sizeof p.pid_namespace - 1);
+  if (n < 0) p.pid_namespace[0] = '\0';
+  return p;
+}
+
+// "died", "is stopped", or empty while the process runs ('R', 'S', 'D'):
+// the state letter of /proc/PID/stat, after the command name's ')'.
+std::string process_trouble(int32_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return "died";
+  const size_t close = line.rfind(')');
+  const char state = close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+  if (state == 'Z' || state == 'X') return "died";
+  if (state == 'T' || state == 't') return "is stopped";
+  return "";
+}
+
 class MpiCollective : public Collective {
  public:
-  MpiCollective(int rank, int size) : rank_(rank), size_(size) {}
+  MpiCollective(int rank, int size) : rank_(rank), size_(size) {
+    const RankProcess mine = this_process();
+    processes_.resize(size_t(size_));
+    check(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, processes_.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather");
+  }
   ~MpiCollective() override { MPI_Finalize(); }
 
   int rank() const override { return rank_; }
@@ -49,6 +90,20 @@ class MpiCollective : public Collective {
     check(MPI_Bcast(data, count(int64_t(bytes)), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
   }
 
+  // The ranks of other hosts are not looked at: their launcher's daemon ends
+  // the job when one dies, and one that stalls stalls this rank's steps,
+  // which the engine's watchdog reports.
+  std::optional<std::string> fault() const override {
+    const RankProcess& mine = processes_[size_t(rank_)];
+    for (int r = 0; r < size_; ++r) {
+      const RankProcess& other = processes_[size_t(r)];
+      if (r == rank_ || std::strcmp(other.boot_id, mine.boot_id) != 0 || std::strcmp(other.pid_namespace, mine.pid_namespace) != 0) continue;
+      const std::string trouble = process_trouble(other.pid);
+      if (!trouble.empty()) return "rank " + std::to_string(r) + " (PID " + std::to_string(other.pid) + ") " + trouble;
+    }
+    return std::nullopt;
+  }
+
  private:
   static int count(int64_t n) {
     DS_CHECK(n <= INT32_MAX, "a collective of more than 2^31 elements");
@@ -59,6 +114,7 @@ class MpiCollective : public Collective {
   static void check(int code, const char* call) { DS_CHECK(code == MPI_SUCCESS, call); }
 
   int rank_, size_;
+  std::vector<RankProcess> processes_;  // every rank's, in rank order
   std::vector<float> gathered_;
 };
 

@@ -587,6 +587,9 @@ std::optional<ApiError> Server::unknown_model(const std::string& asked) const {
 }
 
 std::optional<std::string> Server::stall_reason() const {
+  if (options_.ranks) {
+    if (auto fault = options_.ranks->fault()) return "tensor parallel: " + *fault;
+  }
   for (const Version& v : versions_.live()) {
     const Engine::Progress p = v->engine->progress();
     const double bound = options_.stall_timeout_seconds > 0 ? options_.stall_timeout_seconds : std::max(10.0, 10.0 * p.longest_step_seconds);

@@ -24,6 +24,7 @@
 
 #include "base/task_queue.h"
 #include "engine/model_version.h"
+#include "parallel/collective.h"
 #include "server/access_log.h"
 #include "server/admin_api.h"
 #include "server/admission.h"
@@ -48,6 +49,9 @@ struct ServerOptions {
   size_t max_prepare_queue = 64;  // requests waiting for those threads; more: 503 (serve: --max-in-flight)
   GenerationParams::Pooling embedding_pooling = GenerationParams::Pooling::last;  // /v1/embeddings (serve: --embedding-pooling)
   double stall_timeout_seconds = 0.0;  // engine busy this long without progress: stalled (0: 10 x its longest step, at least 10 s)
+  // Tensor parallel: the ranks, whose fault() (a rank dead or stopped) makes
+  // the instance stalled whatever its engine says; null in one process.
+  const Collective* ranks = nullptr;
   ResponseStore* response_store = nullptr;  // --store-dir: stored Responses; none without it
   BatchApi* batch_api = nullptr;            // --store-dir: files and batches; none without it
 };
@@ -78,7 +82,8 @@ class Server : public HttpService {
   void start_draining() { draining_ = true; }
   int64_t in_flight() const { return admission_.in_flight(); }
   // Why an engine counts as stalled (it has work and no step has finished
-  // within the bound), or nullopt. Never waits on an engine thread.
+  // within the bound; a tensor-parallel rank dead or stopped), or nullopt.
+  // Never waits on an engine thread.
   std::optional<std::string> stall_reason() const;
   // When the drain time is up: every generation still running ends with an
   // error event (and [DONE] when streamed) and is logged as drain_timeout.
