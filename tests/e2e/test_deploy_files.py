@@ -50,12 +50,15 @@ def test_kubernetes_manifests(tmp_path):
         with open(os.path.join(DEPLOY, "kubernetes", name)) as f:
             documents += [d for d in yaml.safe_load_all(f) if d]
     deployments = [d for d in documents if d["kind"] == "Deployment"]
+    mpi_jobs = [d for d in documents if d["kind"] == "MPIJob"]
     services = [d for d in documents if d["kind"] == "Service"]
     configs = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ConfigMap"}
-    assert deployments and services
+    assert deployments and mpi_jobs and services
     for deployment in deployments:
-        pod = deployment["spec"]["template"]
-        assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        assert deployment["spec"]["selector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    # The pods that serve: each Deployment's, and each MPIJob's launcher (rank 0's pod).
+    serving = [d["spec"]["template"] for d in deployments] + [j["spec"]["mpiReplicaSpecs"]["Launcher"]["template"] for j in mpi_jobs]
+    for pod in serving:
         (container,) = pod["spec"]["containers"]
         args = container["args"]
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -83,10 +86,40 @@ def test_kubernetes_manifests(tmp_path):
         cpu = container["resources"]["requests"]["cpu"]
         assert cpu == container["resources"]["limits"]["cpu"] and float(cpu).is_integer()  # whole cores: the static CPU manager pins them
     for service in services:
-        matches = [d for d in deployments if service["spec"]["selector"].items() <= d["spec"]["template"]["metadata"]["labels"].items()]
+        matches = [pod for pod in serving if service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()]
         assert matches, service["metadata"]["name"]
-        names = {p["name"] for d in matches for p in d["spec"]["template"]["spec"]["containers"][0]["ports"]}
+        names = {p["name"] for pod in matches for p in pod["spec"]["containers"][0]["ports"]}
         assert all(p["targetPort"] in names for p in service["spec"]["ports"])
+
+
+def test_the_mpi_operators_job_runs_the_ranks_it_asks_for():
+    """deploy/kubernetes/dsinfer-tensor-parallel.yaml: the launcher's `serve --tensor-parallel N` starts as many
+    ranks as the operator's hostfile lists (the launcher, then the workers, slotsPerWorker each); every pod mounts
+    the model where -m names it; the workers run the sshd that deploy/Dockerfile.mpi configures, with the keys
+    where the operator mounts them."""
+    with open(os.path.join(DEPLOY, "kubernetes", "dsinfer-tensor-parallel.yaml")) as f:
+        (job,) = [d for d in yaml.safe_load_all(f) if d and d["kind"] == "MPIJob"]
+    with open(os.path.join(DEPLOY, "Dockerfile.mpi")) as f:
+        dockerfile = f.read()
+    spec = job["spec"]
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    worker_spec = spec["mpiReplicaSpecs"]["Worker"]
+    args = launcher["containers"][0]["args"]
+    hosts = worker_spec["replicas"] + (1 if spec["runLauncherAsWorker"] else 0)
+    assert int(flag(args, "--tensor-parallel")) == hosts * spec["slotsPerWorker"]
+    model_dir = os.path.dirname(flag(args, "-m"))
+    for pod in (launcher, worker_spec["template"]["spec"]):
+        mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == model_dir)
+        volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+        assert volume["persistentVolumeClaim"]["claimName"] == "dsinfer-models"
+    sshd = worker_spec["template"]["spec"]["containers"][0]["command"]
+    assert sshd[0] == "/usr/sbin/sshd" and "openssh-server" in dockerfile
+    config = sshd[sshd.index("-f") + 1]
+    assert f"> {config}" in dockerfile
+    assert f"'HostKey {spec['sshAuthMountPath']}/id_rsa'" in dockerfile
+    assert f"'AuthorizedKeysFile {spec['sshAuthMountPath']}/authorized_keys'" in dockerfile
+    port = worker_spec["template"]["spec"]["containers"][0]["readinessProbe"]["tcpSocket"]["port"]
+    assert f"'Port {port}'" in dockerfile and f"Port {port}\\n" in dockerfile  # sshd's, and the launcher's ssh client's
 
 
 def test_systemd_unit():
