@@ -11,6 +11,7 @@
 
 #include "cli/kv_disk_options.h"
 #include "engine/engine_core.h"
+#include "engine/step_broadcast.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds {
@@ -159,7 +160,7 @@ double decode_rate(const ServeFigures& f) { return f.decode_seconds > 0 ? double
 
 }  // namespace
 
-int run_throughput_bench(const Args& a, CommonModelOptions options) {
+int run_throughput_bench(const Args& a, CommonModelOptions options, Collective* ranks) {
   auto concurrency = a.get_int("--concurrency");
   auto prompt_len = a.get_int("--prompt-len");
   auto gen_len = a.get_int("--gen-len");
@@ -175,6 +176,13 @@ int run_throughput_bench(const Args& a, CommonModelOptions options) {
   auto model = load_model(options);
   if (!model.ok()) return fail(model.message());
   Model& m = *model.value();
+  if (ranks && ranks->rank() != 0) {  // rank 0 runs the requests, the others its steps over pages as its own
+    auto memory = KvCache::create(m.backend(), m.config(), share_cache_options(*ranks, options.kv));
+    if (!memory.ok()) return fail(memory.message());
+    const Status followed = follow_steps(m, *memory.value(), *ranks);
+    return followed.ok() ? 0 : fail(followed.message());
+  }
+  const StepLeader leader(ranks);
 
   std::vector<BenchRequest> requests;
   if (a.has("--prompts")) {
@@ -190,7 +198,7 @@ int run_throughput_bench(const Args& a, CommonModelOptions options) {
   const int64_t pages_per_request = (longest + options.kv.page_tokens - 1) / options.kv.page_tokens;
   auto kv = size_kv_pool(options, m.config(), pages_per_request * concurrency.value() + 1, concurrency.value(), budget.value());
   if (!kv.ok()) return fail(kv.message());
-  auto memory = KvCache::create(m.backend(), m.config(), kv.value());
+  auto memory = KvCache::create(m.backend(), m.config(), ranks ? share_cache_options(*ranks, kv.value()) : kv.value());
   if (!memory.ok()) return fail(memory.message());
   EngineCoreConfig config;
   config.scheduler = SchedulerConfig{int32_t(budget.value()), int32_t(concurrency.value()), int32_t(longest)};
@@ -210,7 +218,7 @@ int run_throughput_bench(const Args& a, CommonModelOptions options) {
   if (!mtp.ok()) return fail(mtp.message());
   config.mtp_drafter = mtp.value().get();
   const bool speculative = config.speculation.n_draft > 0;
-  auto kv_disk = parse_kv_disk_options(a, m.config(), kv.value(), config.prefix_cache, false);
+  auto kv_disk = parse_kv_disk_options(a, m.config(), kv.value(), config.prefix_cache, ranks != nullptr);
   if (!kv_disk.ok()) return fail(kv_disk.message());
   std::unique_ptr<KvDiskTier> tier;
   if (kv_disk.value()) {
@@ -243,8 +251,9 @@ int run_throughput_bench(const Args& a, CommonModelOptions options) {
   const ServeFigures& f = served.value();
   const EngineStats& stats = f.end;
 
-  std::printf("concurrency %lld, %zu requests, backend %s, %s KV\n", (long long)concurrency.value(), requests.size(),
-              m.backend().name().c_str(), dtype_name(kv.value().dtype));
+  std::printf("concurrency %lld, %zu requests, backend %s, %s KV%s\n", (long long)concurrency.value(), requests.size(),
+              m.backend().name().c_str(), dtype_name(kv.value().dtype),
+              ranks ? (", " + std::to_string(ranks->size()) + " tensor-parallel ranks").c_str() : "");
   std::printf("request throughput: %.3f req/s\n", double(requests.size()) / f.seconds);
   std::printf("output tokens/s: %.2f\n", double(f.output_tokens) / f.seconds);
   std::printf("TTFT ms: p50 %.1f p90 %.1f p99 %.1f\n", percentile(f.ttft, 50), percentile(f.ttft, 90), percentile(f.ttft, 99));

@@ -7,12 +7,14 @@
 // outputs are the same. With --kv-disk-dir the requests are computed (their
 // pages written to the tier), then served again by a fresh engine whose
 // prompts come back from the tier: TTFT both ways, and the same check.
+// Under --tensor-parallel (`ranks`, options.model split across them) rank 0
+// runs all of this and the other ranks follow its steps.
 
 #include "cli/args.h"
 #include "cli/model_options.h"
 
 namespace ds {
 
-int run_throughput_bench(const Args& args, CommonModelOptions options);
+int run_throughput_bench(const Args& args, CommonModelOptions options, Collective* ranks);
 
 }  // namespace ds

@@ -141,7 +141,7 @@ int cmd_bench(int argc, char** argv) {
   }
   const Args& a = args.value();
   if (a.has("--tensor-parallel")) {
-    const Status refused = refuse_options(a, "--tensor-parallel (one sequence's tests only, for now)", {"--concurrency", "--json-schema", "--membw"});
+    const Status refused = refuse_options(a, "--tensor-parallel", {"--json-schema", "--membw"});
     if (!refused.ok()) return fail(refused.message());
   }
   auto ranks = join_tensor_parallel_ranks(a, "bench", argc, argv);
@@ -181,7 +181,7 @@ int cmd_bench(int argc, char** argv) {
                             refuse_options(a, "--concurrency", {"--n-gen", "--repetitions", "--json-schema"})}) {
       if (!s.ok()) return fail(s.message());
     }
-    return run_throughput_bench(a, options.value());
+    return run_throughput_bench(a, options.value(), ranks.value().get());
   }
   if (a.has("--json-schema")) {
     for (const Status& s : {refuse_options(a, "--json-schema", sequence_options), refuse_options(a, "--json-schema", throughput_options)}) {
