@@ -7,9 +7,12 @@ all-reduces, the smaller matrices); what it buys is memory bandwidth on a
 machine whose ranks each have their own (README: Tensor parallel).
 
 With --expert-parallel (a MoE model) a third row splits the routed experts
-whole (`--expert-parallel N`) instead of by width.
+whole (`--expert-parallel N`) instead of by width. --streams S (default 16;
+0: none) adds the batching engine's output tokens/s with S requests in flight
+(`dsinfer bench --concurrency S`, 2 S requests of 128 prompt and 64 output tokens).
 
-Usage: python3 bench/tensor_parallel.py [-m MODEL] [-t THREADS] [-N RANKS] [-p 512] [-n 128] [-r 2] [--rounds 2] [--expert-parallel]
+Usage: python3 bench/tensor_parallel.py [-m MODEL] [-t THREADS] [-N RANKS] [-p 512] [-n 128] [-r 2] [--rounds 2] [--streams 16]
+       [--expert-parallel]
 """
 
 import argparse
@@ -35,6 +38,17 @@ def bench(dsinfer, model, threads, ranks, p, n, r, experts_whole=False):
     return speeds, wire.group(0) if wire else ""
 
 
+def streams(dsinfer, model, threads, ranks, concurrency, experts_whole=False):
+    """Output tokens/s of the batching engine with `concurrency` requests in flight."""
+    extra = ["--tensor-parallel", str(ranks)] if ranks > 1 else []
+    if experts_whole:
+        extra += ["--expert-parallel", str(ranks)]
+    out = subprocess.run([dsinfer, "bench", "-m", model, "--concurrency", str(concurrency), "--requests", str(2 * concurrency),
+                          "--prompt-len", "128", "--gen-len", "64", "-t", str(threads // ranks), *extra],
+                         capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"^output tokens/s: ([0-9.]+)$", out, re.M).group(1))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-m", default=os.path.join(ROOT, "models", "bench", "llama1b_q8_0.gguf"))
@@ -45,6 +59,7 @@ def main():
     parser.add_argument("-n", type=int, default=128)
     parser.add_argument("-r", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--streams", type=int, default=16)
     parser.add_argument("--expert-parallel", action="store_true")
     args = parser.parse_args()
     setups = [(f"one process, {args.t} threads", 1, False), (f"{args.N} ranks of {args.t // args.N} thread(s)", args.N, False)]
@@ -55,16 +70,21 @@ def main():
     for _ in range(args.rounds):  # alternating, so drift in the machine's speed falls on every row
         for name, ranks, whole in setups:
             speeds, line = bench(args.dsinfer, args.m, args.t, ranks, args.p, args.n, args.r, whole)
+            if args.streams:
+                speeds["streams"] = streams(args.dsinfer, args.m, args.t, ranks, args.streams, whole)
             runs[name].append(speeds)
             wire = line or wire
     print(f"{os.path.basename(args.m)}, {args.t} threads in all, median of {args.rounds} rounds")
-    print(f"| | pp{args.p} tok/s | tg{args.n} tok/s | pp ratio | tg ratio |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    med = {k: {t: statistics.median(s[t] for s in v) for t in ("pp", "tg")} for k, v in runs.items()}
+    kinds = ["pp", "tg"] + (["streams"] if args.streams else [])
+    heads = {"pp": f"pp{args.p}", "tg": f"tg{args.n}", "streams": f"{args.streams} streams out"}
+    print("| | " + " | ".join(f"{heads[k]} tok/s" for k in kinds) + " | " + " | ".join(f"{k} ratio" for k in kinds) + " |")
+    print("| --- |" + " ---: |" * (2 * len(kinds)))
+    med = {k: {t: statistics.median(s[t] for s in v) for t in kinds} for k, v in runs.items()}
     base = med[setups[0][0]]
     for name, _, _ in setups:
         m = med[name]
-        print(f"| {name} | {m['pp']:.1f} | {m['tg']:.2f} | {m['pp'] / base['pp']:.2f}x | {m['tg'] / base['tg']:.2f}x |")
+        print(f"| {name} | " + " | ".join(f"{m[k]:.1f}" for k in kinds) + " | " +
+              " | ".join(f"{m[k] / base[k]:.2f}x" for k in kinds) + " |")
     print(wire)
 
 

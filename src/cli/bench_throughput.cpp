@@ -182,7 +182,7 @@ int run_throughput_bench(const Args& a, CommonModelOptions options, Collective* 
     const Status followed = follow_steps(m, *memory.value(), *ranks);
     return followed.ok() ? 0 : fail(followed.message());
   }
-  const StepLeader leader(ranks);
+  const std::unique_ptr<StepSender> leader = lead_steps(ranks);  // the others end when it goes
 
   std::vector<BenchRequest> requests;
   if (a.has("--prompts")) {
@@ -201,6 +201,7 @@ int run_throughput_bench(const Args& a, CommonModelOptions options, Collective* 
   auto memory = KvCache::create(m.backend(), m.config(), ranks ? share_cache_options(*ranks, kv.value()) : kv.value());
   if (!memory.ok()) return fail(memory.message());
   EngineCoreConfig config;
+  config.ranks.sender = leader.get();
   config.scheduler = SchedulerConfig{int32_t(budget.value()), int32_t(concurrency.value()), int32_t(longest)};
   auto speculation = parse_speculation(a);
   if (!speculation.ok()) return fail(speculation.message());

@@ -225,10 +225,10 @@ int cmd_bench(int argc, char** argv) {
     const Status followed = follow_steps(m, *cache.value(), *others);
     return followed.ok() ? 0 : fail(followed.message());
   }
-  const StepLeader leader(ranks.value().get());
+  const std::unique_ptr<StepSender> leader = lead_steps(ranks.value().get());  // the others end when it goes
   std::vector<int32_t> pages(size_t(kv.n_pages));
   std::iota(pages.begin(), pages.end(), 0);
-  ModelRunner runner(m, *cache.value());
+  ModelRunner runner(m, *cache.value(), RankSteps{leader.get()});
   std::mt19937 rng(1);
   std::uniform_int_distribution<int32_t> token(0, int32_t(m.config().n_vocab - 1));
   std::vector<int32_t> tokens;

@@ -82,13 +82,13 @@ int cmd_logits(int argc, char** argv) {
   if (!model.ok()) return fail(model.message());
   const ModelConfig& config = model.value()->config();
   const int64_t n = int64_t(tokens.value().size());
-  auto run = TeacherForcing::create(*model.value(), options.value().kv, n);
+  const std::unique_ptr<StepSender> leader = lead_steps(ranks.value().get());  // the others end when it goes
+  auto run = TeacherForcing::create(*model.value(), options.value().kv, n, RankSteps{leader.get()});
   if (!run.ok()) return fail(run.message());
   if (Collective* others = ranks.value().get(); others && others->rank() != 0) {
     const Status followed = follow_steps(*model.value(), run.value()->cache(), *others);
     return followed.ok() ? 0 : fail(followed.message());
   }
-  const StepLeader leader(ranks.value().get());
 
   const std::string dump_dir = a.get("--dump-layers");
   if (!dump_dir.empty() && config.v4.hc_streams > 0) {

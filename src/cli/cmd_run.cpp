@@ -182,8 +182,9 @@ int cmd_run(int argc, char** argv) {
     const Status followed = follow_steps(*model.value(), *memory.value(), *ranks.value());
     return followed.ok() ? 0 : fail(followed.message());
   }
-  const StepLeader step_leader(ranks.value().get());
+  const std::unique_ptr<StepSender> step_leader = lead_steps(ranks.value().get());  // the others end when it goes
   EngineCoreConfig config;
+  config.ranks.sender = step_leader.get();
   config.scheduler = SchedulerConfig{int32_t(batch.value()), 1, int32_t(n_ctx)};
   auto speculation = parse_speculation(args.value());
   if (!speculation.ok()) return fail(speculation.message());

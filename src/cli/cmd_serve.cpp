@@ -100,10 +100,10 @@ int cmd_serve(int argc, char** argv) {
                       "/metrics, /openapi.json; the admin API (/admin/...) with --admin-keys. SIGTERM or SIGINT drains it.",
                       table);
   }
-  if (a.has("--tensor-parallel") && a.has("--admin-keys")) return fail("--tensor-parallel with --admin-keys (swapping versions) is not implemented");
   auto ranks = join_tensor_parallel_ranks(a, "serve", argc, argv);
   if (!ranks.ok()) return fail(ranks.message());
-  const StepLeader step_leader(ranks.value().get());  // ends the other ranks' loops when this process ends
+  // Rank 0's messages to the others; their loops end when it goes, however this process ends.
+  const std::unique_ptr<StepSender> step_sender = lead_steps(ranks.value().get());
   // The device first: the threads started from here on inherit its cores.
   auto device = claim_device(a, ranks.value().get());
   if (!device.ok()) return fail(device.message());
@@ -159,11 +159,15 @@ int cmd_serve(int argc, char** argv) {
   first.path = path;
   first.label = a.has("--model-version") ? a.get("--model-version") : version_label_from(stem);
   if (!valid_version_label(first.label)) return fail("--model-version '" + first.label + "': 1 to 64 letters, digits or . _ - : +");
+  if (ranks.value() && a.has("--admin-keys") && options.value().model.backend != "cpu") {
+    // A swap loads beside the running version, and a device's collectives are joined with calls of their own.
+    return fail("--admin-keys (swapping versions) with --tensor-parallel on " + options.value().model.backend + " ranks is not implemented");
+  }
   if (ranks.value() && ranks.value()->rank() != 0) {
-    const Status followed = follow_version(a, first, *ranks.value());
+    const Status followed = follow_served_versions(a, *ranks.value());
     return followed.ok() ? 0 : fail(followed.message());
   }
-  const ModelLoader loader = model_version_loader(a, ranks.value().get());
+  const ModelLoader loader = model_version_loader(a, step_sender.get());
   auto plan = loader.plan(first);
   if (!plan.ok()) return fail(plan.message());
   auto loaded = plan.value().load();

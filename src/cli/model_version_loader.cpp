@@ -1,6 +1,7 @@
 #include "cli/model_version_loader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -213,7 +214,27 @@ Status warm_up_and_check(ModelVersion& v, const ModelLoadRequest& request, std::
   return Status();
 }
 
-Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadRequest& request) {
+// What the other ranks make a version from: its file, label and fields.
+std::vector<std::string> request_words(const ModelLoadRequest& request) {
+  std::vector<std::string> words = {request.path, request.label};
+  for (const auto& [key, value] : request.options) {
+    words.push_back(key);
+    words.push_back(value);
+  }
+  return words;
+}
+
+ModelLoadRequest request_of(const std::vector<std::string>& words) {
+  ModelLoadRequest request;
+  DS_CHECK(words.size() >= 2 && words.size() % 2 == 0, "a version's words from rank 0 are not a file, a label and pairs");
+  request.path = words[0];
+  request.label = words[1];
+  for (size_t i = 2; i < words.size(); i += 2) request.options.emplace_back(words[i], words[i + 1]);
+  return request;
+}
+
+// on_ranks: the version on the other ranks (tensor parallel), or null.
+Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadRequest& request, std::unique_ptr<RankVersion> on_ranks) {
   const Clock::time_point started = Clock::now();
   Clock::time_point t = started;
   auto v = std::make_shared<ModelVersion>();
@@ -239,14 +260,18 @@ Result<std::shared_ptr<ModelVersion>> load(const Settings& s, const ModelLoadReq
   const Vocab& vocab = v->tokenizer->vocab();
   v->special_tokens = {token_text(vocab, vocab.bos), token_text(vocab, vocab.eos)};
   phase("tokenizer");
-  // Under tensor parallel the other ranks make their pages as these (follow_version).
-  Collective* ranks = v->model->collective();
-  auto memory = KvCache::create(v->model->backend(), v->model->config(), ranks ? share_cache_options(*ranks, s.options.kv) : s.options.kv);
+  // Under tensor parallel the other ranks make their pages as these (follow_served_versions).
+  auto memory = KvCache::create(v->model->backend(), v->model->config(), on_ranks ? on_ranks->cache_options(s.options.kv) : s.options.kv);
   if (!memory.ok()) return memory.status();
+  if (on_ranks) {
+    if (Status everywhere = on_ranks->loaded(); !everywhere.ok()) return everywhere;
+  }
   v->memory = memory.take();
   v->weight_file_bytes = s.file_bytes;
   v->kv_pool_bytes = s.kv_pool_bytes;
   EngineCoreConfig engine = s.engine;
+  if (on_ranks) engine.ranks = on_ranks->steps();
+  v->on_ranks = std::move(on_ranks);  // released there when it goes here, after its engine
   if (s.kv_disk) {
     auto tier = open_kv_disk_tier(*s.kv_disk, s.options, v->model->config(), *v->memory, v->model->backend().name());
     if (!tier.ok()) return tier.status();
@@ -293,37 +318,53 @@ OptionTable version_option_table() {
                        kv_disk_option_table()});
 }
 
-ModelLoader model_version_loader(const Args& serve_args, Collective* ranks) {
+ModelLoader model_version_loader(const Args& serve_args, StepSender* ranks) {
   ModelLoader loader;
   loader.validate = [serve_args](const ModelLoadRequest& request) {
     auto args = args_for(serve_args, request);
     if (!args.ok()) return args.status();
     return parse_model_options(args.value()).status();
   };
-  loader.plan = [serve_args, ranks](const ModelLoadRequest& request) -> Result<ModelLoader::Plan> {
+  // Versions are numbered for the other ranks in the order they are planned.
+  auto next_version = std::make_shared<std::atomic<int32_t>>(0);
+  loader.plan = [serve_args, ranks, next_version](const ModelLoadRequest& request) -> Result<ModelLoader::Plan> {
     auto args = args_for(serve_args, request);
     if (!args.ok()) return args.status();
-    auto settings = settle(args.value(), ranks);
+    auto settings = settle(args.value(), ranks ? &ranks->ranks() : nullptr);
     if (!settings.ok()) return settings.status();
     ModelLoader::Plan plan;
     plan.weights_bytes = settings.value().file_bytes;
     plan.kv_pool_bytes = settings.value().kv_pool_bytes;
-    plan.load = [s = settings.take(), request] { return load(s, request); };
+    const int32_t version = (*next_version)++;
+    plan.load = [s = settings.take(), request, ranks, version] {
+      auto on_ranks = ranks ? std::make_unique<RankVersion>(*ranks, version, request_words(request), version == 0) : nullptr;
+      return load(s, request, std::move(on_ranks));
+    };
     return plan;
   };
   return loader;
 }
 
-Status follow_version(const Args& serve_args, const ModelLoadRequest& request, Collective& ranks) {
-  auto args = args_for(serve_args, request);
-  if (!args.ok()) return args.status();
-  auto settings = settle(args.value(), &ranks);
-  if (!settings.ok()) return settings.status();
-  auto model = Model::load(settings.value().options.path, settings.value().options.model);
-  if (!model.ok()) return model.status();
-  auto memory = KvCache::create(model.value()->backend(), model.value()->config(), share_cache_options(ranks, settings.value().options.kv));
-  if (!memory.ok()) return memory.status();
-  return follow_steps(*model.value(), *memory.value(), ranks);
+Status follow_served_versions(const Args& serve_args, Collective& ranks) {
+  return follow_versions(ranks, [&serve_args, &ranks](const std::vector<std::string>& words,
+                                                      const std::function<std::optional<KvCacheOptions>()>& pages) -> Result<FollowedVersion> {
+    const ModelLoadRequest request = request_of(words);
+    auto args = args_for(serve_args, request);
+    if (!args.ok()) return args.status();
+    auto settings = settle(args.value(), &ranks);
+    if (!settings.ok()) return settings.status();
+    FollowedVersion made;
+    auto model = Model::load(settings.value().options.path, settings.value().options.model);
+    if (!model.ok()) return model.status();
+    made.model = model.take();
+    const std::optional<KvCacheOptions> options = pages();
+    if (!options) return Status::error("version '" + request.label + "' given up by rank 0");
+    auto memory = KvCache::create(made.model->backend(), made.model->config(), *options);
+    if (!memory.ok()) return memory.status();
+    made.cache = memory.take();
+    DS_LOG_INFO("rank %d: version '%s' loaded", ranks.rank(), request.label.c_str());
+    return made;
+  });
 }
 
 }  // namespace ds

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/args.h"
+#include "engine/step_broadcast.h"
 #include "parallel/collective.h"
 #include "server/admin_api.h"
 
@@ -20,10 +21,13 @@ namespace ds {
 OptionTable version_option_table();
 
 // Loads versions from `serve_args` (copied), with a request's fields over
-// them; `ranks`: split across them (tensor parallel), this process rank 0.
-ModelLoader model_version_loader(const Args& serve_args, Collective* ranks = nullptr);
-// Tensor parallel's other ranks: `request`'s version as rank 0 loads it (its
-// part of the model, pages like rank 0's), following rank 0's steps until it ends.
-Status follow_version(const Args& serve_args, const ModelLoadRequest& request, Collective& ranks);
+// them; `ranks`: split across the ranks that `ranks` sends to (tensor
+// parallel), this process rank 0: each version is loaded on every rank, and
+// is not offered until every rank has it. The first version is loaded with
+// nothing running beside it (StepSender::load's in_turn).
+ModelLoader model_version_loader(const Args& serve_args, StepSender* ranks = nullptr);
+// Tensor parallel's other ranks: the versions rank 0 loads (their parts of the
+// models, pages like rank 0's), following rank 0's steps until it ends.
+Status follow_served_versions(const Args& serve_args, Collective& ranks);
 
 }  // namespace ds

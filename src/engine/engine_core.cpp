@@ -16,7 +16,7 @@ const char* drafter_name(const EngineCoreConfig& config) {
 EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& config, const Tokenizer* tokenizer)
     : model_(model),
       memory_(memory),
-      runner_(model, memory),
+      runner_(model, memory, config.ranks),
       pool_(int32_t(memory.n_pages())),
       window_pool_(int32_t(memory.n_window_pages())),
       kv_(pool_, int32_t(memory.page_tokens()), config.model_salt, config.prefix_cache, memory.n_window_pages() > 0 ? &window_pool_ : nullptr,

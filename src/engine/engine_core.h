@@ -53,6 +53,8 @@ struct EngineCoreConfig {
   MtpDrafter* mtp_drafter = nullptr;
   // The prefix cache's disk tier (kv_disk_tier.h), or null; not owned, outlives the core.
   KvDiskTier* kv_disk = nullptr;
+  // Tensor parallel: where the steps go, and as which version (step_broadcast.h).
+  RankSteps ranks;
 };
 
 // What drafts under `config`, as reports name it.

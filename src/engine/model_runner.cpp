@@ -1,7 +1,5 @@
 #include "engine/model_runner.h"
 
-#include "engine/step_broadcast.h"
-
 namespace ds {
 
 void ModelRunner::begin(StepTrace* trace) {
@@ -44,7 +42,9 @@ Status ModelRunner::run(const LayerObserver& observer) {
     return Status::error("forward: previous hidden states given for some of the step's tokens only");
   }
   batch_.previous_hidden = previous_hidden_.empty() ? nullptr : previous_hidden_.data();
-  if (Collective* ranks = model_.collective()) send_step(*ranks, batch_);  // the other ranks run it beside this one
+  DS_CHECK(!model_.collective() || ranks_.sender, "a split model's step with nowhere to send it");
+  std::unique_lock<std::mutex> turn;  // the other ranks run the step beside this one, their collectives with its
+  if (ranks_.sender) turn = ranks_.sender->step(ranks_.version, batch_);
   return model_.forward(batch_, memory_, logits_.data(), observer, hidden_.data());
 }
 

@@ -7,18 +7,21 @@
 // engine step, `bench`, `logits`) builds its step here, and none touches a
 // Batch: when the model runs on a device, this is where the step's inputs are
 // put there and its logits brought back. A model split across ranks gets
-// each step sent to the other ranks here (engine/step_broadcast.h).
+// each step sent to the other ranks here (engine/step_broadcast.h), through
+// the RankSteps it is made with.
 
 #include <cstdint>
 #include <vector>
 
+#include "engine/step_broadcast.h"
 #include "model/model.h"
 
 namespace ds {
 
 class ModelRunner {
  public:
-  ModelRunner(Model& model, KvCache& memory) : model_(model), memory_(memory) {}
+  // `ranks`: where a split model's steps go (every split model has one).
+  ModelRunner(Model& model, KvCache& memory, RankSteps ranks = {}) : model_(model), memory_(memory), ranks_(ranks) {}
 
   const Model& model() const { return model_; }
   // Starts a step: the previous one's inputs and outputs are dropped.
@@ -51,6 +54,7 @@ class ModelRunner {
  private:
   Model& model_;
   KvCache& memory_;
+  RankSteps ranks_;
   Batch batch_;
   std::vector<float> logits_, hidden_, previous_hidden_;
 };

@@ -20,6 +20,7 @@
 #include "engine/draft_model.h"
 #include "engine/mtp_drafter.h"
 #include "engine/engine.h"
+#include "engine/step_broadcast.h"
 #include "engine/kv_disk_tier.h"
 #include "grammar/token_matcher.h"
 #include "grammar/vocab_trie.h"
@@ -55,6 +56,8 @@ class ModelVersion {
   std::unique_ptr<MtpDrafter> mtp_drafter;  // --speculative-mtp's, when given
   std::unique_ptr<KvDiskTier> kv_disk;      // --kv-disk-dir's, when given: outlives the engine
   std::unique_ptr<Engine> engine;
+  // Tensor parallel: this version on the other ranks, released there when it goes here.
+  std::unique_ptr<RankVersion> on_ranks;
 
   // Generation and embedding requests admitted on this version and not yet finished.
   std::atomic<int64_t> in_flight{0};

@@ -5,17 +5,17 @@
 
 namespace ds {
 
-Result<std::unique_ptr<TeacherForcing>> TeacherForcing::create(Model& model, KvCacheOptions kv, int64_t max_tokens) {
+Result<std::unique_ptr<TeacherForcing>> TeacherForcing::create(Model& model, KvCacheOptions kv, int64_t max_tokens, RankSteps ranks) {
   if (max_tokens <= 0) return Status::error("a teacher-forced run needs at least one token");
   kv.n_pages = (max_tokens + kv.page_tokens - 1) / kv.page_tokens;
   auto cache = KvCache::create(model.backend(), model.config(), kv);
   if (!cache.ok()) return cache.status();
-  return std::unique_ptr<TeacherForcing>(new TeacherForcing(model, std::move(cache.value()), max_tokens));
+  return std::unique_ptr<TeacherForcing>(new TeacherForcing(model, std::move(cache.value()), max_tokens, ranks));
 }
 
-TeacherForcing::TeacherForcing(Model& model, std::unique_ptr<KvCache> cache, int64_t max_tokens)
+TeacherForcing::TeacherForcing(Model& model, std::unique_ptr<KvCache> cache, int64_t max_tokens, RankSteps ranks)
     : model_(model), cache_(std::move(cache)), pages_(size_t(cache_->n_pages())), max_tokens_(max_tokens),
-      runner_(model, *cache_) {
+      runner_(model, *cache_, ranks) {
   std::iota(pages_.begin(), pages_.end(), 0);
 }
 

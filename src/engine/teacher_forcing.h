@@ -13,8 +13,8 @@ namespace ds {
 
 class TeacherForcing {
  public:
-  // A cache of `kv`'s type for sequences of up to max_tokens tokens.
-  static Result<std::unique_ptr<TeacherForcing>> create(Model& model, KvCacheOptions kv, int64_t max_tokens);
+  // A cache of `kv`'s type for sequences of up to max_tokens tokens; `ranks`: a split model's.
+  static Result<std::unique_ptr<TeacherForcing>> create(Model& model, KvCacheOptions kv, int64_t max_tokens, RankSteps ranks = {});
 
   // logits [n, n_vocab] for tokens[0..n), n <= max_tokens, in forward steps
   // of at most `step_tokens` tokens (0: one step); and, where `hidden` is
@@ -31,7 +31,7 @@ class TeacherForcing {
   KvCache& cache() { return *cache_; }
 
  private:
-  TeacherForcing(Model& model, std::unique_ptr<KvCache> cache, int64_t max_tokens);
+  TeacherForcing(Model& model, std::unique_ptr<KvCache> cache, int64_t max_tokens, RankSteps ranks);
   // tokens[0..n) at positions [0, n) through `runner`, in steps; previous_hidden: their rows of a nextn layer's second input.
   Status run_steps(ModelRunner& runner, const int32_t* tokens, int64_t n, int64_t step_tokens, float* logits,
                    const LayerObserver& observer, float* hidden, const float* previous_hidden);

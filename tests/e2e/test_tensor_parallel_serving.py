@@ -197,6 +197,52 @@ def test_each_rank_runs_on_its_own_device(servers):
             server.stop()
 
 
+def admin(server, method, path, body=None):
+    request = urllib.request.Request(server.base + path, method=method, headers={"Authorization": "Bearer admin-key-1"},
+                                     data=json.dumps(body).encode() if body is not None else None)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_hot_swap_across_ranks(tmp_path):
+    """A swap under load in two ranks: rank 1 loads version B beside A's steps and says it has it before B is offered;
+    requests in flight finish on A; B's replies are one process's of B; A is freed on both ranks after its last
+    request; a second swap goes back to stories260K with a check. The timeouts only bound the test against a hang."""
+    from make_model import write_model
+    b = write_model(str(tmp_path / "b.gguf"), n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_layer=2, seed=11)
+    keys = tmp_path / "admin.txt"
+    keys.write_text("admin-key-1 ops\n")
+    whole_b = ServerProcess("--ctx-size", "512", "-t", "2", "--served-model-name", "stories260K", model=b)
+    split = ServerProcess("--ctx-size", "512", "-t", "1", "--tensor-parallel", "2", "--admin-keys", str(keys), "--model-version", "A")
+    try:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            running = [pool.submit(lambda p=p: client(split).completions.create(
+                model="stories260K", prompt=p, max_tokens=200, temperature=0, extra_body={"ignore_eos": True})) for p in PROMPTS[:4]]
+            split.wait_for_in_flight(1)
+            status, answer = admin(split, "POST", "/admin/models", {"path": b, "version": "B"})
+            assert status == 200 and answer["version"] == "B" and answer["previous"] == "A", answer
+            for reply in running:
+                done = reply.result(timeout=120)
+                assert done.usage.completion_tokens == 200 and done.system_fingerprint == "A"
+        replies = all_at_once(split, **REQUESTS[0])
+        assert replies == all_at_once(whole_b, **REQUESTS[0])
+        deadline = time.time() + 60
+        while "rank 1: version 0 released" not in split.output() and time.time() < deadline:
+            time.sleep(0.1)
+        assert "version 'A' released after its last request" in split.output()
+        assert "rank 1: version 0 released" in split.output()
+        status, answer = admin(split, "POST", "/admin/models", {"path": STORIES, "version": "C",
+                                                               "check": {"prompt": PROMPTS[0], "expected_output": ""}})
+        assert status == 200 and answer["version"] == "C", answer
+        assert client(split).completions.create(model="stories260K", prompt=PROMPTS[1], max_tokens=8).system_fingerprint == "C"
+    finally:
+        split.stop()
+        whole_b.stop()
+
+
 def test_the_throughput_bench_runs_in_ranks():
     """`dsinfer bench --concurrency` with --tensor-parallel 2: rank 0 batches the requests, rank 1 follows its
     steps; with prompt lookup drafting, the verified outputs equal plain decoding's in the same ranks, and every
