@@ -219,7 +219,7 @@ int run_throughput_bench(const Args& a, CommonModelOptions options, Collective* 
   if (!mtp.ok()) return fail(mtp.message());
   config.mtp_drafter = mtp.value().get();
   const bool speculative = config.speculation.n_draft > 0;
-  auto kv_disk = parse_kv_disk_options(a, m.config(), kv.value(), config.prefix_cache, ranks != nullptr);
+  auto kv_disk = parse_kv_disk_options(a, m.config(), kv.value(), config.prefix_cache);
   if (!kv_disk.ok()) return fail(kv_disk.message());
   std::unique_ptr<KvDiskTier> tier;
   if (kv_disk.value()) {

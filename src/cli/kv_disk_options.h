@@ -23,11 +23,14 @@ struct KvDiskSettings {
 };
 
 // The settings, or nullopt without --kv-disk-dir; refused by name with what
-// they cannot go with (no prefix cache, tensor parallel).
+// they cannot go with (no prefix cache). `config`: this rank's part under
+// tensor parallel, whose pages go to disk with the other ranks' parts (tier_parts).
 Result<std::optional<KvDiskSettings>> parse_kv_disk_options(const Args& args, const ModelConfig& config, const KvCacheOptions& kv,
-                                                            bool prefix_cache, bool tensor_parallel);
+                                                            bool prefix_cache);
 
-// Opens the tier for pages of `memory` of this model and settings; logs what the directory held.
+// Opens the tier for pages of `memory` of this model and settings (under
+// tensor parallel: every rank's parts of each, as tier_link moves them);
+// logs what the directory held.
 Result<std::unique_ptr<KvDiskTier>> open_kv_disk_tier(const KvDiskSettings& settings, const CommonModelOptions& options,
                                                       const ModelConfig& config, const KvCache& memory, const std::string& backend);
 

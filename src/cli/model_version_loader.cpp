@@ -113,7 +113,7 @@ Result<Settings> settle(const Args& args, Collective* ranks) {
   // A new prompt leaves 5% of the pool free for the running requests to grow into.
   s.engine.scheduler = SchedulerConfig{int32_t(batched.value()), int32_t(max_seqs.value()), int32_t(s.n_ctx), 0.05};
   s.engine.prefix_cache = !args.has("--no-prefix-cache");
-  auto kv_disk = parse_kv_disk_options(args, config.value(), kv, s.engine.prefix_cache, ranks != nullptr);
+  auto kv_disk = parse_kv_disk_options(args, config.value(), kv, s.engine.prefix_cache);
   if (!kv_disk.ok()) return kv_disk.status();
   s.kv_disk = kv_disk.value();
   auto speculation = parse_speculation(args);

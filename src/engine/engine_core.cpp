@@ -34,10 +34,7 @@ EngineCore::EngineCore(Model& model, KvCache& memory, const EngineCoreConfig& co
   DS_CHECK(!draft_model_ || draft_model_->cache().keeps_drafts(n_draft), "the draft model's KV cache keeps fewer draft tokens than it drafts");
   if (config.kv_disk) {
     kv_disk_ = config.kv_disk;
-    kv_.attach_tier({config.kv_disk, [&memory](int32_t page, uint8_t* host) { memory.read_page(page, host); },
-                     [&memory](int32_t page, const uint8_t* host) { memory.write_page(page, host); }, memory.page_bytes(),
-                     [&memory](int32_t page, uint8_t* host) { memory.read_window_page(page, host); },
-                     [&memory](int32_t page, const uint8_t* host) { memory.write_window_page(page, host); }, memory.window_bytes()});
+    kv_.attach_tier(tier_link(config.kv_disk, model.config(), memory, config.ranks));
   }
 }
 

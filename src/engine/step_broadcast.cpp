@@ -20,7 +20,8 @@ namespace {
 //   loaded, release, end: nothing
 // Every rank computes its part of the logits (the output head is split by
 // vocabulary); only rank 0 keeps them. Hidden states are rank 0's alone.
-enum Kind : int32_t { k_end = -1, k_step = 0, k_load = 1, k_pages = 2, k_loaded = 3, k_release = 4 };
+//   page_out, page_in: window (0: a page, 1: a window page), the page
+enum Kind : int32_t { k_end = -1, k_step = 0, k_load = 1, k_pages = 2, k_loaded = 3, k_release = 4, k_page_out = 5, k_page_in = 6 };
 
 void put_tables(std::vector<int32_t>& words, const std::vector<BlockTableView>& tables) {
   for (const BlockTableView& t : tables) {
@@ -114,6 +115,54 @@ class Message {
   size_t at_ = 2;
 };
 
+int64_t part_bytes(const KvCache& cache, bool window) { return window ? cache.window_bytes() : cache.page_bytes(); }
+
+void read_part(const KvCache& cache, bool window, int32_t page, uint8_t* host) {
+  if (window) {
+    cache.read_window_page(page, host);
+  } else {
+    cache.read_page(page, host);
+  }
+}
+
+void write_part(KvCache& cache, bool window, int32_t page, const uint8_t* host) {
+  if (window) {
+    cache.write_window_page(page, host);
+  } else {
+    cache.write_page(page, host);
+  }
+}
+
+// Every rank's part of a page into `all`, rank r's at r x its size: each
+// rank's broadcast in turn (the pages move only when the disk tier writes one).
+void gather_parts(Collective& ranks, const KvCache& mine, bool window, int32_t page, uint8_t* all) {
+  const size_t part = size_t(part_bytes(mine, window));
+  read_part(mine, window, page, all + size_t(ranks.rank()) * part);
+  for (int r = 1; r < ranks.size(); ++r) ranks.broadcast(all + size_t(r) * part, part, r);
+}
+
+// A page's parts (all of them, or the one row every rank keeps) from rank 0 into each rank's pages.
+void scatter_parts(Collective& ranks, KvCache& mine, bool split, bool window, int32_t page, const uint8_t* all_on_rank0) {
+  const size_t part = size_t(part_bytes(mine, window)), parts = split ? size_t(ranks.size()) : 1;
+  std::vector<uint8_t> received;
+  const uint8_t* all = all_on_rank0;
+  if (ranks.rank() != 0) {
+    received.resize(part * parts);
+    all = received.data();
+  }
+  ranks.broadcast(const_cast<uint8_t*>(all), part * parts, 0);  // read on rank 0, written on the others
+  write_part(mine, window, page, all + (split ? size_t(ranks.rank()) * part : 0));
+}
+
+// The other ranks' side of a page_out or page_in message.
+void move_page(Message& message, Model& model, KvCache& cache, Collective& ranks) {
+  const bool window = message.next() != 0;
+  const int32_t page = message.next();
+  if (message.kind() == k_page_in) return scatter_parts(ranks, cache, model.config().kv_split, window, page, nullptr);
+  std::vector<uint8_t> all(size_t(part_bytes(cache, window)) * size_t(ranks.size()));
+  gather_parts(ranks, cache, window, page, all.data());
+}
+
 void run_step(Message& message, Model& model, KvCache& cache, Collective& ranks) {
   Batch batch;
   std::vector<std::vector<int32_t>> pages;
@@ -191,6 +240,48 @@ void StepSender::release(int32_t version) {
   send(words);
 }
 
+void StepSender::page_out(int32_t version, bool split, bool window, int32_t page, const KvCache& mine, uint8_t* all) {
+  if (!split) return read_part(mine, window, page, all);  // every rank's part is this one
+  std::lock_guard lock(mutex_);
+  std::vector<int32_t> words = {k_page_out, version, window ? 1 : 0, page};
+  send(words);
+  gather_parts(ranks_, mine, window, page, all);
+}
+
+void StepSender::page_in(int32_t version, bool split, bool window, int32_t page, KvCache& mine, const uint8_t* all) {
+  std::lock_guard lock(mutex_);
+  std::vector<int32_t> words = {k_page_in, version, window ? 1 : 0, page};
+  send(words);
+  scatter_parts(ranks_, mine, split, window, page, all);
+}
+
+int tier_parts(const ModelConfig& config) { return config.kv_split ? config.ranks.ranks : 1; }
+
+KvTierLink tier_link(KvDiskTier* disk, const ModelConfig& config, KvCache& memory, RankSteps ranks) {
+  KvTierLink link;
+  link.disk = disk;
+  const int parts = tier_parts(config);
+  const bool split = config.kv_split;
+  link.page_bytes = memory.page_bytes() * parts;
+  link.window_page_bytes = memory.window_bytes() * parts;
+  if (!ranks.sender) {
+    link.read_page = [&memory](int32_t page, uint8_t* host) { memory.read_page(page, host); };
+    link.write_page = [&memory](int32_t page, const uint8_t* host) { memory.write_page(page, host); };
+    link.read_window_page = [&memory](int32_t page, uint8_t* host) { memory.read_window_page(page, host); };
+    link.write_window_page = [&memory](int32_t page, const uint8_t* host) { memory.write_window_page(page, host); };
+    return link;
+  }
+  for (bool window : {false, true}) {
+    (window ? link.read_window_page : link.read_page) = [ranks, split, window, &memory](int32_t page, uint8_t* host) {
+      ranks.sender->page_out(ranks.version, split, window, page, memory, host);
+    };
+    (window ? link.write_window_page : link.write_page) = [ranks, split, window, &memory](int32_t page, const uint8_t* host) {
+      ranks.sender->page_in(ranks.version, split, window, page, memory, host);
+    };
+  }
+  return link;
+}
+
 RankVersion::RankVersion(StepSender& sender, int32_t version, const std::vector<std::string>& words, bool in_turn)
     : sender_(sender), version_(version) {
   sender_.load(version_, words, in_turn);
@@ -207,10 +298,14 @@ Status follow_steps(Model& model, KvCache& cache, Collective& ranks) {
   for (;;) {
     Message message(ranks);
     if (message.kind() == k_end) return Status();
-    if (message.kind() != k_step || message.version() != 0) {
+    if (message.version() != 0 || (message.kind() != k_step && message.kind() != k_page_out && message.kind() != k_page_in)) {
       return Status::error("rank " + std::to_string(ranks.rank()) + ": a message about model versions, which this command does not make");
     }
-    run_step(message, model, cache, ranks);
+    if (message.kind() == k_step) {
+      run_step(message, model, cache, ranks);
+    } else {
+      move_page(message, model, cache, ranks);
+    }
   }
 }
 
@@ -288,11 +383,17 @@ Status follow_versions(Collective& ranks, const VersionMaker& make) {
         ranks.all_reduce_sum(&failed, 1);
         break;
       }
-      case k_step: {
-        // Rank 0 steps only a version every rank has loaded (StepSender::loaded).
+      case k_step:
+      case k_page_out:
+      case k_page_in: {
+        // Rank 0 runs only a version every rank has loaded (StepSender::loaded).
         Result<FollowedVersion>& made = versions.at(v).wait();
         DS_CHECK(made.ok(), me + ": a step of a version it could not load");
-        run_step(message, *made.value().model, *made.value().cache, ranks);
+        if (message.kind() == k_step) {
+          run_step(message, *made.value().model, *made.value().cache, ranks);
+        } else {
+          move_page(message, *made.value().model, *made.value().cache, ranks);
+        }
         break;
       }
       case k_release: {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/kv_cache_manager.h"
 #include "model/batch.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -58,6 +59,12 @@ class StepSender {
   KvCacheOptions cache_options(int32_t version, const KvCacheOptions& options);
   int loaded(int32_t version);
   void release(int32_t version);
+  // The disk tier's moves of one page (`window`: a window page) of `version`,
+  // whose pages here are `mine`: every rank's part of it, in rank order, into
+  // `all` (`split`: its ModelConfig::kv_split), or this rank's alone (a row
+  // whole on every rank); and back from `all` into every rank's pages.
+  void page_out(int32_t version, bool split, bool window, int32_t page, const KvCache& mine, uint8_t* all);
+  void page_in(int32_t version, bool split, bool window, int32_t page, KvCache& mine, const uint8_t* all);
 
  private:
   void send(std::vector<int32_t>& words);  // the caller holds mutex_
@@ -90,6 +97,14 @@ class RankVersion {
   StepSender& sender_;
   int32_t version_;
 };
+
+// The disk tier's hold on an engine's pages (KvTierLink): `memory`'s own, or
+// under tensor parallel every rank's as StepSender::page_out and page_in move
+// them, page_bytes and window_page_bytes then every rank's parts together.
+KvTierLink tier_link(KvDiskTier* disk, const ModelConfig& config, KvCache& memory, RankSteps ranks);
+// How many ranks' parts one of a split model's pages takes on disk: the
+// ranks where each holds its part of the KV row, else 1.
+int tier_parts(const ModelConfig& config);
 
 // For a command of one version: rank 0's sender, null in one process and on the other ranks.
 std::unique_ptr<StepSender> lead_steps(Collective* ranks);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/family.h"
+#include "model/kv_cache.h"
 
 namespace ds {
 
@@ -31,7 +32,9 @@ Status ModelConfig::split_across(RankLayout layout) {
                          " model across ranks is not implemented (llama, qwen2, deepseek2, deepseek32 and deepseek4 are)");
   }
   ranks = layout;
+  const int64_t whole_row = KvCache::page_bytes(*this, DType::f32, 1);
   DS_RETURN_IF_ERROR(family->split(*this));
+  kv_split = KvCache::page_bytes(*this, DType::f32, 1) != whole_row;
   if (n_vocab % layout.ranks != 0) {  // the output head's rows are split (weights.cpp)
     return Status::error("tensor parallel: the vocabulary of " + std::to_string(n_vocab) + " tokens must divide by " +
                          std::to_string(layout.ranks) + " ranks");

@@ -142,6 +142,9 @@ struct ModelConfig {
   // The part of the model this config describes: with ranks split, the head
   // counts and FFN width are one rank's (split_across).
   RankLayout ranks;
+  // Split: whether each rank's KV rows are its heads' part of the row (false
+  // where every rank keeps the whole row, as MLA's latent and V4's row).
+  bool kv_split = false;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }

@@ -10,6 +10,7 @@ import concurrent.futures
 import json
 import os
 import random
+import shutil
 import signal
 import struct
 import subprocess
@@ -18,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from server_process import STORIES, ServerProcess
+from server_process import DSINFER, STORIES, ServerProcess
 
 PAGE = 16  # stories260K's KV page, in tokens
 
@@ -88,6 +89,56 @@ def test_a_restart_reads_the_prefix_back_and_tenants_stay_apart(tmp_path, keys):
         assert second.metric("dsinfer:kv_disk_hits") == 15
     finally:
         second.stop()
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun (scripts/install_deps.sh)")
+def test_a_restart_in_two_ranks_reads_every_ranks_part_back(tmp_path):
+    """serve --tensor-parallel 2: each page on disk is both ranks' parts of it (stories260K's KV heads are split),
+    gathered from rank 1 when written and sent back when read. After a restart in two ranks the prompt's full
+    pages come back with the same logprobs as computed; one process, whose pages hold every head, never reads
+    the two ranks' files (another fingerprint)."""
+    directory, prompt = tmp_path / "kv", prompt_of(3)
+    two_ranks = ("--tensor-parallel", "2", "-t", "1")
+    first = serve(directory, *two_ranks)
+    try:
+        cached, cold = complete(first, prompt)
+        assert cached == 0
+    finally:
+        first.stop()
+    second = serve(directory, *two_ranks)
+    try:
+        cached, again = complete(second, prompt)
+        assert cached == 15 * PAGE and again == cold
+        assert second.metric("dsinfer:kv_disk_hits") == 15
+    finally:
+        second.stop()
+    one = serve(directory)
+    try:
+        assert complete(one, prompt)[0] == 0
+    finally:
+        one.stop()
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun (scripts/install_deps.sh)")
+@pytest.mark.parametrize("family", ["deepseek2", "deepseek4"])
+def test_a_row_every_rank_keeps_goes_to_disk_once(tmp_path, family):
+    """MLA's latent row and V4's row (with its window pages) are whole on every rank: a page on disk is rank 0's,
+    and reading it back writes it into every rank's pages. `bench --concurrency --kv-disk-dir` in two ranks
+    serves its requests again from the tier: the same greedy outputs as computed."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+    if family == "deepseek2":
+        from make_deepseek2 import write_deepseek2
+        model, prompt_len = write_deepseek2(str(tmp_path / "v2.gguf"), shape="v2lite", n_layer=2, seed=5), 64
+    else:
+        from make_deepseek4 import write_deepseek4
+        model, prompt_len = write_deepseek4(str(tmp_path / "v4.gguf"), seed=5), 300
+    out = subprocess.run([DSINFER, "bench", "-m", model, "--tensor-parallel", "2", "-t", "1", "--concurrency", "4", "--requests", "8",
+                          "--prompt-len", str(prompt_len), "--gen-len", "16", "--kv-disk-dir", str(tmp_path / "kv")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    line = next(l for l in out.stdout.splitlines() if l.startswith("kv disk tier:"))
+    assert "greedy outputs identical: yes" in line and " 0 pages read" not in line, line
 
 
 def test_deepseek_v4_reads_back_its_window_and_compressor_state(tmp_path):
