@@ -320,10 +320,10 @@ OptionTable version_option_table() {
 
 ModelLoader model_version_loader(const Args& serve_args, StepSender* ranks) {
   ModelLoader loader;
-  loader.validate = [serve_args](const ModelLoadRequest& request) {
+  loader.validate = [serve_args, ranks](const ModelLoadRequest& request) {
     auto args = args_for(serve_args, request);
     if (!args.ok()) return args.status();
-    return parse_model_options(args.value()).status();
+    return parse_model_options(args.value(), ranks ? &ranks->ranks() : nullptr).status();
   };
   // Versions are numbered for the other ranks in the order they are planned.
   auto next_version = std::make_shared<std::atomic<int32_t>>(0);

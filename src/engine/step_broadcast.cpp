@@ -17,10 +17,10 @@ namespace {
 //   load:    in_turn, the number of strings, then each one's byte count and
 //            bytes, four to a word, the first in the lowest byte
 //   pages:   KvCacheOptions' five fields, two words each
+//   page_out, page_in: window (0: a page, 1: a window page), the page
 //   loaded, release, end: nothing
 // Every rank computes its part of the logits (the output head is split by
 // vocabulary); only rank 0 keeps them. Hidden states are rank 0's alone.
-//   page_out, page_in: window (0: a page, 1: a window page), the page
 enum Kind : int32_t { k_end = -1, k_step = 0, k_load = 1, k_pages = 2, k_loaded = 3, k_release = 4, k_page_out = 5, k_page_in = 6 };
 
 void put_tables(std::vector<int32_t>& words, const std::vector<BlockTableView>& tables) {

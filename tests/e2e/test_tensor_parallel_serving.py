@@ -216,7 +216,11 @@ def test_hot_swap_across_ranks(tmp_path):
     keys = tmp_path / "admin.txt"
     keys.write_text("admin-key-1 ops\n")
     whole_b = ServerProcess("--ctx-size", "512", "-t", "2", "--served-model-name", "stories260K", model=b)
-    split = ServerProcess("--ctx-size", "512", "-t", "1", "--tensor-parallel", "2", "--admin-keys", str(keys), "--model-version", "A")
+    # Each rank on a core of its own where there are two: a swap's options are checked per rank as well.
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    devices = ("--device", f"cpu:{cores[0]},cpu:{cores[1]}", "--run-dir", str(tmp_path / "run")) if len(cores) == 2 else ()
+    split = ServerProcess("--ctx-size", "512", "-t", "1", "--tensor-parallel", "2", "--admin-keys", str(keys), "--model-version", "A",
+                          *devices)
     try:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             running = [pool.submit(lambda p=p: client(split).completions.create(
