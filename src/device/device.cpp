@@ -122,16 +122,9 @@ Result<std::vector<DeviceSpec>> parse_devices(const std::string& text) {
     at = comma + 1;
   }
   std::vector<DeviceSpec> devices;
-  std::set<int> cores, gpus;
   for (const std::string& one : texts) {
     auto spec = parse_device(one);
     if (!spec.ok()) return spec.status();
-    for (int core : spec.value().cores) {
-      if (!cores.insert(core).second) return Status::error("--device " + text + ": core " + std::to_string(core) + " is in two devices");
-    }
-    if (spec.value().gpu >= 0 && !gpus.insert(spec.value().gpu).second) {
-      return Status::error("--device " + text + ": GPU " + std::to_string(spec.value().gpu) + " is named twice");
-    }
     devices.push_back(spec.take());
   }
   return devices;

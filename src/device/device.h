@@ -33,7 +33,8 @@ Result<DeviceSpec> parse_device(const std::string& text);
 // One device per rank of --tensor-parallel, in rank order, comma-separated as
 // llama.cpp's --device lists its devices: "cpu:numa0,cpu:numa1",
 // "cpu:0-3,6,cpu:4-5" (a new device where an item names its kind), or
-// "cuda:0,cuda:1". No core and no GPU may be in two of them.
+// "cuda:0,cuda:1". Ranks on different hosts may name the same cores; two
+// ranks of one host that do are stopped by the cores' locks (DeviceClaim).
 Result<std::vector<DeviceSpec>> parse_devices(const std::string& text);
 
 // The run directory: $DSINFER_RUN_DIR, else /run/dsinfer where it can be

@@ -36,7 +36,7 @@ TEST(Device, ParsesCoreListsAndRefusesWhatIsNotACpuDevice) {
   for (const char* bad : {"cuda:", "cuda:x", "cuda:-1", "npu:0"}) EXPECT_FALSE(parse_device(bad).ok()) << bad;
 }
 
-TEST(Device, ListsOneDevicePerRankWithNoCoreOrGpuTwice) {
+TEST(Device, ListsOneDevicePerRank) {
   if (sysconf(_SC_NPROCESSORS_CONF) >= 3) {
     auto two = parse_devices("cpu:0,2,cpu:1");
     ASSERT_TRUE(two.ok()) << two.message();
@@ -48,10 +48,11 @@ TEST(Device, ListsOneDevicePerRankWithNoCoreOrGpuTwice) {
   ASSERT_TRUE(gpus.ok()) << gpus.message();
   EXPECT_EQ(gpus.value()[1].backend(), "cuda:1");
   EXPECT_EQ(parse_devices("cpu:0").value().size(), 1u);
-  for (const char* bad : {"", ",cpu:0", "cpu:0,", "cpu:0,cpu:0", "cpu:0-1,cpu:1", "cuda:2,cuda:2", "2,cpu:0"}) {
+  for (const char* bad : {"", ",cpu:0", "cpu:0,", "cpu:0,,cpu:0", "2,cpu:0", "cpu:0,tpu:1"}) {
     EXPECT_FALSE(parse_devices(bad).ok()) << bad;
   }
-  EXPECT_NE(parse_devices("cpu:0,cpu:0").message().find("core 0 is in two devices"), std::string::npos);
+  // Ranks of different hosts may name the same cores (each host's locks keep one host's ranks apart).
+  EXPECT_EQ(parse_devices("cpu:0,cpu:0").value().size(), 2u);
 }
 
 TEST(Device, NumaNodesComeFromSysfs) {

@@ -31,7 +31,8 @@ def accepts(args):
         if machine_specific in checked:
             at = checked.index(machine_specific)
             if machine_specific == "--device":
-                assert re.fullmatch(r"cpu:(numa\d+|\d+(-\d+)?(,\d+(-\d+)?)*)", checked[at + 1]), checked[at + 1]
+                one = r"cpu:(numa\d+|\d+(-\d+)?(,\d+(-\d+)?)*)"
+                assert re.fullmatch(rf"{one}(,{one})*", checked[at + 1]), checked[at + 1]  # one device, or one per rank
             del checked[at:at + 2]
     result = subprocess.run([DSINFER, *checked], capture_output=True, text=True, timeout=30)
     assert result.returncode != 0
@@ -90,6 +91,22 @@ def test_kubernetes_manifests(tmp_path):
         assert matches, service["metadata"]["name"]
         names = {p["name"] for pod in matches for p in pod["spec"]["containers"][0]["ports"]}
         assert all(p["targetPort"] in names for p in service["spec"]["ports"])
+
+
+def test_the_slurm_batch_script_runs_the_ranks_it_asks_for():
+    """deploy/slurm/dsinfer-tensor-parallel.sbatch: srun's tasks are the ranks serve asks for, --device names one
+    device per rank, and the command line is one serve accepts (run once per rank under srun: the launcher's)."""
+    with open(os.path.join(DEPLOY, "slurm", "dsinfer-tensor-parallel.sbatch")) as f:
+        text = f.read()
+    batch = dict(re.findall(r"^#SBATCH --([\w-]+)(?:=(\S+))?$", text, re.M))
+    command = shlex.split(re.search(r"^srun .*?(?<!\\)$", text.replace("\\\n", " "), re.M | re.S).group(0))
+    dsinfer = command.index("/usr/local/bin/dsinfer")
+    assert "--mpi=pmix" in command[:dsinfer]
+    args = command[dsinfer + 1:]
+    ranks = int(flag(args, "--tensor-parallel"))
+    assert ranks == int(batch["ntasks"]) == int(batch["nodes"]) * int(batch["ntasks-per-node"])
+    assert len(re.findall(r"cpu:", flag(args, "--device"))) == ranks
+    accepts(args)
 
 
 def test_the_mpi_operators_job_runs_the_ranks_it_asks_for():

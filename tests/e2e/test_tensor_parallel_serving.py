@@ -207,6 +207,15 @@ def admin(server, method, path, body=None):
         return e.code, json.loads(e.read())
 
 
+def test_two_ranks_of_a_host_on_one_core_are_refused(tmp_path):
+    """`--device cpu:0,cpu:0` is a list ranks on two hosts may give; on one host the second rank to claim core 0
+    finds the first's lock and the instance ends naming the holder. The 60 s only bound the test against a hang."""
+    result = subprocess.run([DSINFER, "serve", "-m", STORIES, "--port", "0", "-t", "1", "--tensor-parallel", "2",
+                             "--device", "cpu:0,cpu:0", "--run-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "core 0 is held by dsinfer PID" in result.stderr, result.stderr
+
+
 def test_hot_swap_across_ranks(tmp_path):
     """A swap under load in two ranks: rank 1 loads version B beside A's steps and says it has it before B is offered;
     requests in flight finish on A; B's replies are one process's of B; A is freed on both ranks after its last
