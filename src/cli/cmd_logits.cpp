@@ -63,6 +63,9 @@ int cmd_logits(int argc, char** argv) {
                       "Runs the tokens teacher-forced and writes the logits at every position (and each layer's output) as .npy files.",
                       table);
   }
+  if (args.value().has("--mtp-out") && args.value().get("--tensor-parallel") != "1") {
+    return fail("--mtp-out with --tensor-parallel is not implemented (the multi-token-prediction layer runs in one process)");
+  }
   auto ranks = join_tensor_parallel_ranks(args.value(), "logits", argc, argv);
   if (!ranks.ok()) return fail(ranks.message());
   // The device first: the threads started from here on inherit its cores.

@@ -115,3 +115,8 @@ def test_tensor_parallel_needs_one_device_per_rank():
             assert message in result.stderr, (command, devices, result.stderr)
     one = dsinfer("run", "-m", "/nonexistent.gguf", "-p", "hi", "--device", "cpu:0,cpu:1")
     assert "--device names 2 devices for 1 process: give one per rank of --tensor-parallel" in one.stderr, one.stderr
+
+
+def test_the_multi_token_prediction_layer_in_ranks_is_refused_by_name():
+    mtp = dsinfer("logits", "-m", "/nonexistent.gguf", "--tokens", "1,2", "--tensor-parallel", "2", "--mtp-out", "/tmp/x.npy")
+    assert mtp.returncode == 1 and "--mtp-out with --tensor-parallel is not implemented" in mtp.stderr, mtp.stderr
