@@ -264,18 +264,18 @@ KvTierLink tier_link(KvDiskTier* disk, const ModelConfig& config, KvCache& memor
   const bool split = config.kv_split;
   link.page_bytes = memory.page_bytes() * parts;
   link.window_page_bytes = memory.window_bytes() * parts;
-  if (!ranks.sender) {
-    link.read_page = [&memory](int32_t page, uint8_t* host) { memory.read_page(page, host); };
-    link.write_page = [&memory](int32_t page, const uint8_t* host) { memory.write_page(page, host); };
-    link.read_window_page = [&memory](int32_t page, uint8_t* host) { memory.read_window_page(page, host); };
-    link.write_window_page = [&memory](int32_t page, const uint8_t* host) { memory.write_window_page(page, host); };
-    return link;
-  }
   for (bool window : {false, true}) {
-    (window ? link.read_window_page : link.read_page) = [ranks, split, window, &memory](int32_t page, uint8_t* host) {
+    auto& read = window ? link.read_window_page : link.read_page;
+    auto& write = window ? link.write_window_page : link.write_page;
+    if (!ranks.sender) {
+      read = [window, &memory](int32_t page, uint8_t* host) { read_part(memory, window, page, host); };
+      write = [window, &memory](int32_t page, const uint8_t* host) { write_part(memory, window, page, host); };
+      continue;
+    }
+    read = [ranks, split, window, &memory](int32_t page, uint8_t* host) {
       ranks.sender->page_out(ranks.version, split, window, page, memory, host);
     };
-    (window ? link.write_window_page : link.write_page) = [ranks, split, window, &memory](int32_t page, const uint8_t* host) {
+    write = [ranks, split, window, &memory](int32_t page, const uint8_t* host) {
       ranks.sender->page_in(ranks.version, split, window, page, memory, host);
     };
   }
