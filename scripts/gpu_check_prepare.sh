@@ -31,5 +31,11 @@ write_deepseek2(os.path.join(out, "deepseek2v2lite_q8_0.gguf"), shape="v2lite", 
 # DeepSeek-V3.2: V3's layers with the lightning indexer, 16 of the 48 positions picked (as the reference test's Q8_0 file).
 write_deepseek2(os.path.join(out, "deepseek32_q8_0.gguf"), shape="v3", dtype="q8_0", layout="split", seed=7, n_ctx=512,
                 indexer=(16, 64, 16), yarn=(4.0, 128, 0.707))
+# DeepSeek-V4 as the reference test writes it (layers compressing by 0, 4, 128, 4; 16 indexer heads choosing 8): in f32
+# (gpu_check.sh gives it 300 tokens, so ratio-128 rows form and ratio-4 rows outnumber the choice), and as
+# V4-Flash is published, Q8_0 with MXFP4 experts.
+from make_deepseek4 import write_deepseek4
+write_deepseek4(os.path.join(out, "deepseek4_f32.gguf"), dtype="f32", seed=11, indexer_heads=16)
+write_deepseek4(os.path.join(out, "deepseek4_mxfp4.gguf"), dtype="q8_0", expert_dtype="mxfp4", seed=11, indexer_heads=16, clamp=10.0)
 PY
 du -sh "$out"

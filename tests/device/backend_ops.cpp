@@ -379,9 +379,10 @@ class EmbedCase : public OpCase {
 // square root halves it, and the scaling adds three roundings.
 class RmsNormCase : public OpCase {
  public:
-  RmsNormCase(int64_t n, int64_t dim, int64_t stride) : n_(n), dim_(dim), stride_(stride) {
+  // weighted false: no weight (null), the row only scaled, as DeepSeek-V4 normalises its query heads and streams.
+  RmsNormCase(int64_t n, int64_t dim, int64_t stride, bool weighted = true) : n_(n), dim_(dim), stride_(stride), weighted_(weighted) {
     op = "rms_norm";
-    shape = std::to_string(n) + "x" + std::to_string(dim) + (stride != dim ? " strided" : "");
+    shape = std::to_string(n) + "x" + std::to_string(dim) + (stride != dim ? " strided" : "") + (weighted ? "" : " unweighted");
     dtype = "f32";
     flops = 4.0 * double(n * dim);
     bytes = 4.0 * double(2 * n * dim + dim);
@@ -389,9 +390,9 @@ class RmsNormCase : public OpCase {
   void setup(Backend& b, DeviceData& data) override {
     std::mt19937 rng(uint32_t(n_ + dim_));
     x_ = random_floats(rng, n_ * stride_, 3.0f);
-    weight_ = random_floats(rng, dim_);
+    weight_ = weighted_ ? random_floats(rng, dim_) : std::vector<float>(size_t(dim_), 1.0f);
     x_dev_ = data.floats(x_);
-    weight_dev_ = data.floats(weight_);
+    weight_dev_ = weighted_ ? data.floats(weight_) : nullptr;
     out_ = data.zeros(size_t(n_ * stride_));
   }
   void run(Backend& b) override { b.rms_norm(x_dev_, stride_, weight_dev_, 1e-5f, n_, dim_, out_, stride_); }
@@ -412,7 +413,8 @@ class RmsNormCase : public OpCase {
 
  private:
   int64_t n_, dim_, stride_;
-  std::vector<float> x_, weight_;
+  bool weighted_;
+  std::vector<float> x_, weight_;  // all ones where unweighted
   float *x_dev_ = nullptr, *weight_dev_ = nullptr, *out_ = nullptr;
 };
 
@@ -1580,16 +1582,18 @@ class KvCompressCase : public OpCase {
       step.tokens.assign(step.positions.size(), 0);
       step.kv = data.floats(kv);
       step.score = data.floats(score);
+    }
+  }
+  void run(Backend& b) override {
+    for (const Step& step : steps_) {
+      // Each step's index uploaded before its call, as the engine does: an upload is valid until the next (device/backend.h).
       StepIndex host = step_.host();
       host.n_tokens = int64_t(step.positions.size());
       host.tokens = step.tokens.data();
       host.positions = step.positions.data();
       host.seq_of_token = step.seq_of_token.data();
-      step.index = b.upload_step(host);
+      b.kv_compress(c_, b.upload_step(host), step_.page_tokens, step.kv, step.score, state_->device, rows_->device);
     }
-  }
-  void run(Backend& b) override {
-    for (const Step& step : steps_) b.kv_compress(c_, step.index, step_.page_tokens, step.kv, step.score, state_->device, rows_->device);
   }
   Outcome check(Backend& b, DeviceData& data) override {
     const int64_t w = c_.width(), r = c_.ratio, dim = c_.dim;
@@ -1653,7 +1657,6 @@ class KvCompressCase : public OpCase {
   struct Step {
     std::vector<int32_t> tokens, positions, seq_of_token;
     float *kv = nullptr, *score = nullptr;
-    StepIndex index;
   };
   DType kv_dtype_;
   std::vector<int64_t> lengths_;
@@ -1885,6 +1888,7 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
     for (int64_t tokens : {1, 9}) add(new MatmulBatchedCase(type, 4, 64, 64, tokens));
   }
   for (auto [n, dim, stride] : {std::tuple{1, 64, 64}, {5, 576, 576}, {3, 512, 576}, {7, 4096, 4096}}) add(new RmsNormCase(n, dim, stride));
+  add(new RmsNormCase(6, 512, 512, false));
   for (const char* name : {"add", "add_bias", "silu_mul"}) {
     add(new ElementwiseCase(name, 3, 100));
     add(new ElementwiseCase(name, 40, 2048));  // past the CPU's threshold for threads

@@ -93,28 +93,35 @@ class CudaBackend final : public Backend {
 
   StepIndex upload_step(const StepIndex& host) override {
     DS_CUDA_CHECK(cudaSetDevice(device_));
-    const int64_t n = host.n_tokens;
+    const int64_t n = host.n_tokens, n_table_sets = host.window_tables ? 2 : 1;
     int64_t n_pages = 0;
-    for (int64_t s = 0; s < host.n_tables; ++s) n_pages += host.tables[s].n_pages;
+    for (int64_t s = 0; s < host.n_tables; ++s) {
+      n_pages += host.tables[s].n_pages + (host.window_tables ? host.window_tables[s].n_pages : 0);
+    }
     const size_t ints = size_t(3 * n + n_pages), tables_at = (ints * sizeof(int32_t) + 15) / 16 * 16;
-    const size_t bytes = tables_at + size_t(host.n_tables) * sizeof(BlockTableView);
+    const size_t bytes = tables_at + size_t(n_table_sets * host.n_tables) * sizeof(BlockTableView);
     staging_.resize(bytes);
     uint8_t* base = grown(step_memory_, bytes);
     auto* ints_host = reinterpret_cast<int32_t*>(staging_.data());
     std::copy_n(host.tokens, n, ints_host);
     std::copy_n(host.positions, n, ints_host + n);
     std::copy_n(host.seq_of_token, n, ints_host + 2 * n);
+    // The block tables, then the window tables (KvStream::windowed) where the step has them.
     auto* tables = reinterpret_cast<BlockTableView*>(staging_.data() + tables_at);
     int64_t at = 3 * n;
-    for (int64_t s = 0; s < host.n_tables; ++s) {
-      std::copy_n(host.tables[s].pages, host.tables[s].n_pages, ints_host + at);
-      tables[s] = BlockTableView{reinterpret_cast<const int32_t*>(base) + at, host.tables[s].n_pages};
-      at += host.tables[s].n_pages;
+    for (int64_t set = 0; set < n_table_sets; ++set) {
+      const BlockTableView* from = set == 0 ? host.tables : host.window_tables;
+      for (int64_t s = 0; s < host.n_tables; ++s) {
+        std::copy_n(from[s].pages, from[s].n_pages, ints_host + at);
+        tables[set * host.n_tables + s] = BlockTableView{reinterpret_cast<const int32_t*>(base) + at, from[s].n_pages};
+        at += from[s].n_pages;
+      }
     }
     upload(base, staging_.data(), bytes);
     const auto* device_ints = reinterpret_cast<const int32_t*>(base);
-    return StepIndex{n, host.n_ctx, device_ints, device_ints + n, device_ints + 2 * n, reinterpret_cast<const BlockTableView*>(base + tables_at),
-                     host.n_tables};
+    const auto* device_tables = reinterpret_cast<const BlockTableView*>(base + tables_at);
+    return StepIndex{n, host.n_ctx, device_ints, device_ints + n, device_ints + 2 * n, device_tables, host.n_tables,
+                     host.window_tables ? device_tables + host.n_tables : nullptr};
   }
 
   void embed(const WeightMatrix& table, const StepIndex& step, float* out) override { cuda::embed(stream_, table, step.tokens, step.n_tokens, out); }
@@ -151,6 +158,33 @@ class CudaBackend final : public Backend {
   void sparse_attention(const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const float* q, const int32_t* selected,
                         const int32_t* n_selected, int64_t top_k, float* out) override {
     attend(kv, shape, step, cuda::ChosenPositions{selected, n_selected, top_k}, q, out);
+  }
+  bool has_compressed_attention() const override { return true; }
+  void rope_rows(const RopeParams& rope, const int32_t* positions, int64_t n_ctx, const HeadRows& rows, int64_t n) override {
+    cuda::rope(stream_, rope_factors(rope, n_ctx), rope.n_rot, rope.layout, rope.freq_factors, positions, n, rows);
+  }
+  void swiglu(float* gate, float* up, int64_t n, float limit) override { cuda::swiglu(stream_, gate, up, n, limit); }
+  void hyper_connection_pre(const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n, float* sublayer_in,
+                            float* post, float* mix) override {
+    cuda::hyper_connection_pre(stream_, p, streams, mix_logits, n, sublayer_in, post, mix);
+  }
+  void hyper_connection_post(const HyperConnectionParams& p, float* streams, const float* block_out, const float* post, const float* mix,
+                             int64_t n) override {
+    cuda::hyper_connection_post(stream_, p, streams, block_out, post, mix, n);
+  }
+  void hyper_connection_head(const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n, float* out) override {
+    cuda::hyper_connection_head(stream_, p, streams, mix_logits, n, out);
+  }
+  void kv_compress(const KvCompressorParams& c, const StepIndex& step, int64_t page_tokens, const float* kv, const float* score,
+                   const KvLayerView& state, const KvLayerView& rows) override {
+    uint8_t* scratch = grown(compressor_scratch_, cuda::kv_compress_scratch_bytes(c, step, state.dtype));
+    cuda::kv_compress(stream_, c, step, page_tokens, kv, score, state, rows, scratch);
+  }
+  void compressed_attention(const CompressedAttentionParams& a, const StepIndex& step, int64_t page_tokens, const float* q,
+                            const KvLayerView& window, const KvLayerView& rows, const int32_t* selected, const int32_t* n_selected,
+                            float* out) override {
+    float* scratch = grown_f32(attention_scratch_, cuda::compressed_attention_scratch_floats(a, step, selected != nullptr));
+    cuda::compressed_attention(stream_, a, step, page_tokens, q, window, rows, selected, n_selected, scratch, out);
   }
   void silu_mul(float* gate, const float* up, int64_t n) override { cuda::silu_mul(stream_, gate, up, n); }
   void add(float* y, const float* x, int64_t n) override { cuda::add(stream_, y, x, n); }
@@ -220,7 +254,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::vector<uint8_t> staging_;
-  DeviceBuffer step_memory_, half_scratch_, activation_scratch_, dequantized_scratch_, attention_scratch_, indexer_scores_;
+  DeviceBuffer step_memory_, half_scratch_, activation_scratch_, dequantized_scratch_, attention_scratch_, indexer_scores_, compressor_scratch_;
   DeviceBuffer expert_index_, expert_in_, expert_gate_, expert_up_, expert_out_, slots_;
 };
 
@@ -233,12 +267,16 @@ void CudaBackend::moe_experts(const ExpertRouting& routing, const float* router_
     bias_host.resize(size_t(routing.n_expert));
     download(bias_host.data(), bias, bias_host.size() * sizeof(float));
   }
-  // V4's clamped SwiGLU and hash routing are not written here: check_forward_ops refuses V4 on this backend.
-  DS_CHECK(routing.swiglu_limit == 0.0f && !routing.forced_experts, "cuda: moe_experts has no clamped or hash-routed experts");
+  std::vector<int32_t> forced;  // DeepSeek-V4's hash-routed layers: each token's experts given
+  if (routing.forced_experts) {
+    forced.resize(size_t(n * k));
+    download(forced.data(), routing.forced_experts, forced.size() * sizeof(int32_t));
+  }
   std::vector<int32_t> chosen(size_t(n * k));
   std::vector<float> weight(size_t(n * k));
   for (int64_t t = 0; t < n; ++t) {
-    moe_route(routing, logits.data() + t * routing.n_expert, bias ? bias_host.data() : nullptr, nullptr, chosen.data() + t * k, weight.data() + t * k);
+    moe_route(routing, logits.data() + t * routing.n_expert, bias ? bias_host.data() : nullptr, forced.empty() ? nullptr : forced.data() + t * k,
+              chosen.data() + t * k, weight.data() + t * k);
   }
   // (token, slot) pairs by expert, in token order, with their weights.
   std::vector<std::vector<int64_t>> assigned(size_t(routing.n_expert));
@@ -276,7 +314,7 @@ void CudaBackend::moe_experts(const ExpertRouting& routing, const float* router_
     cuda::gather_pair_rows(stream_, in, pairs_dev + at, k, m, n_embd, rows_in);
     matmul_strided(experts.gate[e], rows_in, n_embd, m, gate, ff);
     matmul_strided(experts.up[e], rows_in, n_embd, m, up, ff);
-    cuda::silu_mul(stream_, gate, up, m * ff);
+    cuda::swiglu(stream_, gate, up, m * ff, routing.swiglu_limit);  // limit 0: silu(gate) * up
     matmul_strided(experts.down[e], gate, ff, m, rows_out, n_embd);
     cuda::scatter_weighted(stream_, rows_out, pairs_dev + at, weights_dev + at, m, n_embd, slots);
     at += m;

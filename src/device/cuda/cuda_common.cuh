@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "tensor/dtype.h"
 #include "tensor/kv_layer_view.h"
+#include "tensor/rope_params.h"
 
 #define DS_CUDA_CHECK(call)                                                                                  \
   do {                                                                                                     \
@@ -26,7 +27,7 @@ namespace ds::cuda {
 // DType as the kernels switch on it (the enum's values, as plain ints).
 enum Type : int {
   t_f32 = 0, t_f16 = 1, t_q4_0 = 2, t_q4_1 = 3, t_q5_0 = 6, t_q5_1 = 7, t_q8_0 = 8, t_q8_1 = 9,
-  t_q4_k = 12, t_q5_k = 13, t_q6_k = 14, t_q8_k = 15, t_bf16 = 30,
+  t_q4_k = 12, t_q5_k = 13, t_q6_k = 14, t_q8_k = 15, t_bf16 = 30, t_mxfp4 = 39,
 };
 
 __device__ inline float half_at(const uint8_t* p) { return __half2float(*reinterpret_cast<const __half*>(p)); }
@@ -69,6 +70,7 @@ __host__ __device__ constexpr int block_bytes(int type) {
     case t_q5_k: return 176;
     case t_q6_k: return 210;
     case t_q8_k: return 292;
+    case t_mxfp4: return 17;
     default: return 0;
   }
 }
@@ -106,6 +108,12 @@ __device__ inline float element_in_block(int type, const uint8_t* b, int i) {
     case t_q8_0: return float(reinterpret_cast<const int8_t*>(b + 2)[i]) * half_at(b);
     case t_q8_1: return float(reinterpret_cast<const int8_t*>(b + 4)[i]) * half_at(b);
     case t_q8_k: return *reinterpret_cast<const float*>(b) * float(reinterpret_cast<const int8_t*>(b + 4)[i]);
+    case t_mxfp4: {  // tensor/quant_blocks.h: an e2m1 code's doubled value times 2^(e - 127) / 2
+      const int code = i < 16 ? (b[1 + i] & 0x0F) : (b[1 + i - 16] >> 4);
+      const int magnitude = int((0xC8643210u >> (4 * (code & 7))) & 0xF);  // 0, 1, 2, 3, 4, 6, 8, 12
+      const uint32_t scale_bits = b[0] < 2 ? 0x00200000u << b[0] : uint32_t(b[0] - 1) << 23;
+      return float(code & 8 ? -magnitude : magnitude) * __uint_as_float(scale_bits);
+    }
     case t_q4_k:
     case t_q5_k: {
       const bool five = type == t_q5_k;
@@ -160,6 +168,19 @@ __device__ inline void q8_0_store(const float* x, uint8_t* block) {
   for (int j = 0; j < 32; ++j) reinterpret_cast<int8_t*>(block + 2)[j] = int8_t(rintf(x[j] * id));
 }
 
+// A row of n elements stored in a KV cache type (f32, f16, Q8_0) as
+// tensor/quantize.cpp's quantize_row stores it, by the block's threads
+// together (n a multiple of 32 for Q8_0).
+__device__ inline void store_row(DType type, const float* x, int64_t n, uint8_t* to) {
+  if (type == DType::f32) {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) reinterpret_cast<float*>(to)[i] = x[i];
+  } else if (type == DType::f16) {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) reinterpret_cast<__half*>(to)[i] = __float2half_rn(x[i]);
+  } else {
+    for (int64_t b = threadIdx.x; b < n / 32; b += blockDim.x) q8_0_store(x + 32 * b, to + 34 * b);
+  }
+}
+
 // A block of 256 rounded to Q8_K and back (quantize_q8_k: the first largest magnitude sets the sign).
 __device__ inline void q8_k_block(const float* x, float* out) {
   float amax = 0.0f, max = 0.0f;
@@ -177,6 +198,32 @@ __device__ inline void q8_k_block(const float* x, float* out) {
   for (int j = 0; j < 256; ++j) out[j] = d * float(min(127, int(rintf(iscale * x[j]))));
 }
 
+// kernels/rope.cpp's rope_yarn_ramp.
+__device__ inline float yarn_ramp(float low, float high, int i0) {
+  const float y = (float(i0 / 2) - low) / fmaxf(0.001f, high - low);
+  return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
+// Rotates pair i of the n_rot elements at v by the angle of `position`, as
+// kernels/rope.cpp does: the angle's running product is the reference's, one
+// float multiply per pair below this one.
+__device__ inline void rotate_pair(const RopeFactors& f, int n_rot, bool neox, const float* freq_factors, int32_t position, int i, float* v) {
+  float theta_extrap = float(position);
+  for (int k = 0; k < i; ++k) theta_extrap *= f.theta_scale;
+  if (freq_factors) theta_extrap /= freq_factors[i];
+  const float theta_interp = f.freq_scale * theta_extrap;
+  float theta = theta_interp;
+  if (f.ext_factor != 0.0f) {
+    const float mix = yarn_ramp(f.corr_low, f.corr_high, 2 * i) * f.ext_factor;
+    theta = theta_interp * (1.0f - mix) + theta_extrap * mix;
+  }
+  const float c = cosf(theta) * f.mscale, s = sinf(theta) * f.mscale;
+  const int half = n_rot / 2, a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+  const float x0 = v[a], x1 = v[b];
+  v[a] = x0 * c - x1 * s;
+  v[b] = x0 * s + x1 * c;
+}
+
 // Byte offset of (position, kv_head) in a layer's K or V memory.
 __device__ inline int64_t slot_offset(const KvLayerView& kv, const BlockTableView& table, int64_t position, int64_t kv_head,
                                       int64_t head_bytes) {
@@ -187,6 +234,22 @@ __device__ inline int64_t slot_offset(const KvLayerView& kv, const BlockTableVie
 __device__ inline int64_t kv_head_bytes(const KvLayerView& kv) {
   const int64_t d = kv.kv_dim / kv.n_kv_heads;
   return kv.dtype == DType::f32 ? 4 * d : kv.dtype == DType::f16 ? 2 * d : d / 32 * 34;
+}
+
+// DeepSeek-V4's streams (kernels/kv_compressor.h). Compressed row b of a
+// stream of one row per `ratio` tokens, in pages of page_tokens tokens: in
+// the page of the block's last token.
+__device__ inline int64_t compressed_row_offset(const KvLayerView& rows, const BlockTableView& table, int64_t ratio, int64_t page_tokens,
+                                                int64_t b) {
+  const int64_t token = b * ratio + ratio - 1;
+  return (int64_t(table.pages[token / page_tokens]) * rows.page_tokens + token % page_tokens / ratio) * kv_head_bytes(rows);
+}
+
+// A compressor's state row of `position`: in the window page of the
+// position, at slot position % (the rows the stream keeps per page: a ring
+// where they are fewer than the page's tokens).
+__device__ inline int64_t state_row_offset(const KvLayerView& state, const BlockTableView& table, int64_t page_tokens, int64_t position) {
+  return (int64_t(table.pages[position / page_tokens]) * state.page_tokens + position % state.page_tokens) * kv_head_bytes(state);
 }
 
 // n elements rounded to the KV cache's type and back, as the host's attention

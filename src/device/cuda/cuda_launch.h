@@ -17,6 +17,8 @@ void rms_norm(cudaStream_t s, const float* in, int64_t in_stride, const float* w
 void add(cudaStream_t s, float* y, const float* x, int64_t n);
 void add_bias(cudaStream_t s, float* y, const float* bias, int64_t n, int64_t dim);
 void silu_mul(cudaStream_t s, float* gate, const float* up, int64_t n);
+// kernels/elementwise.h's swiglu (DeepSeek-V4's clamp at limit > 0).
+void swiglu(cudaStream_t s, float* gate, float* up, int64_t n, float limit);
 void copy_heads(cudaStream_t s, const HeadRows& dst, const HeadRows& src, int64_t n);
 void rope(cudaStream_t s, const RopeFactors& f, int n_rot, RopeLayout layout, const float* freq_factors, const int32_t* positions, int64_t n,
           const HeadRows& x);
@@ -34,6 +36,12 @@ struct ChosenPositions {
 int64_t paged_attention_scratch_floats(const AttentionShape& shape, const StepIndex& step, const ChosenPositions& chosen);
 void paged_attention(cudaStream_t s, const KvLayerView& kv, const AttentionShape& shape, const StepIndex& step, const ChosenPositions& chosen,
                      const float* q, float* scratch, float* out);
+// DeepSeek-V4's attention (kernels/compressed_attention.h) through the same kernel: the window's raw rows and
+// the compressed rows, each head's sink in its softmax.
+int64_t compressed_attention_scratch_floats(const CompressedAttentionParams& a, const StepIndex& step, bool selected);
+void compressed_attention(cudaStream_t s, const CompressedAttentionParams& a, const StepIndex& step, int64_t page_tokens, const float* q,
+                          const KvLayerView& window, const KvLayerView& rows, const int32_t* selected, const int32_t* n_selected,
+                          float* scratch, float* out);
 // kernels/elementwise.h's layer_norm: mean and squares summed in f64 as there; out may be in.
 void layer_norm(cudaStream_t s, const float* in, const float* weight, const float* bias, float eps, int64_t n, int64_t dim, float* out);
 // kernels/sparse_attention.h's indexer_select (cuda_indexer.cu): each token's scores of its positions into
@@ -41,6 +49,19 @@ void layer_norm(cudaStream_t s, const float* in, const float* weight, const floa
 int64_t indexer_scores_floats(const StepIndex& step, int64_t top_k);
 void indexer_select(cudaStream_t s, const KvLayerView& keys, const StepIndex& step, const float* q, int64_t n_heads, const float* weights,
                     float weight_scale, int64_t top_k, float* scores, int32_t* selected, int32_t* n_selected);
+
+// DeepSeek-V4's hyper-connections (cuda_deepseek4.cu; kernels/hyper_connection.h).
+void hyper_connection_pre(cudaStream_t s, const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n,
+                          float* sublayer_in, float* post, float* mix);
+void hyper_connection_post(cudaStream_t s, const HyperConnectionParams& p, float* streams, const float* block_out, const float* post,
+                           const float* mix, int64_t n);
+void hyper_connection_head(cudaStream_t s, const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n,
+                           float* out);
+// DeepSeek-V4's compressors (cuda_deepseek4.cu; kernels/kv_compressor.h): the step's state rows stored and
+// rounded into `stored` and `rounded` (kv_compress_scratch_bytes of them) before the rows form.
+size_t kv_compress_scratch_bytes(const KvCompressorParams& c, const StepIndex& step, DType state_type);
+void kv_compress(cudaStream_t s, const KvCompressorParams& c, const StepIndex& step, int64_t page_tokens, const float* kv, const float* score,
+                 const KvLayerView& state, const KvLayerView& rows, uint8_t* scratch);
 
 // x rows (stride x_stride) rounded to `act_type` and back to f32: out [n, n_cols].
 void round_activations(cudaStream_t s, DType act_type, const float* x, int64_t x_stride, int64_t n, int64_t n_cols, float* out);

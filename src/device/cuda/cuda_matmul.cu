@@ -1,6 +1,6 @@
 // The CUDA backend's matrix kernels for the weight types cuBLAS does not
 // read: the activations rounded to the type the reference multiplies with
-// (Q8_0, Q8_1, Q8_K, F16, BF16: activation_type_for's pairing, tensor/dtype.h) and each weight
+// (Q8_0, Q8_1, Q8_K, F16, BF16: activation_type_for's pairing; MXFP4 with Q8_0, tensor/dtype.h) and each weight
 // element dequantized exactly, so that a product sum differs from the
 // reference's only by its f32 accumulation.
 
@@ -106,6 +106,7 @@ void matvec(cudaStream_t s, const WeightMatrix& w, const float* xa, int64_t n, f
     case t_q4_k: return launch(matvec_kernel<t_q4_k>);
     case t_q5_k: return launch(matvec_kernel<t_q5_k>);
     case t_q6_k: return launch(matvec_kernel<t_q6_k>);
+    case t_mxfp4: return launch(matvec_kernel<t_mxfp4>);
     default: DS_CHECK(false, std::string("matvec: no kernel for ") + dtype_name(w.type));
   }
 }
