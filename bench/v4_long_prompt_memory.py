@@ -8,10 +8,17 @@ groups of 1024, a window of 128, the indexer's 64 heads of 128 keeping 512
 rows) with two layers, one compressing by 4 and one by 128, 4 experts of 512
 (2 used), Q8_0, V4's context of 1,048,576 with YaRN x16 over 65,536;
 DeepSeek's 102,400-token vocabulary. The prompt: "hello world" repeated to the
-length asked for. No llama.cpp beside it: its dense, masked attention over
-131,072 positions takes hours on two cores.
+length asked for.
+
+--llama-cpp runs the same prompt through llama.cpp (llama-cpp-python's
+library, or LLAMA_CPP_LIB_PATH's) after dsinfer, in micro-batches of 512 as
+llama-server does, then 16 greedy tokens: its prompt time and decode speed
+beside dsinfer's, and the ratios. Its attention over the compressed rows is
+dense and masked, a cost that grows with the square of the prompt: at
+131,072 tokens hours on two cores, so shorter prompts measure the trend.
 
 Usage: python3 bench/v4_long_prompt_memory.py [--models DIR] [-p 131072] [--kv-page-tokens N (default: the model's, 64)]
+       [--llama-cpp]
 """
 
 import argparse
@@ -19,6 +26,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
@@ -47,6 +55,7 @@ def main():
     parser.add_argument("-p", type=int, default=131072, help="the prompt's length in tokens, at least")
     parser.add_argument("--kv-page-tokens", type=int)
     parser.add_argument("-t", type=int, default=2)
+    parser.add_argument("--llama-cpp", action="store_true", help="the same prompt through llama.cpp after dsinfer")
     args = parser.parse_args()
     model = ensure_model(args.models)
     prompt = os.path.join(args.models, f"hello_world_{args.p}.txt")
@@ -59,6 +68,34 @@ def main():
     report = {k: re.search(rf"^{k}.*$", result.stderr, re.M).group(0) for k in ("prompt:", "generation:", "kv held")}
     for line in report.values():
         print(line)
+    if args.llama_cpp:
+        with open(prompt) as f:
+            peer = llama_cpp_run(model, f.read(), args.p + 1024, args.t, 16)
+        rate = {k: float(re.search(rf"^{k} .* ([0-9.]+) tokens/s", result.stderr, re.M).group(1)) for k in ("prompt:", "generation:")}
+        peer_prompt, peer_generation = peer["prompt_tokens"] / peer["prompt_s"], 16 / peer["generation_s"]
+        print(f"llama.cpp prompt: {peer['prompt_tokens']} tokens in {peer['prompt_s']:.3f} s, {peer_prompt:.2f} tokens/s")
+        print(f"llama.cpp generation: 16 tokens in {peer['generation_s']:.3f} s, {peer_generation:.2f} tokens/s")
+        print(f"dsinfer / llama.cpp (tokens/s): prompt {rate['prompt:'] / peer_prompt:.2f}x, "
+              f"generation after it {rate['generation:'] / peer_generation:.2f}x")
+
+
+def llama_cpp_run(model, text, n_ctx, threads, n_gen):
+    """The prompt in micro-batches of 512, then n_gen greedy tokens, timed."""
+    import llama_cpp
+    import numpy as np
+    llm = llama_cpp.Llama(model_path=model, n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=threads, n_threads_batch=threads,
+                          verbose=False)
+    tokens = llm.tokenize(text.encode())
+    start = time.perf_counter()
+    llm.eval(tokens)
+    prompt_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(n_gen):
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
+        llm.eval([int(np.argmax(logits))])
+    generation_s = time.perf_counter() - start
+    llm.close()
+    return {"prompt_tokens": len(tokens), "prompt_s": prompt_s, "generation_s": generation_s}
 
 
 if __name__ == "__main__":

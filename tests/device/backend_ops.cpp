@@ -1676,12 +1676,14 @@ class KvCompressCase : public OpCase {
 // sees (the sink adds one term to the softmax's sum).
 class CompressedAttentionCase : public OpCase {
  public:
-  CompressedAttentionCase(DType kv_dtype, int64_t ratio, std::vector<int64_t> lengths, int64_t new_tokens)
+  // The widths default to the tests' small ones; the perf cases give V4-Flash's (64 heads of 512, a window of 128, 512 chosen).
+  CompressedAttentionCase(DType kv_dtype, int64_t ratio, std::vector<int64_t> lengths, int64_t new_tokens, int64_t n_head = 4,
+                          int64_t head_dim = 64, int64_t window = 16, int64_t top_k = 8)
       : kv_dtype_(kv_dtype), step_(lengths, new_tokens) {
-    a_ = CompressedAttentionParams{4, 64, 16, ratio, ratio == 4 ? 8 : 0, 1.0f / 8.0f, nullptr};
+    a_ = CompressedAttentionParams{n_head, head_dim, window, ratio, ratio == 4 ? top_k : 0, 1.0f / std::sqrt(float(head_dim)), nullptr};
     op = "compressed_attention";
-    shape = "4x64 window 16 ratio " + std::to_string(ratio) + (ratio == 4 ? " top_k 8" : "") + " ctx " + std::to_string(step_.n_ctx) +
-            " n=" + std::to_string(step_.tokens.size());
+    shape = std::to_string(n_head) + "x" + std::to_string(head_dim) + " window " + std::to_string(window) + " ratio " + std::to_string(ratio) +
+            (ratio == 4 ? " top_k " + std::to_string(top_k) : "") + " ctx " + std::to_string(step_.n_ctx) + " n=" + std::to_string(step_.tokens.size());
     dtype = std::string("kv ") + dtype_name(kv_dtype);
   }
   bool supported(const Backend& b) const override { return b.has_compressed_attention(); }
@@ -1959,6 +1961,14 @@ std::vector<std::unique_ptr<OpCase>> perf_cases() {
   add(new MlaExpandedAttentionCase(DType::f32, DType::f16, 16, 512, 128, 64, 128, {2048}, 512));  // V2-Lite widths
   add(new MoeCase(DType::q8_0, ExpertGating::softmax, 1, 16));
   add(new MoeCase(DType::mxfp4, ExpertGating::sqrt_softplus, 1, 16));  // V4-Flash's experts
+  // DeepSeek-V4-Flash's widths: a decoded token's attention over a 32K context (window 128; the ratio-4 layer's 512
+  // chosen rows, the ratio-128 layer's 256), the compressors over a 2,048-token prompt, the hyper-connections.
+  add(new CompressedAttentionCase(DType::f16, 4, {32768}, 1, 64, 512, 128, 512));
+  add(new CompressedAttentionCase(DType::f16, 128, {32768}, 1, 64, 512, 128));
+  add(new KvCompressCase(DType::f16, 4, 512, {2048}, 64));
+  add(new KvCompressCase(DType::f16, 128, 512, {2048}, 64));
+  add(new HyperConnectionCase(1, 4096));
+  add(new HyperConnectionCase(512, 4096));
   return cases;
 }
 

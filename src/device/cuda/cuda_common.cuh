@@ -198,6 +198,21 @@ __device__ inline void q8_k_block(const float* x, float* out) {
   for (int j = 0; j < 256; ++j) out[j] = d * float(min(127, int(rintf(iscale * x[j]))));
 }
 
+// The sum of one value from each thread of the block, in f64 by halves (a
+// tree, always in the same order), returned to every thread; `partial` is
+// shared memory of blockDim.x doubles (a power of two), free again on return.
+__device__ inline double block_sum(double value, double* partial) {
+  partial[threadIdx.x] = value;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  const double total = partial[0];
+  __syncthreads();
+  return total;
+}
+
 // kernels/rope.cpp's rope_yarn_ramp.
 __device__ inline float yarn_ramp(float low, float high, int i0) {
   const float y = (float(i0 / 2) - low) / fmaxf(0.001f, high - low);

@@ -7,6 +7,7 @@
 
 #include "device/cuda/cuda_common.cuh"
 #include "device/cuda/cuda_launch.h"
+#include "kernels/hyper_connection_weights.h"
 
 namespace ds::cuda {
 namespace {
@@ -14,43 +15,16 @@ namespace {
 constexpr int k_threads = 256;
 constexpr int64_t k_max_streams = 8;  // V4 has 4; the per-token weights live in registers and shared memory
 
-__device__ inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-// kernels/hyper_connection.cpp's hyper_connection_weights, by one thread.
-__device__ void hyper_connection_weights(const HyperConnectionParams& p, const float* mu, float* pre, float* post, float* mix) {
-  const int64_t hc = p.n_streams;
-  for (int64_t i = 0; i < hc; ++i) {
-    pre[i] = sigmoid(p.scale[0] * mu[i] + p.base[i]) + p.eps;
-    post[i] = 2.0f * sigmoid(p.scale[1] * mu[hc + i] + p.base[hc + i]);
-  }
-  for (int64_t j = 0; j < hc; ++j) {
-    float* m = mix + j * hc;
-    float max = -FLT_MAX;
-    for (int64_t i = 0; i < hc; ++i) {
-      m[i] = p.scale[2] * mu[2 * hc + j * hc + i] + p.base[2 * hc + j * hc + i];
-      max = fmaxf(max, m[i]);
-    }
-    float sum = 0.0f;
-    for (int64_t i = 0; i < hc; ++i) sum += m[i] = expf(m[i] - max);
-    for (int64_t i = 0; i < hc; ++i) m[i] = m[i] / sum + p.eps;
-  }
-  for (int64_t k = 0; k < p.sinkhorn_iterations; ++k) {
-    if (k > 0) {  // over the destinations of each source
-      for (int64_t j = 0; j < hc; ++j) {
-        float sum = 0.0f;
-        for (int64_t i = 0; i < hc; ++i) sum += mix[j * hc + i];
-        for (int64_t i = 0; i < hc; ++i) mix[j * hc + i] /= sum + p.eps;
-      }
-    }
-    for (int64_t i = 0; i < hc; ++i) {  // over the sources of each destination
-      float sum = 0.0f;
-      for (int64_t j = 0; j < hc; ++j) sum += mix[j * hc + i];
-      for (int64_t j = 0; j < hc; ++j) mix[j * hc + i] /= sum + p.eps;
-    }
+// out[e] = sum_i w[i] * x[i * d + e], summed in stream order as the host does, over the block's threads.
+__device__ inline void weighted_streams(const float* w, int64_t hc, const float* x, int64_t d, float* out) {
+  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
+    float y = w[0] * x[e];
+    for (int64_t i = 1; i < hc; ++i) y += w[i] * x[i * d + e];
+    out[e] = y;
   }
 }
 
-// One block per token: its weights by the first thread, then the sublayer's input.
+// One block per token: its weights by the first thread (kernels/hyper_connection_weights.h), then the sublayer's input.
 __global__ void hyper_connection_pre_kernel(HyperConnectionParams p, const float* streams, const float* mix_logits, float* sublayer_in,
                                             float* post, float* mix) {
   __shared__ float pre[k_max_streams];
@@ -58,12 +32,7 @@ __global__ void hyper_connection_pre_kernel(HyperConnectionParams p, const float
   const int64_t n_mix = hc * (2 + hc);  // HyperConnectionParams::n_mix(), a host function
   if (threadIdx.x == 0) hyper_connection_weights(p, mix_logits + t * n_mix, pre, post + t * hc, mix + t * hc * hc);
   __syncthreads();
-  const float* x = streams + t * hc * d;
-  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
-    float y = pre[0] * x[e];
-    for (int64_t i = 1; i < hc; ++i) y += pre[i] * x[i * d + e];
-    sublayer_in[t * d + e] = y;
-  }
+  weighted_streams(pre, hc, streams + t * hc * d, d, sublayer_in + t * d);
 }
 
 // Block (token, a share of the elements): each thread reads its element of
@@ -87,14 +56,9 @@ __global__ void hyper_connection_post_kernel(HyperConnectionParams p, float* str
 __global__ void hyper_connection_head_kernel(HyperConnectionParams p, const float* streams, const float* mix_logits, float* out) {
   __shared__ float w[k_max_streams];
   const int64_t t = blockIdx.x, hc = p.n_streams, d = p.dim;
-  if (threadIdx.x < hc) w[threadIdx.x] = sigmoid(p.scale[0] * mix_logits[t * hc + threadIdx.x] + p.base[threadIdx.x]) + p.eps;
+  if (threadIdx.x < hc) w[threadIdx.x] = hyper_connection_sigmoid(p.scale[0] * mix_logits[t * hc + threadIdx.x] + p.base[threadIdx.x]) + p.eps;
   __syncthreads();
-  const float* x = streams + t * hc * d;
-  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
-    float y = w[0] * x[e];
-    for (int64_t i = 1; i < hc; ++i) y += w[i] * x[i * d + e];
-    out[t * d + e] = y;
-  }
+  weighted_streams(w, hc, streams + t * hc * d, d, out + t * d);
 }
 
 // Whether token u of the step is the same sequence's token at `position`: a
@@ -159,13 +123,7 @@ __global__ void compressor_rows_kernel(KvCompressorParams c, int64_t w, RopeFact
   __syncthreads();
   double squares = 0.0;  // RMSNorm as rms_norm_kernel: squares in f32, summed in f64
   for (int64_t e = threadIdx.x; e < dim; e += blockDim.x) squares += double(out[e] * out[e]);
-  partial[threadIdx.x] = squares;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  const float scale = 1.0f / sqrtf(float(partial[0] / double(dim)) + c.eps);
+  const float scale = 1.0f / sqrtf(float(block_sum(squares, partial) / double(dim)) + c.eps);
   for (int64_t e = threadIdx.x; e < dim; e += blockDim.x) out[e] = out[e] * scale * c.norm[e];
   __syncthreads();
   const int n_rot = c.rope.n_rot;

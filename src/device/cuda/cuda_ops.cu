@@ -28,13 +28,7 @@ __global__ void rms_norm_kernel(const float* in, int64_t in_stride, const float*
   const float* x = in + blockIdx.x * in_stride;
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += double(x[i] * x[i]);
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  const float scale = 1.0f / sqrtf(float(partial[0] / double(dim)) + eps);
+  const float scale = 1.0f / sqrtf(float(block_sum(sum, partial) / double(dim)) + eps);
   float* y = out + blockIdx.x * out_stride;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = weight ? x[i] * scale * weight[i] : x[i] * scale;
 }
@@ -43,23 +37,12 @@ __global__ void rms_norm_kernel(const float* in, int64_t in_stride, const float*
 __global__ void layer_norm_kernel(const float* in, const float* weight, const float* bias, float eps, int64_t dim, float* out) {
   __shared__ double partial[k_threads];
   const float* x = in + blockIdx.x * dim;
-  const auto block_sum = [&](double sum) {
-    partial[threadIdx.x] = sum;
-    __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half /= 2) {
-      if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-      __syncthreads();
-    }
-    const double total = partial[0];
-    __syncthreads();
-    return total;
-  };
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += double(x[i]);
-  const float mean = float(block_sum(sum) / double(dim));
+  const float mean = float(block_sum(sum, partial) / double(dim));
   double squares = 0.0;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) squares += double((x[i] - mean) * (x[i] - mean));
-  const float scale = 1.0f / sqrtf(float(block_sum(squares) / double(dim)) + eps);
+  const float scale = 1.0f / sqrtf(float(block_sum(squares, partial) / double(dim)) + eps);
   float* y = out + blockIdx.x * dim;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[i] = (x[i] - mean) * scale * weight[i] + bias[i];
 }
