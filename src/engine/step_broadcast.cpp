@@ -57,6 +57,7 @@ class Message {
     words_.resize(size_t(n));
     ranks.broadcast(words_.data(), size_t(n) * sizeof(int32_t), 0);
     DS_CHECK(words_.size() >= 2, "a message from rank 0 without its kind");
+    if (kind() == k_end) ranks.job_ended();
   }
   // A message already at hand (share_cache_options' broadcast).
   explicit Message(std::vector<int32_t> words) : words_(std::move(words)) {}

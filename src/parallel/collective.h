@@ -29,6 +29,12 @@ class Collective {
   // thread while another waits in a collective: another rank of this host
   // that has died or is stopped, named. Nullopt while none is known to.
   virtual std::optional<std::string> fault() const { return std::nullopt; }
+  // Rank 0 has ended the job (its end message came): this rank leaves with
+  // the others. A rank other than 0 that leaves before that leaves alone, on
+  // an error of its own, while rank 0 may wait for it in a collective: it
+  // ends the whole job rather than wait at the door (MPI_Finalize waits for
+  // every rank).
+  virtual void job_ended() {}
 };
 
 }  // namespace ds

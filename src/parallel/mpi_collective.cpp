@@ -65,7 +65,10 @@ class MpiCollective : public Collective {
     processes_.resize(size_t(size_));
     check(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, processes_.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather");
   }
-  ~MpiCollective() override { MPI_Finalize(); }
+  ~MpiCollective() override {
+    if (rank_ != 0 && !ended_) MPI_Abort(MPI_COMM_WORLD, 1);  // Collective::job_ended: leaving alone ends the job
+    MPI_Finalize();
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -93,6 +96,8 @@ class MpiCollective : public Collective {
   // The ranks of other hosts are not looked at: their launcher's daemon ends
   // the job when one dies, and one that stalls stalls this rank's steps,
   // which the engine's watchdog reports.
+  void job_ended() override { ended_ = true; }
+
   std::optional<std::string> fault() const override {
     const RankProcess& mine = processes_[size_t(rank_)];
     for (int r = 0; r < size_; ++r) {
@@ -114,6 +119,7 @@ class MpiCollective : public Collective {
   static void check(int code, const char* call) { DS_CHECK(code == MPI_SUCCESS, call); }
 
   int rank_, size_;
+  bool ended_ = false;  // rank 0 ended the job
   std::vector<RankProcess> processes_;  // every rank's, in rank order
   std::vector<float> gathered_;
 };

@@ -1,24 +1,28 @@
-"""A 128K-token prompt on a DeepSeek-V4-shaped model: the KV memory the
-sequence holds beside `dsinfer info`'s arithmetic for its length, the prompt's
-time and the decode speed after it (`dsinfer run`'s own report).
+"""A long prompt on the sparse-attention families, up to 128K tokens: the KV
+memory the sequence holds beside `dsinfer info`'s arithmetic for its length,
+the prompt's time and the decode speed after it (`dsinfer run`'s own report).
 
-The model: random weights at DeepSeek-V4-Flash's attention widths
-(make_deepseek4.V4_FLASH_WIDTHS: d 4096, 64 heads of 512, q LoRA 1024, 8 output
-groups of 1024, a window of 128, the indexer's 64 heads of 128 keeping 512
-rows) with two layers, one compressing by 4 and one by 128, 4 experts of 512
-(2 used), Q8_0, V4's context of 1,048,576 with YaRN x16 over 65,536;
-DeepSeek's 102,400-token vocabulary. The prompt: "hello world" repeated to the
-length asked for.
+--model v4 (the default): random weights at DeepSeek-V4-Flash's attention
+widths (make_deepseek4.V4_FLASH_WIDTHS: d 4096, 64 heads of 512, q LoRA 1024,
+8 output groups of 1024, a window of 128, the indexer's 64 heads of 128
+keeping 512 rows) with two layers, one compressing by 4 and one by 128, 4
+experts of 512 (2 used), Q8_0, V4's context of 1,048,576 with YaRN x16 over
+65,536. --model v32: bench_vs_llama_cpp.py --v32's model (DeepSeek-V3.2's
+attention widths: d 7168, 128 heads, q LoRA 1536, kv LoRA 512, the indexer's
+64 heads of 128 choosing 2,048 positions; 2 layers, Q8_0, a context of
+65,536). DeepSeek's 102,400-token vocabulary. The prompt: "hello world"
+repeated to the length asked for.
 
 --llama-cpp runs the same prompt through llama.cpp (llama-cpp-python's
 library, or LLAMA_CPP_LIB_PATH's) after dsinfer, in micro-batches of 512 as
 llama-server does, then 16 greedy tokens: its prompt time and decode speed
-beside dsinfer's, and the ratios. Its attention over the compressed rows is
-dense and masked, a cost that grows with the square of the prompt: at
-131,072 tokens hours on two cores, so shorter prompts measure the trend.
+beside dsinfer's, and the ratios. Its attention over the compressed rows
+(V4) or the cached positions (V3.2) is dense and masked, a cost that grows
+with the square of the prompt: at 131,072 tokens hours on two cores, so
+shorter prompts measure the trend.
 
-Usage: python3 bench/v4_long_prompt_memory.py [--models DIR] [-p 131072] [--kv-page-tokens N (default: the model's, 64)]
-       [--llama-cpp]
+Usage: python3 bench/sparse_long_prompt.py [--model v4|v32] [--models DIR] [-p 131072] [--kv-page-tokens N
+       (default: the model's)] [--llama-cpp]
 """
 
 import argparse
@@ -30,14 +34,16 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+sys.path.insert(0, os.path.dirname(__file__))
 
+from bench_vs_llama_cpp import ensure_v32_models  # noqa: E402
 from make_deepseek4 import V4_FLASH_WIDTHS, write_deepseek4  # noqa: E402
 from make_model import FIXTURES  # noqa: E402
 
 VOCAB = os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf")
 
 
-def ensure_model(directory):
+def ensure_v4_model(directory):
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "deepseek4_widths2_ctx1m_q8_0.gguf")
     if not os.path.exists(path):
@@ -50,6 +56,7 @@ def ensure_model(directory):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=["v4", "v32"], default="v4")
     parser.add_argument("--models", default=os.path.join(ROOT, "models", "bench"))
     parser.add_argument("--dsinfer", default=os.path.join(ROOT, "build", "dsinfer"))
     parser.add_argument("-p", type=int, default=131072, help="the prompt's length in tokens, at least")
@@ -57,7 +64,7 @@ def main():
     parser.add_argument("-t", type=int, default=2)
     parser.add_argument("--llama-cpp", action="store_true", help="the same prompt through llama.cpp after dsinfer")
     args = parser.parse_args()
-    model = ensure_model(args.models)
+    model = ensure_v4_model(args.models) if args.model == "v4" else ensure_v32_models(args.models)["Q8_0"]
     prompt = os.path.join(args.models, f"hello_world_{args.p}.txt")
     with open(prompt, "w") as f:  # two tokens a repetition in DeepSeek's vocabulary
         f.write(" ".join(["hello world"] * (args.p // 2 + 64)))
