@@ -1,5 +1,6 @@
 #include "cli/tensor_parallel_ranks.h"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +51,7 @@ void forward_stop(int) { kill(launcher, SIGUSR1); }
   for (std::string& w : words) exec_argv.push_back(w.data());
   exec_argv.push_back(nullptr);
   std::fflush(nullptr);
+  const pid_t supervisor = getpid();
   launcher = fork();
   if (launcher < 0) {
     std::fprintf(stderr, "--tensor-parallel: fork: %s\n", std::strerror(errno));
@@ -57,6 +59,9 @@ void forward_stop(int) { kill(launcher, SIGUSR1); }
   }
   if (launcher == 0) {
     setpgid(0, 0);  // a terminal's Ctrl-C reaches this process alone, which forwards it as above
+    // This process killed (SIGKILL: no handler forwards it) ends the job too, not orphaning its ranks.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != supervisor) _exit(1);  // it died before the line above
     execvp("mpirun", exec_argv.data());
     std::fprintf(stderr, "--tensor-parallel: cannot run mpirun (%s): install openmpi-bin\n", std::strerror(errno));
     _exit(127);

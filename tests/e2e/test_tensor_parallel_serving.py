@@ -216,6 +216,28 @@ def test_two_ranks_of_a_host_on_one_core_are_refused(tmp_path):
     assert "core 0 is held by dsinfer PID" in result.stderr, result.stderr
 
 
+def test_ranks_end_when_their_launcher_is_killed(tmp_path):
+    """SIGKILL of the process that started mpirun (no handler can forward it) ends the job: mpirun gets SIGTERM as its
+    parent dies and takes its ranks with it, none left running. The 30 s only bound the test against a hang."""
+    marker = str(tmp_path)  # in every rank's command line, this test's alone
+    launcher = subprocess.Popen([DSINFER, "serve", "-m", STORIES, "--port", "0", "-t", "1", "--tensor-parallel", "2",
+                                 "--served-model-name", marker], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def ranks():
+        found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+        return [pid for pid in found if int(pid) != launcher.pid]
+
+    deadline = time.monotonic() + 30
+    while len(ranks()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(ranks()) >= 2, "the ranks did not start"
+    launcher.kill()
+    launcher.wait()
+    while ranks() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not ranks(), f"ranks left running after their launcher was killed: {ranks()}"
+
+
 def test_hot_swap_across_ranks(tmp_path):
     """A swap under load in two ranks: rank 1 loads version B beside A's steps and says it has it before B is offered;
     requests in flight finish on A; B's replies are one process's of B; A is freed on both ranks after its last
