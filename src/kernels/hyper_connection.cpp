@@ -1,11 +1,56 @@
 #include "kernels/hyper_connection.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
-#include "kernels/hyper_connection_weights.h"
-
 namespace ds {
+namespace {
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+void hyper_connection_weights(const HyperConnectionParams& p, const float* mu, float* pre, float* post, float* mix) {
+  const int64_t hc = p.n_streams;
+  for (int64_t i = 0; i < hc; ++i) {
+    pre[i] = sigmoid(p.scale[0] * mu[i] + p.base[i]) + p.eps;
+    post[i] = 2.0f * sigmoid(p.scale[1] * mu[hc + i] + p.base[hc + i]);
+  }
+  // Sinkhorn: a softmax over the destinations of each source, then
+  // normalisations over the sources of each destination and the destinations
+  // of each source in turn (the first of them once more at the start).
+  for (int64_t j = 0; j < hc; ++j) {
+    float* m = mix + j * hc;
+    float max = -INFINITY;
+    for (int64_t i = 0; i < hc; ++i) {
+      m[i] = p.scale[2] * mu[2 * hc + j * hc + i] + p.base[2 * hc + j * hc + i];
+      max = std::max(max, m[i]);
+    }
+    float sum = 0.0f;
+    for (int64_t i = 0; i < hc; ++i) sum += m[i] = std::exp(m[i] - max);
+    for (int64_t i = 0; i < hc; ++i) m[i] = m[i] / sum + p.eps;
+  }
+  const auto over_sources = [&] {
+    for (int64_t i = 0; i < hc; ++i) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < hc; ++j) sum += mix[j * hc + i];
+      for (int64_t j = 0; j < hc; ++j) mix[j * hc + i] /= sum + p.eps;
+    }
+  };
+  const auto over_destinations = [&] {
+    for (int64_t j = 0; j < hc; ++j) {
+      float sum = 0.0f;
+      for (int64_t i = 0; i < hc; ++i) sum += mix[j * hc + i];
+      for (int64_t i = 0; i < hc; ++i) mix[j * hc + i] /= sum + p.eps;
+    }
+  };
+  over_sources();
+  for (int64_t k = 1; k < p.sinkhorn_iterations; ++k) {
+    over_destinations();
+    over_sources();
+  }
+}
 
 void hyper_connection_pre(ThreadPool& pool, const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n,
                           float* sublayer_in, float* post, float* mix) {
@@ -54,7 +99,7 @@ void hyper_connection_head(ThreadPool& pool, const HyperConnectionParams& p, con
       const float* x = streams + t * hc * d;
       float* y = out + t * d;
       for (int64_t i = 0; i < hc; ++i) {
-        const float w = hyper_connection_sigmoid(p.scale[0] * mix_logits[t * hc + i] + p.base[i]) + p.eps;
+        const float w = sigmoid(p.scale[0] * mix_logits[t * hc + i] + p.base[i]) + p.eps;
         for (int64_t e = 0; e < d; ++e) y[e] = (i == 0 ? 0.0f : y[e]) + w * x[i * d + e];
       }
     }

@@ -13,7 +13,11 @@
 
 namespace ds {
 
-// Each token's weights from its mix logits [n_mix] (kernels/hyper_connection_weights.h), then
+// One token's weights from its mix logits [n_mix]: pre and post [n_streams],
+// and mix [n_streams * n_streams], mix[j * n_streams + i] the weight of source
+// stream j in destination stream i.
+void hyper_connection_weights(const HyperConnectionParams& p, const float* mix_logits, float* pre, float* post, float* mix);
+
 // sublayer_in[t] = sum_i pre_i * streams[t, i]; post [n, n_streams] and
 // mix [n, n_streams^2] kept for hyper_connection_post.
 void hyper_connection_pre(ThreadPool& pool, const HyperConnectionParams& p, const float* streams, const float* mix_logits, int64_t n,

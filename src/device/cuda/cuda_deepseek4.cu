@@ -7,13 +7,48 @@
 
 #include "device/cuda/cuda_common.cuh"
 #include "device/cuda/cuda_launch.h"
-#include "kernels/hyper_connection_weights.h"
 
 namespace ds::cuda {
 namespace {
 
 constexpr int k_threads = 256;
 constexpr int64_t k_max_streams = 8;  // V4 has 4; the per-token weights live in registers and shared memory
+
+__device__ inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// kernels/hyper_connection.cpp's hyper_connection_weights, by one thread (a port: backend code stays in its folder).
+__device__ void hyper_connection_weights(const HyperConnectionParams& p, const float* mu, float* pre, float* post, float* mix) {
+  const int64_t hc = p.n_streams;
+  for (int64_t i = 0; i < hc; ++i) {
+    pre[i] = sigmoid(p.scale[0] * mu[i] + p.base[i]) + p.eps;
+    post[i] = 2.0f * sigmoid(p.scale[1] * mu[hc + i] + p.base[hc + i]);
+  }
+  for (int64_t j = 0; j < hc; ++j) {
+    float* m = mix + j * hc;
+    float max = -FLT_MAX;
+    for (int64_t i = 0; i < hc; ++i) {
+      m[i] = p.scale[2] * mu[2 * hc + j * hc + i] + p.base[2 * hc + j * hc + i];
+      max = fmaxf(max, m[i]);
+    }
+    float sum = 0.0f;
+    for (int64_t i = 0; i < hc; ++i) sum += m[i] = expf(m[i] - max);
+    for (int64_t i = 0; i < hc; ++i) m[i] = m[i] / sum + p.eps;
+  }
+  for (int64_t k = 0; k < p.sinkhorn_iterations; ++k) {
+    if (k > 0) {  // over the destinations of each source
+      for (int64_t j = 0; j < hc; ++j) {
+        float sum = 0.0f;
+        for (int64_t i = 0; i < hc; ++i) sum += mix[j * hc + i];
+        for (int64_t i = 0; i < hc; ++i) mix[j * hc + i] /= sum + p.eps;
+      }
+    }
+    for (int64_t i = 0; i < hc; ++i) {  // over the sources of each destination
+      float sum = 0.0f;
+      for (int64_t j = 0; j < hc; ++j) sum += mix[j * hc + i];
+      for (int64_t j = 0; j < hc; ++j) mix[j * hc + i] /= sum + p.eps;
+    }
+  }
+}
 
 // out[e] = sum_i w[i] * x[i * d + e], summed in stream order as the host does, over the block's threads.
 __device__ inline void weighted_streams(const float* w, int64_t hc, const float* x, int64_t d, float* out) {
@@ -24,7 +59,7 @@ __device__ inline void weighted_streams(const float* w, int64_t hc, const float*
   }
 }
 
-// One block per token: its weights by the first thread (kernels/hyper_connection_weights.h), then the sublayer's input.
+// One block per token: its weights by the first thread, then the sublayer's input.
 __global__ void hyper_connection_pre_kernel(HyperConnectionParams p, const float* streams, const float* mix_logits, float* sublayer_in,
                                             float* post, float* mix) {
   __shared__ float pre[k_max_streams];
@@ -56,7 +91,7 @@ __global__ void hyper_connection_post_kernel(HyperConnectionParams p, float* str
 __global__ void hyper_connection_head_kernel(HyperConnectionParams p, const float* streams, const float* mix_logits, float* out) {
   __shared__ float w[k_max_streams];
   const int64_t t = blockIdx.x, hc = p.n_streams, d = p.dim;
-  if (threadIdx.x < hc) w[threadIdx.x] = hyper_connection_sigmoid(p.scale[0] * mix_logits[t * hc + threadIdx.x] + p.base[threadIdx.x]) + p.eps;
+  if (threadIdx.x < hc) w[threadIdx.x] = sigmoid(p.scale[0] * mix_logits[t * hc + threadIdx.x] + p.base[threadIdx.x]) + p.eps;
   __syncthreads();
   weighted_streams(w, hc, streams + t * hc * d, d, out + t * d);
 }
