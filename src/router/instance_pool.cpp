@@ -124,6 +124,14 @@ Status InstancePool::spawn(Instance& instance) {
   instance.pid_ = pid;
   instance.endpoint_ = {"127.0.0.1", port};
   instance.state_ = Instance::State::starting;
+  // A new process is judged on its own: its predecessor's latency samples,
+  // failed requests and metrics would eject or route it for what it never did.
+  instance.latency_ms_.clear();
+  instance.slow_ = false;
+  instance.failed_.clear();
+  instance.failing_ = false;
+  instance.metrics_.reset();
+  instance.others_work_ = 0;
   DS_LOG_INFO("router: instance '%s' started as PID %d on 127.0.0.1:%u (%s, version %s)", spec.id.c_str(), int(pid), unsigned(port),
               spec.model.c_str(), spec.version.c_str());
   return Status();

@@ -4,7 +4,8 @@
 // answers both 200 to be healthy; one that fails a probe, or that a forwarded
 // request could not reach, is ejected at once. An ejected instance is probed
 // again after a back-off that doubles (half-open) and readmitted when it
-// answers ready; a child process that exits is started again.
+// answers ready; a child process that exits is started again, with none of its
+// predecessor's record (latency samples, failed requests, metrics).
 //
 // Each probe of a ready instance also reads its /metrics: its own count of
 // requests running and waiting and its KV usage (instance_metrics.h), for the

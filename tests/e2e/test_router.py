@@ -73,6 +73,8 @@ def test_kill_9_of_an_instance_under_streaming_load(tmp_path):
         while not any(e.get("instance") == "b" and 0 < e["chunks"] < 48 and not e["done"] and not e["error"] for e in list(record)):
             assert time.time() < deadline, "'b' took no stream"
             time.sleep(0.01)
+        predecessor = router.instances()["b"]
+        assert predecessor["latency_ms"] is not None, predecessor  # the router has probed it under the load
         os.kill(victim["pid"], signal.SIGKILL)
         killed = time.time()
         while router.instances()["b"]["state"] == "healthy":
@@ -83,6 +85,8 @@ def test_kill_9_of_an_instance_under_streaming_load(tmp_path):
             assert time.time() - killed < 60, "never readmitted: " + json.dumps(router.instances()["b"])
             time.sleep(0.05)
         readmitted_after = time.time() - killed
+        # The new process is judged on its own latency samples, not its predecessor's (which could eject it).
+        assert router.instances()["b"]["latency_ms"] != predecessor["latency_ms"], (predecessor, router.instances()["b"])
         while not any(e.get("instance") == "b" and e["started"] > killed + readmitted_after for e in list(record)):
             assert time.time() - killed < 60, "the restarted instance took no traffic"
             time.sleep(0.05)
@@ -94,7 +98,7 @@ def test_kill_9_of_an_instance_under_streaming_load(tmp_path):
         with urllib.request.urlopen(router.base + "/metrics", timeout=5) as r:
             metrics = r.read().decode()
         assert 'dsinfer_router:instance_restarts_total{instance="b",version="v1"} 1' in metrics, metrics
-        assert 'dsinfer_router:instance_up{instance="b",version="v1"} 1' in metrics
+        assert 'dsinfer_router:instance_up{instance="b",version="v1"} 1' in metrics, (json.dumps(router.instances()["b"]), router.output()[-4000:])
         assert 'dsinfer_router:requests_total{instance="b",status="502"}' in metrics  # the streams it had begun
     finally:
         stop.set()
