@@ -10,7 +10,9 @@ experts of 512 (2 used), Q8_0, V4's context of 1,048,576 with YaRN x16 over
 65,536. --model v32: bench_vs_llama_cpp.py --v32's model (DeepSeek-V3.2's
 attention widths: d 7168, 128 heads, q LoRA 1536, kv LoRA 512, the indexer's
 64 heads of 128 choosing 2,048 positions; 2 layers, Q8_0, a context of
-65,536). DeepSeek's 102,400-token vocabulary. The prompt: "hello world"
+65,536 in its metadata, while its YaRN, x40 over 4,096 as V3.2's, reaches
+163,840: `run -c` goes past the former as llama.cpp's does). DeepSeek's
+102,400-token vocabulary. The prompt: "hello world"
 repeated to the length asked for.
 
 --llama-cpp runs the same prompt through llama.cpp (llama-cpp-python's
