@@ -86,7 +86,7 @@ ASAN_OPTIONS=detect_leaks=1 build-asan/dsinfer_address_tests --gtest_filter='Fla
 # Every crafted model file through the sanitized binary: a sanitizer report
 # exits 86, which the test tells apart from a refusal (exit 1).
 DSINFER=build-asan/dsinfer ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=halt_on_error=1:exitcode=86:print_stacktrace=1 \
-  python3 -m pytest -q tests/e2e/test_crafted_model_files.py
+  python3 -m pytest -q --durations=5 tests/e2e/test_crafted_model_files.py
 
 stage "threads under ThreadSanitizer"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSINFER_TSAN=ON >/dev/null
@@ -124,8 +124,9 @@ rm -rf "$fuzz_dir"
 
 stage "server end to end (tests/e2e)"
 cd "$root"
-# The crafted model files ran above, through the sanitized binary.
-python3 -m pytest -q -s tests/e2e --ignore=tests/e2e/test_crafted_model_files.py
+# The crafted model files ran above, through the sanitized binary. --durations names the
+# slowest tests of each pytest stage: where the suite's time goes, in every CI log.
+python3 -m pytest -q -s --durations=15 tests/e2e --ignore=tests/e2e/test_crafted_model_files.py
 
 stage "the trained test models (what their training in the background had left)"
 if ! wait "$trainer"; then
@@ -138,7 +139,7 @@ grep -v 'n_ctx_seq' "$train_log" || true
 
 stage "reference comparisons (llama.cpp through llama-cpp-python)"
 summary=$(mktemp)
-python3 -m pytest -q tests/reference | tee "$summary"
+python3 -m pytest -q --durations=15 tests/reference | tee "$summary"
 trap - EXIT
 stage_table
 tail -n 1 "$summary"
