@@ -41,6 +41,21 @@ llama_cpp_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DG
 llama_cpp_marker() {
   python3 -c "import importlib.util, os; s = importlib.util.find_spec('llama_cpp'); print(os.path.join(os.path.dirname(s.origin), 'dsinfer-build-args') if s else '')"
 }
+# llama-cpp-python compiles on the CPUs while pip downloads and unpacks the
+# other packages (mostly network and disk): the two side by side. Its own
+# dependencies first, so that the two installs share no package.
+llama_cpp_build=""
+if [ "$with_reference" = 1 ]; then
+  marker=$(llama_cpp_marker)
+  if [ -z "$marker" ] || [ "$(cat "$marker" 2>/dev/null)" != "$llama_cpp_args" ]; then
+    echo "building llama-cpp-python 0.3.36 for a portable AVX2 target (minutes, once)"
+    python3 -m pip cache remove llama_cpp_python >/dev/null 2>&1 || true
+    python3 -m pip install -q diskcache typing-extensions jinja2 numpy  # its dependencies, kept as they are
+    (CMAKE_ARGS="$llama_cpp_args" python3 -m pip install -q --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36 &&
+       echo "$llama_cpp_args" > "$(llama_cpp_marker)") &
+    llama_cpp_build=$!
+  fi
+fi
 if [ ${#need_pip[@]} -gt 0 ]; then
   others=()
   # jax, jaxlib and optax pinned: the trained test models are as reproducible as their training arithmetic.
@@ -52,15 +67,8 @@ if [ ${#need_pip[@]} -gt 0 ]; then
     python3 -m pip install -q "${others[@]}"
   fi
 fi
-if [ "$with_reference" = 1 ]; then
-  marker=$(llama_cpp_marker)
-  if [ -z "$marker" ] || [ "$(cat "$marker" 2>/dev/null)" != "$llama_cpp_args" ]; then
-    echo "building llama-cpp-python 0.3.36 for a portable AVX2 target (minutes, once)"
-    python3 -m pip cache remove llama_cpp_python >/dev/null 2>&1 || true
-    python3 -m pip install -q diskcache typing-extensions jinja2 numpy  # its dependencies, kept as they are
-    CMAKE_ARGS="$llama_cpp_args" python3 -m pip install -q --no-cache-dir --force-reinstall --no-deps llama-cpp-python==0.3.36
-    echo "$llama_cpp_args" > "$(llama_cpp_marker)"
-  fi
+if [ -n "$llama_cpp_build" ]; then
+  wait "$llama_cpp_build" || { echo "llama-cpp-python's build failed" >&2; exit 1; }
 fi
 # llama.cpp's convert_hf_to_gguf.py with its conversion/ and gguf-py/, from the same
 # source package, for tests/reference/test_convert_vs_llama_cpp.py.

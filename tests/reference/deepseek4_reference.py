@@ -8,6 +8,8 @@ import math
 import numpy as np
 import gguf
 
+from fast_gguf_reader import FastGGUFReader
+
 
 # The mistakes the notes list (section 2.2), each a silent error of 1e-2 or
 # more that a test must catch: `mistake` makes the reference commit one.
@@ -19,7 +21,7 @@ class Deepseek4Reference:
     def __init__(self, path, mistake=None):
         assert mistake is None or mistake in MISTAKES, mistake
         self.mistake = mistake
-        reader = gguf.GGUFReader(path)
+        reader = FastGGUFReader(path)
         self.w = {}
         for t in reader.tensors:
             shape = tuple(reversed([int(d) for d in t.shape]))

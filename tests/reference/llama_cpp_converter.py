@@ -2,6 +2,7 @@
 source package that scripts/install_deps.sh unpacks (its conversion/ and
 gguf-py/ beside it), run as a user runs it."""
 
+import json
 import os
 import subprocess
 import sys
@@ -18,16 +19,27 @@ SOURCE = os.environ.get("DSINFER_LLAMA_CPP_SOURCE",
 # TokenizersBackend, which never does, whatever tokenizer_config.json says. The
 # assertion is skipped; what it guards (the GGUF's add_bos_token) is written
 # from tokenizer_config.json by both converters and compared.
+#
+# The script's main() runs once per conversion, as `python3 convert_hf_to_gguf.py`
+# does, in one process: importing torch, transformers and the converter's
+# classes takes most of a small conversion's time. A conversion that fails
+# leaves its traceback in OUT.error and the next one runs.
 RUN = """
-import runpy, sys
-pre = sys.argv.pop(1)
-if pre:
-    import conversion.base
-    conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
-import conversion.deepseek
+import importlib.util, json, sys, traceback
+import conversion.base, conversion.deepseek
 conversion.deepseek.DeepseekV32Model.set_vocab = lambda self: self._set_vocab_gpt2()
-sys.argv[0] = {script!r}
-runpy.run_path({script!r}, run_name="__main__")
+hashed_pre = conversion.base.TextModel.get_vocab_base_pre
+spec = importlib.util.spec_from_file_location("convert_hf_to_gguf", {script!r})
+script = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(script)
+for checkpoint, out, outtype, pre in json.loads(sys.argv[1]):
+    conversion.base.TextModel.get_vocab_base_pre = (lambda self, tokenizer, pre=pre: pre) if pre else hashed_pre
+    sys.argv = [{script!r}, checkpoint, "--outtype", outtype, "--outfile", out]
+    try:
+        script.main()
+    except BaseException:
+        with open(out + ".error", "w") as f:
+            f.write(traceback.format_exc())
 """
 
 
@@ -35,11 +47,18 @@ def available():
     return os.path.exists(os.path.join(SOURCE, "convert_hf_to_gguf.py"))
 
 
-def convert(checkpoint, out, outtype, pre_name=""):
+def convert_all(jobs):
+    """Runs (checkpoint, out, outtype, pre_name) conversions in one process: for
+    each output path, None where it was written, else the traceback that ended it and the log's end."""
     assert available(), f"llama.cpp's converter is not at {SOURCE}: run scripts/install_deps.sh"
     script = os.path.join(SOURCE, "convert_hf_to_gguf.py")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(SOURCE, "gguf-py"), SOURCE]))
-    result = subprocess.run([sys.executable, "-c", RUN.format(script=script), pre_name, str(checkpoint), "--outtype", outtype,
-                             "--outfile", str(out)], capture_output=True, text=True, env=env, timeout=600)
+    jobs = [(str(checkpoint), str(out), outtype, pre) for checkpoint, out, outtype, pre in jobs]
+    result = subprocess.run([sys.executable, "-c", RUN.format(script=script), json.dumps(jobs)], capture_output=True, text=True,
+                            env=env, timeout=1800)
     assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    errors = {}
+    for _, out, _, _ in jobs:
+        error = out + ".error"
+        errors[out] = open(error).read() + f"\nthe converter's log, last lines:\n{result.stderr[-2000:]}" if os.path.exists(error) else None
+    return errors

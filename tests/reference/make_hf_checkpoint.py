@@ -10,9 +10,8 @@ import json
 import os
 import shutil
 
-import gguf
-
 from conftest import FIXTURES
+from fast_gguf_reader import FastGGUFReader
 
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 DEEPSEEK_V3_SPLITS = [r"\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
@@ -23,7 +22,7 @@ E4M3_MAX = 448.0
 
 def write_tokenizer(out, family):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
-    reader = gguf.GGUFReader(os.path.join(FIXTURES, "vocab", "ggml-vocab-gpt-2.gguf"))
+    reader = FastGGUFReader(os.path.join(FIXTURES, "vocab", "ggml-vocab-gpt-2.gguf"))
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     merges = [tuple(m.split(" ", 1)) for m in reader.fields["tokenizer.ggml.merges"].contents()]
     tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))

@@ -11,6 +11,7 @@ import tempfile
 
 import numpy as np
 import gguf
+from fast_gguf_reader import FastGGUFReader
 
 GQ = gguf.GGMLQuantizationType
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "fixtures")
@@ -64,7 +65,7 @@ def copy_fields(reader, writer, keep, replace=None):
 def copy_tokenizer(writer, vocab_path):
     if not os.path.exists(vocab_path):
         return synthetic_tokenizer(writer)
-    reader = gguf.GGUFReader(vocab_path)
+    reader = FastGGUFReader(vocab_path)
     copy_fields(reader, writer, lambda key: key.startswith("tokenizer."))
     return len(reader.fields["tokenizer.ggml.tokens"].data)
 

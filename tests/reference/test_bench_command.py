@@ -9,9 +9,9 @@ import re
 
 import numpy as np
 import pytest
-from gguf import GGUFReader
 
 from make_model import FIXTURES, write_model
+from fast_gguf_reader import FastGGUFReader
 
 N_EMBD, N_FF, N_HEAD, N_HEAD_KV, N_LAYER = 64, 128, 4, 2, 2
 
@@ -25,7 +25,7 @@ def model(tmp_path_factory):
 def expected_read_bytes(path, context):
     """Every matrix once, of the embedding one row; the f16 cache's keys and values up to `context`."""
     weights = 0
-    for t in GGUFReader(path).tensors:
+    for t in FastGGUFReader(path).tensors:
         if len(t.shape) != 2:
             continue  # norms: vectors the engine reads too, but not counted as matrices
         n_bytes = int(t.n_bytes)

@@ -19,13 +19,13 @@ import json
 import os
 import subprocess
 
-import gguf
 import numpy as np
 import pytest
 
 import llama_cpp_converter
 from test_logits_vs_llama_cpp import QUANT_TOLERANCE, TOLERANCE, compare
 from make_hf_checkpoint import add_mtp_layer, make_fp8, write_checkpoint, write_deepseek4_checkpoint
+from fast_gguf_reader import FastGGUFReader
 
 # Keys llama.cpp guesses from the directory's name and a model card (dsinfer writes the directory's name as general.name).
 GUESSED = {"general.name", "general.version", "general.basename", "general.finetune"}
@@ -47,25 +47,43 @@ def checkpoints(tmp_path_factory):
 
 
 def fields(path):
-    reader = gguf.GGUFReader(path)
+    reader = FastGGUFReader(path)
     keys = {k: (f.types, f.contents()) for k, f in reader.fields.items() if not k.startswith("GGUF.") and k not in GUESSED}
     tensors = {t.name: (t.tensor_type, [int(n) for n in t.shape], np.asarray(t.data).view(np.uint8).tobytes()) for t in reader.tensors}
     return keys, tensors
 
 
-@pytest.mark.parametrize("source,outtype", [("llama", "q8_0"), ("llama", "f16"), ("llama", "bf16"), ("qwen2", "q8_0"), ("qwen2", "f32"),
-                                            ("llama-fp8", "f32"), ("qwen2-fp8", "bf16"), ("deepseek-v3", "q8_0"), ("deepseek-v3", "bf16"),
-                                            ("deepseek-v3-fp8", "f32"), ("deepseek-v32", "q8_0"), ("deepseek-v32", "f32"),
-                                            ("deepseek-v4", "f16"), ("llama-llama3", "f32"), ("qwen2-linear", "f16")])
-def test_the_gguf_equals_llama_cpps_key_by_key_and_tensor_by_tensor(dsinfer, checkpoints, tmp_path, source, outtype):
+CASES = [("llama", "q8_0"), ("llama", "f16"), ("llama", "bf16"), ("qwen2", "q8_0"), ("qwen2", "f32"), ("llama-fp8", "f32"),
+         ("qwen2-fp8", "bf16"), ("deepseek-v3", "q8_0"), ("deepseek-v3", "bf16"), ("deepseek-v3-fp8", "f32"), ("deepseek-v32", "q8_0"),
+         ("deepseek-v32", "f32"), ("deepseek-v4", "f16"), ("llama-llama3", "f32"), ("qwen2-linear", "f16")]
+
+
+def pre_name(source):
+    """The pre-tokenizer's name llama.cpp is given ("": its own hash of the vocabulary names it). GPT-2's vocabulary
+    under another family's rules: llama.cpp's hash of it names no real model, so the rules' name is given (V3.2's
+    and V4's are V3's)."""
     family = source.removesuffix("-fp8")
-    # GPT-2's vocabulary under another family's rules: llama.cpp's hash of it names no real model, so the rules' name is given
-    # (V4's are V3's).
-    pre_name = {"llama": "", "llama-llama3": "", "qwen2-linear": "qwen2", "deepseek-v32": "deepseek-v3", "deepseek-v4": "deepseek-v3"}.get(family, family)
-    theirs = llama_cpp_converter.convert(checkpoints[source], tmp_path / "theirs.gguf", outtype, pre_name=pre_name)
+    return {"llama": "", "llama-llama3": "", "qwen2-linear": "qwen2", "deepseek-v32": "deepseek-v3", "deepseek-v4": "deepseek-v3"}.get(family, family)
+
+
+@pytest.fixture(scope="module")
+def theirs(checkpoints, tmp_path_factory):
+    """llama.cpp's conversion of every case, in one process (llama_cpp_converter.convert_all): (source, outtype) -> (path, error)."""
+    root = tmp_path_factory.mktemp("theirs")
+    paths = {case: str(root / f"{case[0]}-{case[1]}.gguf") for case in CASES}
+    errors = llama_cpp_converter.convert_all([(checkpoints[source], paths[(source, outtype)], outtype, pre_name(source))
+                                              for source, outtype in CASES])
+    return {case: (path, errors[path]) for case, path in paths.items()}
+
+
+@pytest.mark.parametrize("source,outtype", CASES)
+def test_the_gguf_equals_llama_cpps_key_by_key_and_tensor_by_tensor(dsinfer, checkpoints, theirs, tmp_path, source, outtype):
+    family = source.removesuffix("-fp8")
+    their_file, error = theirs[(source, outtype)]
+    assert error is None, f"llama.cpp's converter failed on {source} {outtype}:\n{error}"
     ours = tmp_path / "ours.gguf"
     dsinfer("convert", checkpoints[source], "-o", ours, "--type", outtype)
-    their_keys, their_tensors = fields(str(theirs))
+    their_keys, their_tensors = fields(their_file)
     our_keys, our_tensors = fields(str(ours))
     assert our_keys.keys() == their_keys.keys()
     for key in their_keys:
@@ -235,4 +253,4 @@ def test_a_checkpoint_on_the_hub_is_pulled_and_converted(dsinfer, checkpoints, t
     dsinfer("convert", source, "-o", local, "--type", "q8_0")
     ours, theirs = fields(str(from_hub)), fields(str(local))
     assert ours == theirs
-    assert gguf.GGUFReader(str(from_hub)).fields["general.name"].contents() == "tiny-qwen2"
+    assert FastGGUFReader(str(from_hub)).fields["general.name"].contents() == "tiny-qwen2"

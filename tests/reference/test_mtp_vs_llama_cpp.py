@@ -27,6 +27,7 @@ import gguf
 
 from make_deepseek2 import write_deepseek2
 from test_logits_vs_llama_cpp import LONG_TOKENS, QUANT_TOLERANCE, TOLERANCE
+from fast_gguf_reader import FastGGUFReader
 
 N_LAYER = 3  # make_deepseek2's "v3" shape; the NextN layer is blk.3
 NORM_EPS = 1e-5  # write_deepseek2's attention.layer_norm_rms_epsilon
@@ -70,7 +71,7 @@ def llama_cpp_run(path, n_vocab, n_embd, tokens=None, embeddings=None, hidden=Fa
 def read_tensors(path):
     """Every tensor of the file as f32 values, by name, in numpy order (rows last)."""
     tensors = {}
-    for t in gguf.GGUFReader(path).tensors:
+    for t in FastGGUFReader(path).tensors:
         values = gguf.quants.dequantize(t.data, t.tensor_type)
         tensors[t.name] = np.asarray(values, np.float32).reshape([int(x) for x in reversed(t.shape)])
     return tensors

@@ -3,15 +3,14 @@ dsinfer's logits there; where both quantizers use ggml's reference rounding (the
 llama.cpp's own; the K types fit the weights as closely as llama.cpp's quantizer does."""
 
 import os
-import subprocess
 
 import gguf
 import numpy as np
 import pytest
 
-from conftest import FIXTURES
 from llama_reference import llama_cpp_logits
 from make_model import quantize_with_llama_cpp, write_model
+from fast_gguf_reader import FastGGUFReader
 
 TOKENS = [1] + [int(t) for t in np.random.default_rng(1).integers(3, 512, 47)]
 # The tolerance of test_logits_vs_llama_cpp for 4- to 8-bit weights, argued there.
@@ -31,7 +30,7 @@ def quantize(dsinfer, src, out, target, *extra):
 
 
 def tensors(path):
-    return {t.name: t for t in gguf.GGUFReader(path).tensors}
+    return {t.name: t for t in FastGGUFReader(path).tensors}
 
 
 @pytest.mark.parametrize("target", sorted(LLAMA_FTYPE))
@@ -70,7 +69,7 @@ def test_same_types_as_llama_cpp_and_as_close_to_the_weights(dsinfer, f16_model,
 
 def test_metadata_is_copied_and_the_target_recorded(dsinfer, f16_model, tmp_path):
     out = quantize(dsinfer, f16_model, str(tmp_path / "q.gguf"), "Q4_K_M")
-    source, written = gguf.GGUFReader(f16_model).fields, gguf.GGUFReader(out).fields
+    source, written = FastGGUFReader(f16_model).fields, FastGGUFReader(out).fields
     for key, field in source.items():
         if key.startswith("GGUF.") or key == "general.file_type":
             continue

@@ -14,6 +14,7 @@ import pytest
 from conftest import FIXTURES
 from make_model import copy_fields
 from tokenizer_corpus import corpus
+from fast_gguf_reader import FastGGUFReader
 
 VOCABS = ["deepseek-llm", "deepseek-coder", "gpt-2", "llama-spm"]
 PRE_OVER_GPT2 = ["default", "llama-bpe", "qwen2", "deepseek-r1-qwen", "deepseek-v3"]
@@ -21,7 +22,7 @@ PRE_OVER_GPT2 = ["default", "llama-bpe", "qwen2", "deepseek-r1-qwen", "deepseek-
 
 def vocab_with_pre(src, dst, pre):
     """Copies a vocabulary-only GGUF with tokenizer.ggml.pre replaced."""
-    reader = gguf.GGUFReader(src)
+    reader = FastGGUFReader(src)
     writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
     copy_fields(reader, writer, lambda key: key != "general.architecture", {"tokenizer.ggml.pre": pre})
     writer.write_header_to_file()
@@ -32,7 +33,7 @@ def vocab_with_pre(src, dst, pre):
 
 
 def special_texts(path):
-    reader = gguf.GGUFReader(path)
+    reader = FastGGUFReader(path)
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     types = reader.fields["tokenizer.ggml.token_type"].contents()
     return [t for t, kind in zip(tokens, types) if kind == 3][:10]

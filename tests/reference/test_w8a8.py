@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, ROOT
+from fast_gguf_reader import FastGGUFReader
 
 STORIES = os.path.join(FIXTURES, "models", "stories260K.gguf")
 CALIB = os.path.join(ROOT, "tests", "data", "calibration", "mixed.jsonl")
@@ -26,7 +27,7 @@ def kl_mean(dsinfer, model, text):
 def test_w8a8_stays_within_the_kl_bar(dsinfer, tmp_path, target, calibration):
     out = str(tmp_path / "w8a8.gguf")
     dsinfer("quantize", "-m", STORIES, "-o", out, "--type", target, *calibration)
-    types = {t.name: t.tensor_type for t in gguf.GGUFReader(out).tensors}
+    types = {t.name: t.tensor_type for t in FastGGUFReader(out).tensors}
     assert types["blk.0.ffn_down.weight"] == gguf.GGMLQuantizationType.I8
     assert types["blk.0.ffn_down.weight_scale"] == gguf.GGMLQuantizationType.F32
     assert types["blk.0.attn_q.weight"] == gguf.GGMLQuantizationType.F32  # attention stays in the source's precision
@@ -41,13 +42,13 @@ def test_calibration_table_is_in_the_file_and_dumped(dsinfer, tmp_path):
             "--dump-calibration", dump)
     rows = [line.split("\t") for line in dump.read_text().splitlines()[1:]]
     assert len(rows) == 15  # gate, up and down of 5 layers
-    fields = gguf.GGUFReader(out).fields
+    fields = FastGGUFReader(out).fields
     names = fields["dsinfer.calibration.tensors"].contents()
     assert sorted(names) == sorted(r[0] for r in rows)
     absmax, clip = fields["dsinfer.calibration.input_absmax"].contents(), fields["dsinfer.calibration.input_clip"].contents()
     assert all(c == a > 0 for a, c in zip(absmax, clip))  # min-max clips at the largest |x| seen
     assert fields["dsinfer.calibration.activation_scales"].contents() == "minmax"
-    tensors = {t.name: t for t in gguf.GGUFReader(out).tensors}
+    tensors = {t.name: t for t in FastGGUFReader(out).tensors}
     for name, c in zip(names, clip):
         assert abs(float(tensors[name + "_input_scale"].data[0]) - c / 127) <= 1e-7 * c
     for text in EVAL_SETS:  # static scales run, if less well than per-token ones on this model
@@ -77,7 +78,7 @@ def test_w8a8_refused_where_it_cannot_serve(dsinfer, tmp_path):
 def rewrite(src, dst, change):
     """A copy of a GGUF file whose tensors pass through change(name, array) -> array, or None to drop one."""
     from make_model import copy_fields
-    reader = gguf.GGUFReader(src)
+    reader = FastGGUFReader(src)
     writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
     copy_fields(reader, writer, lambda key: key != "general.architecture")
     for t in reader.tensors:

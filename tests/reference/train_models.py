@@ -41,6 +41,7 @@ sys.path.insert(0, HERE)
 
 from make_deepseek2 import write_deepseek2  # noqa: E402
 from make_model import DEFAULT_VOCAB, write_model  # noqa: E402
+from fast_gguf_reader import FastGGUFReader  # noqa: E402
 
 LICENSES = "/usr/share/common-licenses"
 TRAINED_TEXT = "GPL-3"  # an English text the models learned: their English evaluation set
@@ -399,9 +400,8 @@ def trained_model(name, out_dir=DEFAULT_OUT, log=lambda m: print(m, file=sys.std
 
 def file_weights(name, out_dir=DEFAULT_OUT):
     """The written file's tensors by name as JAX arrays, MLA's kv_b whole again where the file splits it."""
-    import gguf
     import jax.numpy as jnp
-    reader = gguf.GGUFReader(os.path.join(out_dir, f"{name}.gguf"))
+    reader = FastGGUFReader(os.path.join(out_dir, f"{name}.gguf"))
     p = {t.name: np.asarray(t.data, np.float32).reshape(tuple(reversed([int(d) for d in t.shape]))) for t in reader.tensors}
     for k_b in [k for k in p if k.endswith("attn_k_b.weight")]:
         v_b = p.pop(k_b.replace("attn_k_b", "attn_v_b"))  # [h, kv_lora, nope] and [h, v, kv_lora]
