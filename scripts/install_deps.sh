@@ -38,8 +38,10 @@ done
 # reference is rebuilt. Its multimodal library (mtmd, a fifth of the compile)
 # is left out: it loads only for image chat handlers, which no test uses.
 llama_cpp_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
+# A package uninstalled by pip leaves the marker (pip's record does not list it),
+# and its folder then imports as a namespace package without an origin: not installed.
 llama_cpp_marker() {
-  python3 -c "import importlib.util, os; s = importlib.util.find_spec('llama_cpp'); print(os.path.join(os.path.dirname(s.origin), 'dsinfer-build-args') if s else '')"
+  python3 -c "import importlib.util, os; s = importlib.util.find_spec('llama_cpp'); print(os.path.join(os.path.dirname(s.origin), 'dsinfer-build-args') if s and s.origin else '')"
 }
 # llama-cpp-python compiles on the CPUs while pip downloads and unpacks the
 # other packages (mostly network and disk): the two side by side. Its own
