@@ -30,13 +30,13 @@ import conversion.base, conversion.deepseek
 conversion.deepseek.DeepseekV32Model.set_vocab = lambda self: self._set_vocab_gpt2()
 hashed_pre = conversion.base.TextModel.get_vocab_base_pre
 spec = importlib.util.spec_from_file_location("convert_hf_to_gguf", {script!r})
-script = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(script)
+converter = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(converter)
 for checkpoint, out, outtype, pre in json.loads(sys.argv[1]):
     conversion.base.TextModel.get_vocab_base_pre = (lambda self, tokenizer, pre=pre: pre) if pre else hashed_pre
     sys.argv = [{script!r}, checkpoint, "--outtype", outtype, "--outfile", out]
     try:
-        script.main()
+        converter.main()
     except BaseException:
         with open(out + ".error", "w") as f:
             f.write(traceback.format_exc())
