@@ -256,7 +256,8 @@ def test_hot_swap_across_ranks(tmp_path):
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             running = [pool.submit(lambda p=p: client(split).completions.create(
                 model="stories260K", prompt=p, max_tokens=200, temperature=0, extra_body={"ignore_eos": True})) for p in PROMPTS[:4]]
-            split.wait_for_in_flight(1)
+            # All four admitted (each is bound to the version serving when it is admitted) before B is offered.
+            split.wait_for_in_flight(4)
             status, answer = admin(split, "POST", "/admin/models", {"path": b, "version": "B"})
             assert status == 200 and answer["version"] == "B" and answer["previous"] == "A", answer
             for reply in running:
