@@ -2,8 +2,9 @@
 
 Writes a ~1.1B-parameter random-weight Llama model (TinyLlama's shape) in F16
 and quantizes it to Q8_0, Q4_0 and Q4_K_M with llama.cpp's quantizer (--types
-picks others, BF16 among them; or, with --moe,
-a DeepSeek-V2-Lite-shaped MoE model with 4 of its 27 layers in Q8_0 and Q4_0;
+picks others, BF16, Q4_1, Q5_0 and Q5_1 among them; or, with --moe,
+a DeepSeek-V2-Lite-shaped MoE model with 4 of its 27 layers in Q8_0, Q4_0 and
+Q4_K_M (llama.cpp's mix, its down experts in Q5_0 and Q8_0);
 it carries V2's q LoRA of 1536 because llama.cpp takes a deepseek2 file without
 one for V2-Lite only when it has 27 layers; or, with --v32, a DeepSeek-V3.2
 model at its attention widths, indexer included, with 2 layers in Q8_0; or, with --v4,
@@ -32,7 +33,7 @@ VNNI ones).
 Usage: python3 bench/bench_vs_llama_cpp.py [--moe | --v32 | --v4] [--models DIR] [--baseline BINARY | --baseline-isa ISA]
        [-p 512] [-n 128] [-d 0]
        [--llama-load both|mmap|no-mmap]
-       [-r 3] [-t 2] [--bandwidth GB/s] [--types F16,Q8_0,Q4_0,Q4_K_M (BF16 too)] [--llama-bench BINARY]
+       [-r 3] [-t 2] [--bandwidth GB/s] [--types F16,Q8_0,Q4_0,Q4_K_M (BF16, Q4_1, Q5_0, Q5_1 too)] [--llama-bench BINARY]
 """
 
 import argparse
@@ -79,22 +80,33 @@ def ensure_v4_models(directory):
     return {"Q8_0": path}
 
 
-def ensure_moe_models(directory):
+# The MoE model's weight types: Q8_0 and Q4_0 written directly; Q4_K_M by llama.cpp's quantizer from F16, which
+# (as in every V2-Lite Q4_K_M file) puts the down experts, whose 1,408 columns are no multiple of 256, in Q5_0
+# where Q4_K was due and in Q8_0 where Q6_K was.
+MOE_TYPES = ("Q8_0", "Q4_0", "Q4_K_M")
+
+
+def ensure_moe_models(directory, types=MOE_TYPES):
     os.makedirs(directory, exist_ok=True)
     paths = {}
-    for name in ("Q8_0", "Q4_0"):
+    for name in types:
         path = os.path.join(directory, f"deepseek2_v2lite4_{name.lower()}.gguf")
         if not os.path.exists(path):
-            print(f"writing {path} (random weights, V2-Lite dimensions, 4 layers)", file=sys.stderr)
-            write_deepseek2(path, dtype=name.lower(), layout="split", seed=0, n_ctx=2048,
-                            vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf"), **MOE_SHAPE)
+            written = os.path.join(directory, "deepseek2_v2lite4_f16.gguf") if name == "Q4_K_M" else path
+            if not os.path.exists(written):
+                print(f"writing {written} (random weights, V2-Lite dimensions, 4 layers)", file=sys.stderr)
+                write_deepseek2(written, dtype="f16" if name == "Q4_K_M" else name.lower(), layout="split", seed=0, n_ctx=2048,
+                                vocab_path=os.path.join(FIXTURES, "vocab", "ggml-vocab-deepseek-llm.gguf"), **MOE_SHAPE)
+            if name == "Q4_K_M":
+                quantize_with_llama_cpp(written, path, LLAMA_TYPES[name])
         paths[name] = path
     return paths
 
 
 # The Llama model's weight types: written in F16, the others converted from it by llama.cpp's quantizer.
 LLAMA_TYPES = {"F16": None, "BF16": "LLAMA_FTYPE_MOSTLY_BF16", "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
-               "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0", "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
+               "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0", "Q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1",
+               "Q5_0": "LLAMA_FTYPE_MOSTLY_Q5_0", "Q5_1": "LLAMA_FTYPE_MOSTLY_Q5_1", "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
 DEFAULT_TYPES = "F16,Q8_0,Q4_0,Q4_K_M"
 
 
@@ -235,7 +247,7 @@ def main():
     unknown = [t for t in types if t not in LLAMA_TYPES]
     if unknown or ((args.moe or args.v32 or args.v4) and args.types != DEFAULT_TYPES):
         parser.error(f"--types: {', '.join(unknown)} not among {', '.join(LLAMA_TYPES)}" if unknown
-                     else "--types is for the Llama model; --moe writes Q8_0 and Q4_0, --v32 and --v4 Q8_0")
+                     else f"--types is for the Llama model; --moe writes {', '.join(MOE_TYPES)}, --v32 and --v4 Q8_0")
     if args.moe + args.v32 + args.v4 > 1:
         parser.error("--moe, --v32, --v4: one model at a time")
     if args.baseline and args.baseline_isa:

@@ -4,9 +4,10 @@ repetition: pp512 (512 prompt tokens in one batch), tg128 (128 single-token step
 token each per llama_decode, llama_cpp_speed.py --parallel 16).
 
 The models: the 1.1B benchmark model (bench_vs_llama_cpp.py's TinyLlama-shaped random-weight F16 file;
-BF16, Q8_0, Q4_0 and Q4_K_M made from it by llama.cpp's quantizer; W8A8 by `dsinfer quantize` with the
+BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q4_K_M made from it by llama.cpp's quantizer; W8A8 by `dsinfer quantize` with the
 default policy, attention and embeddings F16, and W8A8_ALL with every linear layer of the blocks INT8) and
-the DeepSeek-V2-Lite-width MoE (MOE_Q8_0, MOE_Q4_0: 4 layers, 64 routed experts). llama.cpp runs the same
+the DeepSeek-V2-Lite-width MoE (MOE_Q8_0, MOE_Q4_0, MOE_Q4_K_M: 4 layers, 64 routed experts; Q4_K_M's down
+experts in Q5_0 and Q8_0, as llama.cpp's quantizer makes them). llama.cpp runs the same
 file; it cannot read W8A8, whose rows are compared with llama.cpp's Q8_0.
 
 --baseline-isa ISA adds dsinfer again with DSINFER_ISA=ISA (avx512 on a CPU with AMX: the VNNI path beside
@@ -32,7 +33,7 @@ from bench_vs_llama_cpp import LLAMA_TYPES, ensure_models, ensure_moe_models, ke
 DSINFER = os.path.join(ROOT, "build", "dsinfer")
 STREAMS, PROMPT, GEN = 16, 32, 64
 W8A8_TYPES = ("W8A8", "W8A8_ALL")
-MOE_TYPES = ("MOE_Q8_0", "MOE_Q4_0")
+MOE_TYPES = ("MOE_Q8_0", "MOE_Q4_0", "MOE_Q4_K_M")
 TYPES = (*LLAMA_TYPES, *W8A8_TYPES, *MOE_TYPES)
 
 
@@ -55,7 +56,8 @@ def ensure_type_models(directory, types):
     if any(t in W8A8_TYPES for t in types):
         llama_types += ["F16", "Q8_0"]
     llama = ensure_models(directory, tuple(dict.fromkeys(llama_types))) if llama_types else {}
-    moe = ensure_moe_models(directory) if any(t in MOE_TYPES for t in types) else {}
+    moe_types = [t.removeprefix("MOE_") for t in types if t in MOE_TYPES]
+    moe = ensure_moe_models(directory, moe_types) if moe_types else {}
     files = {}
     for t in types:
         if t in W8A8_TYPES:

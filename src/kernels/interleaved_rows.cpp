@@ -12,8 +12,38 @@ namespace ds {
 namespace {
 
 bool has_layout(DType type) {
-  return type == DType::q8_0 || type == DType::q4_0 || type == DType::mxfp4 || type == DType::q4_k || type == DType::q5_k ||
-         type == DType::q6_k || type == DType::i8 || type == DType::bf16;
+  return type == DType::q8_0 || type == DType::q4_0 || type == DType::q5_0 || type == DType::q4_1 || type == DType::q5_1 ||
+         type == DType::mxfp4 || type == DType::q4_k || type == DType::q5_k || type == DType::q6_k || type == DType::i8 ||
+         type == DType::bf16;
+}
+
+bool has_min(DType type) { return type == DType::q4_1 || type == DType::q5_1; }
+bool has_fifth_bits(DType type) { return type == DType::q5_0 || type == DType::q5_1; }
+
+// Q5_0's and Q5_1's fifth bits: where the rows' qh words start in a group
+// block and in a row's block, and each word's bits as the tiles read them
+// (interleaved_rows.h): element e's bit moves to 8(e % 4) + (e / 4) % 4 + 4(e / 16).
+int64_t fifth_bits_in_group(DType type) { return has_min(type) ? 4 * k_interleave : 2 * k_interleave; }
+int64_t fifth_bits_in_row(DType type) { return has_min(type) ? 4 : 2; }
+constexpr int fifth_bit_for_tiles(int e) { return 8 * (e % 4) + (e / 4) % 4 + 4 * (e / 16); }
+uint32_t fifth_bits_for_tiles(uint32_t qh) {
+  uint32_t out = 0;
+  for (int e = 0; e < k_qk; ++e) out |= ((qh >> e) & 1u) << fifth_bit_for_tiles(e);
+  return out;
+}
+uint32_t fifth_bits_from_tiles(uint32_t word) {
+  uint32_t qh = 0;
+  for (int e = 0; e < k_qk; ++e) qh |= ((word >> fifth_bit_for_tiles(e)) & 1u) << e;
+  return qh;
+}
+
+// Applies f to the 32-bit word at p in place.
+template <typename F>
+void rewrite_word(uint8_t* p, F f) {
+  uint32_t word;
+  std::memcpy(&word, p, 4);
+  word = f(word);
+  std::memcpy(p, &word, 4);
 }
 
 // Bytes of one row's part of a group block.
@@ -55,9 +85,13 @@ void for_each_piece(DType type, int64_t r, Copy copy) {
     for (int64_t c = 0; c < 4; ++c) copy(k_interleave + 32 * c + 4 * r, 1 + 4 * c, 4);
     return;
   }
-  copy(2 * r, 0, 2);  // the f16 scale
+  // Q8_0 and the nibble types: the f16 scale d, the f16 min m, the qh word, then the quants.
+  copy(2 * r, 0, 2);
+  int64_t group_at = 2 * group_rows, row_at = 2;
+  if (has_min(type)) copy(group_at + 2 * r, row_at, 2), group_at += 2 * k_interleave, row_at += 2;
+  if (has_fifth_bits(type)) copy(group_at + 4 * r, row_at, 4), group_at += 4 * k_interleave, row_at += 4;
   const int64_t chunks = type == DType::q8_0 ? 8 : 4;  // 4-byte chunks of quants per row
-  for (int64_t c = 0; c < chunks; ++c) copy(2 * group_rows + 4 * group_rows * c + 4 * r, 2 + 4 * c, 4);
+  for (int64_t c = 0; c < chunks; ++c) copy(group_at + 4 * group_rows * c + 4 * r, row_at + 4 * c, 4);
 }
 
 // Q6_K's group block (interleaved_rows.h): where row r's element e keeps its
@@ -194,6 +228,7 @@ void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* 
           continue;
         }
         for_each_piece(type, r, [&](int64_t at_group, int64_t at_row, size_t n) { std::memcpy(dst + at_group, src + at_row, n); });
+        if (has_fifth_bits(type)) rewrite_word(dst + fifth_bits_in_group(type) + 4 * r, fifth_bits_for_tiles);
       }
     }
   }
@@ -212,6 +247,7 @@ void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t 
     }
     for_each_piece(type, row % group_rows,
                    [&](int64_t at_group, int64_t at_row, size_t n) { std::memcpy(dst + at_row, src + at_group, n); });
+    if (has_fifth_bits(type)) rewrite_word(dst + fifth_bits_in_row(type), fifth_bits_from_tiles);
   }
 }
 

@@ -15,6 +15,11 @@
 //   Q4_0: the eight scales, then 128 bytes; byte 32v + 4r + i holds row r's
 //         element 4v + i in its low nibble and element 16 + 4v + i in its
 //         high one (the unsigned 0..15 codes, as in the file).
+//   Q4_1: the eight scales d, the eight mins m, then the codes as Q4_0's.
+//   Q5_0, Q5_1: as Q4_0 and Q4_1, with the rows' qh words (32 bytes) before
+//         the codes; a row's word holds the fifth bit of its element 4v + i
+//         (v, i < 4) at bit 8i + v and of element 16 + 4v + i at bit 8i + 4 + v,
+//         so that chunk v's bits reach bit 4 of each byte by one shift.
 //   MXFP4: the eight E8M0 scale bytes, then the codes laid out as Q4_0's.
 //   Q4_K (8 rows x 256): the eight d, the eight dmin, the rows' 12 packed
 //         scale bytes transposed (byte 8j + r is row r's byte j), then per pair p of sub-blocks 256 bytes where
@@ -70,17 +75,21 @@ void interleave_rows(DType type, int64_t n_rows, int64_t n_cols, const uint8_t* 
 void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t row, uint8_t* out);
 
 // One group (interleaved_group_rows rows) against n_tokens tokens: for j <
-// n_tokens, out + j * out_stride receives the group's outputs of token j, whose activations (Q8_0, Q8_K
-// for the K types, an int8 row for I8) are at act + j * act_stride; n_blocks
-// counts group blocks. Q4_0 and MXFP4 read each activation block's code sum
-// sum(q) at block_sums[j * n_blocks + b] (their weight codes are offset to
-// unsigned bytes; the sum takes the offset back out); the others ignore it. Tokens go through in
-// register tiles; every token's outputs are the same whatever n_tokens is.
+// n_tokens, out + j * out_stride receives the group's outputs of token j,
+// whose activations (Q8_0; Q8_1 for Q4_1 and Q5_1, Q8_K for the K types, an
+// int8 row for I8) are at act + j * act_stride; n_blocks counts group
+// blocks. Q4_0, Q5_0 and MXFP4 read each activation block's code sum sum(q)
+// at block_sums[j * n_blocks + b] (their weight codes are offset to unsigned
+// bytes; the sum takes the offset back out); the others ignore it. Tokens go
+// through in register tiles; every token's outputs are the same whatever
+// n_tokens is.
 using InterleavedGroupFn = void (*)(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride,
                                     const int32_t* block_sums, int64_t n_tokens, float* out, int64_t out_stride);
 
 // Whether interleaved_kernel(type) reads block_sums.
-inline bool interleaved_kernel_reads_block_sums(DType type) { return type == DType::q4_0 || type == DType::mxfp4; }
+inline bool interleaved_kernel_reads_block_sums(DType type) {
+  return type == DType::q4_0 || type == DType::q5_0 || type == DType::mxfp4;
+}
 
 // The kernel for a type on this CPU: the VNNI one where use_vnni_kernels(),
 // else the AVX2 one; nullptr if the CPU has none.

@@ -1,5 +1,6 @@
 // AVX2 tile kernels over interleaved rows (kernels/interleaved_rows.h): Q8_0,
-// Q4_0, MXFP4 and I8 from interleaved_tiles_x86.h with maddubs, and the K types.
+// Q4_0, Q5_0, Q4_1, Q5_1, MXFP4 and I8 from interleaved_tiles_x86.h with
+// maddubs, and the K types.
 // Compiled with -mavx2 -mfma -mf16c; only called when cpu_features() reports
 // all three.
 
@@ -14,7 +15,9 @@ namespace ds {
 namespace {
 
 static_assert(sizeof(GroupQ8_0<8>) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ8_0<16>) == 16 * sizeof(BlockQ8_0) &&
-                  sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0) && sizeof(GroupMxfp4) == 8 * sizeof(BlockMxfp4),
+                  sizeof(GroupQ4_0) == 8 * sizeof(BlockQ4_0) && sizeof(GroupQ5_0) == 8 * sizeof(BlockQ5_0) &&
+                  sizeof(GroupQ4_1) == 8 * sizeof(BlockQ4_1) && sizeof(GroupQ5_1) == 8 * sizeof(BlockQ5_1) &&
+                  sizeof(GroupMxfp4) == 8 * sizeof(BlockMxfp4),
               "a group block holds its rows' blocks");
 
 // Q4_K and Q5_K x Q8_K, the formula of the row kernel: per super-block, the
@@ -188,7 +191,10 @@ void group_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t
 InterleavedGroupFn interleaved_kernel_avx2(DType type) {
   switch (type) {
     case DType::q8_0: return int8_group_kernel<DType::q8_0, MaddubsDot>();
-    case DType::q4_0: return group_q4_0<MaddubsDot>;
+    case DType::q4_0: return group_nibbles<GroupQ4_0, MaddubsDot>;
+    case DType::q5_0: return group_nibbles<GroupQ5_0, MaddubsDot>;
+    case DType::q4_1: return group_nibbles<GroupQ4_1, MaddubsDot>;
+    case DType::q5_1: return group_nibbles<GroupQ5_1, MaddubsDot>;
     case DType::mxfp4: return group_mxfp4<MaddubsDot>;
     case DType::i8: return int8_group_kernel<DType::i8, MaddubsDot>();
     case DType::q4_k: return group_k<GroupQ4_K>;

@@ -1,6 +1,7 @@
-// Q8_0, Q4_0, MXFP4 and I8 tile kernels over interleaved rows (interleaved_tiles_x86.h) with AVX-512 VNNI's
-// dpbusd on 256-bit registers (AVX512_VNNI + AVX512VL): four u8 x s8
-// products added into each int32 lane in one instruction, where AVX2 takes
+// Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, MXFP4 and I8 tile kernels over interleaved
+// rows (interleaved_tiles_x86.h) with AVX-512 VNNI's dpbusd on 256-bit
+// registers (AVX512_VNNI + AVX512VL): four u8 x s8 products added into each
+// int32 lane in one instruction, where AVX2 takes
 // maddubs, madd and an add. The sums are exact either way, so the outputs
 // equal the AVX2 kernels' bit for bit (tested). Compiled with those flags;
 // only called when cpu_features() reports them.
@@ -27,7 +28,10 @@ struct VnniDot {
 InterleavedGroupFn interleaved_kernel_vnni(DType type) {
   switch (type) {
     case DType::q8_0: return int8_group_kernel<DType::q8_0, VnniDot>();
-    case DType::q4_0: return group_q4_0<VnniDot>;
+    case DType::q4_0: return group_nibbles<GroupQ4_0, VnniDot>;
+    case DType::q5_0: return group_nibbles<GroupQ5_0, VnniDot>;
+    case DType::q4_1: return group_nibbles<GroupQ4_1, VnniDot>;
+    case DType::q5_1: return group_nibbles<GroupQ5_1, VnniDot>;
     case DType::mxfp4: return group_mxfp4<VnniDot>;
     case DType::i8: return int8_group_kernel<DType::i8, VnniDot>();
     default: return nullptr;

@@ -1,5 +1,5 @@
 #pragma once
-// The Q8_0, Q4_0, MXFP4 and I8 tile kernels over interleaved rows (kernels/
+// The Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, MXFP4 and I8 tile kernels over interleaved rows (kernels/
 // interleaved_rows.h), written once for two instruction sets: `Dot` says how
 // unsigned-by-signed byte products reach int32 lanes, AVX2's maddubs + madd
 // (MaddubsDot, here) or AVX-512 VNNI's dpbusd (interleaved_rows_vnni.cpp).
@@ -62,8 +62,34 @@ struct GroupQ8_0 {
   uint16_t d[Rows];
   int8_t qs[Rows * k_qk];
 };
+// The nibble types: the codes as the file's nibbles (interleaved_rows.h),
+// Q5_0's and Q5_1's fifth bits beside them in qh, a word per row; the
+// unsigned codes are the values plus k_offset (Q4_0, Q5_0), or the values
+// are d x code + m (Q4_1, Q5_1: Act is Q8_1, whose s = d x sum(a) meets m).
 struct GroupQ4_0 {
+  static constexpr int k_offset = 8, k_max_code = 15;
+  using Act = BlockQ8_0;
   uint16_t d[k_interleave];
+  uint8_t qs[k_interleave * k_qk / 2];
+};
+struct GroupQ5_0 {
+  static constexpr int k_offset = 16, k_max_code = 31;
+  using Act = BlockQ8_0;
+  uint16_t d[k_interleave];
+  uint32_t qh[k_interleave];
+  uint8_t qs[k_interleave * k_qk / 2];
+};
+struct GroupQ4_1 {
+  static constexpr int k_offset = 0, k_max_code = 15;
+  using Act = BlockQ8_1;
+  uint16_t d[k_interleave], m[k_interleave];
+  uint8_t qs[k_interleave * k_qk / 2];
+};
+struct GroupQ5_1 {
+  static constexpr int k_offset = 0, k_max_code = 31;
+  using Act = BlockQ8_1;
+  uint16_t d[k_interleave], m[k_interleave];
+  uint32_t qh[k_interleave];
   uint8_t qs[k_interleave * k_qk / 2];
 };
 struct GroupMxfp4 {
@@ -89,8 +115,9 @@ inline __m256i broadcast_chunk(const int8_t* qs, int c) {
   return _mm256_set1_epi32(v);
 }
 
-inline const BlockQ8_0& act_block(const uint8_t* act, int64_t act_stride, int j, int64_t b) {
-  return reinterpret_cast<const BlockQ8_0*>(act + j * act_stride)[b];
+template <typename Block = BlockQ8_0>
+inline const Block& act_block(const uint8_t* act, int64_t act_stride, int j, int64_t b) {
+  return reinterpret_cast<const Block*>(act + j * act_stride)[b];
 }
 
 // With more than one tile of tokens a group is compute-bound: while its
@@ -228,43 +255,70 @@ void tile_i8(int64_t n_blocks, const uint8_t* group, int64_t h0, const uint8_t* 
   }
 }
 
-// Q4_0 x Q8_0: the unsigned codes q = w + 8 meet the activations as they
-// are, a block at a time (eight int16 pair sums of at most 2 x 15 x 127 stay
-// under 32767), and 8 * sum(a) takes the +8 back out.
-template <int T, typename Dot>
-void tile_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
-               float* out, int64_t out_stride, const uint8_t* next) {
-  const auto* w = reinterpret_cast<const GroupQ4_0*>(group);
-  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+// The nibble types against Q8_0 (Q4_0, Q5_0) or Q8_1 (Q4_1, Q5_1)
+// activations: the unsigned codes meet the activations as they are, a block
+// at a time, in int16 pair sums of at most 2 x k_max_code x 127 (eight of
+// Q4's or four of Q5's stay under 32767); then k_offset x sum(a) takes the
+// offset back out (Q4_0, Q5_0), or the rows' m meet the activations' s
+// (Q4_1, Q5_1).
+template <int T, typename Dot, typename Group>
+void tile_nibbles(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
+                  float* out, int64_t out_stride, const uint8_t* next) {
+  using Act = typename Group::Act;
+  constexpr bool k_fifth_bits = Group::k_max_code > 15;
+  const auto* w = reinterpret_cast<const Group*>(group);
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F), fifth_bit = _mm256_set1_epi8(0x10);
   __m256 acc[T];
   for (int j = 0; j < T; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
-    // Where the registers allow, the low and the high nibbles sum apart:
-    // two chains of four dependent adds where one of eight left a token
-    // latency-bound (VNNI: a group at one token 1.15x with its weights in
+    // The low and the high nibbles sum apart where the registers allow
+    // (two chains of four dependent adds where one of eight left a token
+    // latency-bound; VNNI: a group at one token 1.15x with its weights in
     // L2, pp512 1.07x; with AVX2's sixteen registers four tokens' second
-    // chains spill: 1.4x slower).
-    constexpr int k_chains = Dot::k_registers >= 32 ? 2 : 1;
+    // chains spill: 1.4x slower), and always for Q5, whose eight int16 adds
+    // in one chain could reach 62992.
+    constexpr int k_chains = Dot::k_registers >= 32 || k_fifth_bits ? 2 : 1;
     __m256i sums[k_chains][T];
     for (auto& chain : sums)
       for (int j = 0; j < T; ++j) chain[j] = _mm256_setzero_si256();
-    prefetch_block<GroupQ4_0>(next, b);
+    prefetch_block<Group>(next, b);
+    // Q5's fifth bits of chunk v (interleaved_rows.h): bit 8i + v of a row's
+    // word for its element 4v + i, bit 8i + 4 + v for 16 + 4v + i, shifted
+    // onto bit 4 of byte i a chunk at a time.
+    __m256i low_fifth = _mm256_setzero_si256(), high_fifth = _mm256_setzero_si256();
+    if constexpr (k_fifth_bits) {
+      high_fifth = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
+      low_fifth = _mm256_slli_epi32(high_fifth, 4);
+    }
     for_chunks<Dot, 4>([&](int v) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * v));
-      const __m256i low = _mm256_and_si256(packed, low_nibbles);
-      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
+      __m256i low = _mm256_and_si256(packed, low_nibbles);
+      __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
+      if constexpr (k_fifth_bits) {
+        low = _mm256_or_si256(low, _mm256_and_si256(low_fifth, fifth_bit));
+        high = _mm256_or_si256(high, _mm256_and_si256(high_fifth, fifth_bit));
+        low_fifth = _mm256_srli_epi32(low_fifth, 1);
+        high_fifth = _mm256_srli_epi32(high_fifth, 1);
+      }
       for (int j = 0; j < T; ++j) {
-        const BlockQ8_0& a = act_block(act, act_stride, j, b);
+        const Act& a = act_block<Act>(act, act_stride, j, b);
         sums[0][j] = Dot::add_chunk(sums[0][j], low, broadcast_chunk(a.qs, v));
         sums[k_chains - 1][j] = Dot::add_chunk(sums[k_chains - 1][j], high, broadcast_chunk(a.qs, 4 + v));
       }
     });
     const __m256 row_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
     for (int j = 0; j < T; ++j) {
+      const Act& a = act_block<Act>(act, act_stride, j, b);
       __m256i exact = Dot::to_int32(sums[0][j]);
       if constexpr (k_chains == 2) exact = _mm256_add_epi32(exact, Dot::to_int32(sums[1][j]));
-      exact = _mm256_sub_epi32(exact, _mm256_set1_epi32(8 * block_sums[j * n_blocks + b]));
-      acc[j] = accumulate(acc[j], row_scales, act_block(act, act_stride, j, b), exact);
+      if constexpr (Group::k_offset != 0) {
+        exact = _mm256_sub_epi32(exact, _mm256_set1_epi32(Group::k_offset * block_sums[j * n_blocks + b]));
+        acc[j] = accumulate(acc[j], row_scales, a, exact);
+      } else {
+        const __m256 row_mins = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].m)));
+        const __m256 scale = _mm256_mul_ps(row_scales, _mm256_set1_ps(_cvtsh_ss(a.d)));
+        acc[j] = _mm256_fmadd_ps(row_mins, _mm256_set1_ps(_cvtsh_ss(a.s)), _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(exact), acc[j]));
+      }
     }
   }
   for (int j = 0; j < T; ++j) _mm256_storeu_ps(out + j * out_stride, acc[j]);
@@ -362,13 +416,15 @@ InterleavedGroupFn int8_group_kernel() {
   else return tile_rows ? group_int8<GroupI8<16>, Dot> : group_int8<GroupI8<8>, Dot>;
 }
 
-template <typename Dot>
-void group_q4_0(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
-                int64_t n_tokens, float* out, int64_t out_stride) {
-  const uint8_t* next = group_to_prefetch<GroupQ4_0>(group, n_blocks, n_tokens);
+// Q4_0, Q5_0, Q4_1 or Q5_1 (Group): only the first two read block sums.
+template <typename Group, typename Dot>
+void group_nibbles(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t* block_sums,
+                   int64_t n_tokens, float* out, int64_t out_stride) {
+  const uint8_t* next = group_to_prefetch<Group>(group, n_blocks, n_tokens);
   for_tiles_of_four(n_tokens, [&](auto tile, int64_t t) {
-    tile_q4_0<tile.value, Dot>(n_blocks, group, act + t * act_stride, act_stride, block_sums + t * n_blocks,
-                          out + t * out_stride, out_stride, t == 0 ? next : nullptr);
+    const int32_t* tile_sums = Group::k_offset != 0 ? block_sums + t * n_blocks : nullptr;
+    tile_nibbles<tile.value, Dot, Group>(n_blocks, group, act + t * act_stride, act_stride, tile_sums, out + t * out_stride,
+                                         out_stride, t == 0 ? next : nullptr);
   });
 }
 

@@ -248,7 +248,9 @@ TEST(KvCacheManager, TheDiskTierCarriesWindowPages) {
     EXPECT_EQ(memory.pages[size_t(table[b])], std::vector<uint8_t>(HostKv::k_page_bytes, uint8_t(b))) << b;
     // The next token, 40, reads back to position 34: blocks 8 and 9.
     ASSERT_EQ(window[b] >= 0, b >= 8) << b;
-    if (window[b] >= 0) EXPECT_EQ(memory.windows[size_t(window[b])], std::vector<uint8_t>(HostKv::k_window_bytes, uint8_t(100 + b))) << b;
+    if (window[b] >= 0) {
+      EXPECT_EQ(memory.windows[size_t(window[b])], std::vector<uint8_t>(HostKv::k_window_bytes, uint8_t(100 + b))) << b;
+    }
   }
   EXPECT_EQ(windows.n_cached(), 10) << "every block's window page, held or let go into the cache";
   kv.free(2);

@@ -149,7 +149,8 @@ Layouts layouts(DType type, int64_t n_rows, int64_t n_cols, const std::vector<ui
 
 TEST(InterleavedRows, EveryRowComesBackByteForByte) {
   std::mt19937 rng(5);
-  for (DType type : {DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::i8, DType::bf16}) {
+  for (DType type : {DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_1, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k,
+                     DType::i8, DType::bf16}) {
     const int64_t n_rows = 3 * interleaved_group_rows(type), n_cols = interleaved_block_elements(type) * 3;
     const std::vector<uint8_t> rows = random_weights(rng, type, n_rows, n_cols);
     std::vector<uint8_t> interleaved(rows.size()), row(size_t(row_bytes(type, n_cols)));
@@ -168,11 +169,12 @@ TEST(InterleavedRows, OnlyWholeGroupsOfTheKernelTypes) {
   EXPECT_FALSE(interleavable(DType::bf16, 24, 64));  // BF16 (AMX-BF16 only) in groups of 16 rows, 32 columns
   EXPECT_FALSE(interleavable(DType::bf16, 16, 48));
   EXPECT_EQ(interleavable(DType::bf16, 32, 96), use_amx_bf16_kernels());
-  EXPECT_FALSE(interleavable(DType::q5_0, 16, 64));
+  EXPECT_FALSE(interleavable(DType::q5_0, 12, 64));
+  EXPECT_FALSE(interleavable(DType::q3_k, 16, 256));  // no interleaved kernels
   EXPECT_FALSE(interleavable(DType::q6_k, 20, 256));
   EXPECT_FALSE(interleavable(DType::i8, 16, 100));  // I8 rows in whole group blocks of 32 only
   if (use_avx2_kernels()) {
-    EXPECT_TRUE(interleavable(DType::q8_0, 16, 64) && interleavable(DType::q4_0, 8, 32) && interleavable(DType::q4_k, 24, 256) &&
+    EXPECT_TRUE(interleavable(DType::q8_0, 16, 64) && interleavable(DType::q4_0, 8, 32) && interleavable(DType::q5_1, 8, 64) && interleavable(DType::q4_k, 24, 256) &&
                 interleavable(DType::q5_k, 8, 512) && interleavable(DType::q6_k, 16, 256) && interleavable(DType::i8, 16, 96));
   }
 }
@@ -181,29 +183,34 @@ TEST(InterleavedRows, OnlyWholeGroupsOfTheKernelTypes) {
 // (maddubs + madd), so a group's outputs agree bit for bit (a group of the
 // rows this CPU lays out: 8, or Q8_0's and I8's 16 where AMX runs): every token-tile
 // shape, with the extreme codes (a Q8_0 block and 32 I8 weights of -128
-// against activations that reach ±127) where an int16 step that saturated
-// would show.
+// against activations that reach ±127; a block of a nibble type's largest
+// codes against a block of activations all 127) where an int16 step that
+// saturated or wrapped would show.
 TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
   const CpuFeatures& f = cpu_features();
   if (!use_avx2_kernels() || !f.avx512vnni || !f.avx512vl) GTEST_SKIP() << "no AVX512_VNNI with AVX512VL on this CPU: no VNNI tiles to run";
   std::mt19937 rng(21);
-  for (DType type : {DType::q8_0, DType::q4_0, DType::mxfp4, DType::i8}) {
+  for (DType type : {DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_1, DType::q5_1, DType::mxfp4, DType::i8}) {
     const DType act_type = activation_type_for(type);
     const int64_t n_blocks = 5, n_cols = interleaved_block_elements(type) * n_blocks, act_stride = row_bytes(act_type, n_cols);
     const int64_t group_rows = interleaved_group_rows(type);
     std::vector<uint8_t> rows = random_weights(rng, type, group_rows, n_cols);
     if (type == DType::q8_0) std::memset(reinterpret_cast<BlockQ8_0*>(rows.data())[0].qs, 0x80, 32);
     if (type == DType::i8) std::memset(rows.data(), 0x80, 32);
+    const bool nibbles = type == DType::q4_0 || type == DType::q5_0 || type == DType::q4_1 || type == DType::q5_1;
+    const size_t codes_at = type == DType::q4_1 || type == DType::q5_1 ? 4 : 2;  // past d (and m): every code its largest
+    if (nibbles) std::memset(rows.data() + codes_at, 0xFF, size_t(dtype_traits(type).block_bytes) - codes_at);
     std::vector<uint8_t> group(rows.size());
     interleave_rows(type, group_rows, n_cols, rows.data(), group.data());
     for (int64_t n_tokens : {1, 2, 3, 4, 5, 7, 9}) {
-      const std::vector<float> x = random_floats(rng, n_tokens * n_cols, 2.0f);
+      std::vector<float> x = random_floats(rng, n_tokens * n_cols, 2.0f);
+      for (int64_t t = 0; nibbles && t < n_tokens; ++t) std::fill_n(x.begin() + t * n_cols, k_qk, 1.5f);  // codes of 127
       std::vector<uint8_t> act(size_t(act_stride * n_tokens));
       for (int64_t t = 0; type == DType::i8 && t < n_tokens; ++t) {
         quantize_int8_activations(x.data() + t * n_cols, reinterpret_cast<int8_t*>(act.data() + t * act_stride), n_cols);
       }
       if (type != DType::i8) quantize_row(act_type, x.data(), act.data(), n_tokens * n_cols);
-      std::vector<int32_t> block_sums(size_t(n_tokens * n_blocks));  // sum(a) per block, for Q4_0 and MXFP4
+      std::vector<int32_t> block_sums(size_t(n_tokens * n_blocks));  // sum(a) per block, for Q4_0, Q5_0 and MXFP4
       for (int64_t i = 0; interleaved_kernel_reads_block_sums(type) && i < n_tokens * n_blocks; ++i) {
         for (int8_t q : reinterpret_cast<const BlockQ8_0*>(act.data())[i].qs) block_sums[size_t(i)] += q;
       }
