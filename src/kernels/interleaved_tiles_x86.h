@@ -317,7 +317,8 @@ void tile_nibbles(int64_t n_blocks, const uint8_t* group, const uint8_t* act, in
       } else {
         const __m256 row_mins = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].m)));
         const __m256 scale = _mm256_mul_ps(row_scales, _mm256_set1_ps(_cvtsh_ss(a.d)));
-        acc[j] = _mm256_fmadd_ps(row_mins, _mm256_set1_ps(_cvtsh_ss(a.s)), _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(exact), acc[j]));
+        acc[j] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(exact), acc[j]);
+        acc[j] = _mm256_fmadd_ps(row_mins, _mm256_set1_ps(_cvtsh_ss(a.s)), acc[j]);
       }
     }
   }

@@ -174,8 +174,9 @@ TEST(InterleavedRows, OnlyWholeGroupsOfTheKernelTypes) {
   EXPECT_FALSE(interleavable(DType::q6_k, 20, 256));
   EXPECT_FALSE(interleavable(DType::i8, 16, 100));  // I8 rows in whole group blocks of 32 only
   if (use_avx2_kernels()) {
-    EXPECT_TRUE(interleavable(DType::q8_0, 16, 64) && interleavable(DType::q4_0, 8, 32) && interleavable(DType::q5_1, 8, 64) && interleavable(DType::q4_k, 24, 256) &&
-                interleavable(DType::q5_k, 8, 512) && interleavable(DType::q6_k, 16, 256) && interleavable(DType::i8, 16, 96));
+    EXPECT_TRUE(interleavable(DType::q8_0, 16, 64) && interleavable(DType::q4_0, 8, 32) && interleavable(DType::q5_1, 8, 64) &&
+                interleavable(DType::q4_k, 24, 256) && interleavable(DType::q5_k, 8, 512) && interleavable(DType::q6_k, 16, 256) &&
+                interleavable(DType::i8, 16, 96));
   }
 }
 
