@@ -3,12 +3,13 @@
 // llama.cpp pairs them), in register tiles of up to two rows by three tokens
 // (AVX2) or four rows by six (AVX-512) with two accumulators per (row, token),
 // for the even and the odd steps of columns (AVX-512: the two halves of one
-// register): a decode step reads each weight row as one sequential stream
-// with two FMA chains in flight (AVX-512: one of twice the width), where one
-// ymm chain waits on the FMA latency and reads well under the memory
-// bandwidth. A step is eight columns of F32 or F16, or sixteen of BF16 as
-// eight pairs, each lane adding its odd column's product and then its even
-// one's (AVX512_BF16's vdpbf16ps order).
+// register). A (row, token)'s order is fixed (below), so its sum cannot be
+// split into more chains: decode keeps the FMA units busy with the tile's
+// rows instead, each (row, token) a chain of its own, where one row alone
+// waits on the FMA latency and reads well under the memory bandwidth. A step
+// is eight columns of F32 or F16, or sixteen of BF16 as eight pairs, each
+// lane adding its odd column's product and then its even one's
+// (AVX512_BF16's vdpbf16ps order).
 //
 // F16 activations stay f16, each tile converting its tokens' steps again:
 // f32 copies rounded to f16 (the same products, no conversions of

@@ -541,7 +541,8 @@ TEST(FloatTiles, Bf16SubnormalsGiveTheSameBitsInDecodeAndPrefill) {
 
 // The AVX-512 tiles add in the AVX2 tiles' order: F32 and F16 with the same
 // FMAs on twice the width, BF16's vdpbf16ps in the FMA tiles' pair order (on
-// normal numbers): the same bits, tile shape by tile shape, decode and prefill.
+// normal numbers): the same bits, tile shape by tile shape (each remainder of
+// rows), decode and prefill.
 TEST(FloatTiles, Avx512TilesGiveTheAvx2TilesBits) {
   if (!use_vnni_kernels()) GTEST_SKIP() << "the CPU lacks AVX-512 VNNI (or DSINFER_ISA turns it off)";
   std::mt19937 rng(14);
@@ -549,8 +550,8 @@ TEST(FloatTiles, Avx512TilesGiveTheAvx2TilesBits) {
     if (type == DType::bf16 && !use_bf16_dot_kernels()) continue;  // no vdpbf16ps tiles to compare
     const FloatRowsFn wide = float_rows_avx512(type), narrow = float_rows_avx2(type);
     for (int64_t n_cols : {13, 16, 31, 32, 45, 48, 2048}) {
-      for (int64_t n_tokens : {1, 2, 3, 6, 7, 11}) {
-        const int64_t n_rows = 9, stride = row_bytes(type, n_cols);
+      for (const auto& [n_rows, n_tokens] : {std::pair<int64_t, int64_t>{9, 1}, {10, 2}, {11, 3}, {9, 6}, {10, 7}, {11, 11}}) {
+        const int64_t stride = row_bytes(type, n_cols);
         const std::vector<uint8_t> w = random_weights(rng, type, n_rows, n_cols);
         const std::vector<uint8_t> x = random_weights(rng, type, n_tokens, n_cols);
         std::vector<float> y_wide(size_t(n_rows * n_tokens)), y_narrow(y_wide.size());
