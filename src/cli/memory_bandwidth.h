@@ -1,7 +1,8 @@
 #pragma once
 // The machine's memory read bandwidth, measured as decode meets it: every
 // thread of the pool streams its share of a buffer far larger than the
-// caches, once per repetition; the best repetition counts (STREAM's rule).
+// caches, as one stream and as eight, once each per repetition, with the
+// CPU's widest loads; the best read counts (STREAM's rule).
 
 #include <cstddef>
 
