@@ -175,7 +175,7 @@ template <typename Group>
 void group_k(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride, const int32_t*,
              int64_t n_tokens, float* out, int64_t out_stride) {
   const auto* w = reinterpret_cast<const Group*>(group);
-  const uint8_t* next = group_to_prefetch<Group>(group, n_blocks, n_tokens);
+  const uint8_t* next = group_to_prefetch<Group>(group, n_blocks);
   for (int64_t j = 0; j < n_tokens; ++j) _mm256_storeu_ps(out + j * out_stride, _mm256_setzero_ps());
   for (int64_t b = 0; b < n_blocks; ++b) {
     prefetch_block<Group>(next, b);

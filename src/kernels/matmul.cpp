@@ -127,11 +127,10 @@ constexpr int64_t k_max_streaming_tokens = 6;
 constexpr int64_t k_tiles_per_run = 4;
 
 // Float weights' tiles: AVX-512's where the CPU has them (BF16's need
-// AVX512_BF16), for decode as well as prefill (decode streams one row at a
-// time either way, and the zmm tile's half as many instructions decoded F16
-// faster in nine of eleven alternating rounds); AVX2's otherwise. One kernel
-// for every batch, since vdpbf16ps flushes the denormals that the AVX2 BF16
-// tiles keep.
+// AVX512_BF16), for decode as well as prefill (the zmm tile's half as many
+// instructions decoded F16 faster in nine of eleven alternating rounds);
+// AVX2's otherwise. One kernel for every batch, since vdpbf16ps flushes the
+// denormals that the AVX2 BF16 tiles keep.
 FloatRowsFn float_rows_kernel(DType weight_type) {
   if (!use_avx2_kernels()) return nullptr;
   const bool avx512 = weight_type == DType::bf16 ? use_bf16_dot_kernels() : use_vnni_kernels();
