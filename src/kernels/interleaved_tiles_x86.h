@@ -127,8 +127,8 @@ inline const Block& act_block(const uint8_t* act, int64_t act_stride, int j, int
 // +20% at 8 tokens, +13% at 16). In decode it is a second stream a group
 // ahead of the one the kernel reads: one stream a thread left the memory
 // under-read (the 1.1B model's tg64 on a Sapphire Rapids-class Xeon: Q8_0
-// 19.1 -> 24.0 tok/s, Q4_0 26.4 -> 42.6, the V2-Lite-width MoE in Q4_K_M 37.0
-// -> 62.2). `next` is null for the other tiles.
+// 19.1 -> 24.3 tok/s, Q4_0 26.4 -> 42.7, the V2-Lite-width MoE in Q4_K_M 37.0
+// -> 61.9). `next` is null for the other tiles.
 template <typename Block>
 inline void prefetch_block(const uint8_t* next, int64_t b) {
   if (!next) return;
