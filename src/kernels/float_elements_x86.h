@@ -32,6 +32,7 @@ struct FmaSteps {
 };
 
 struct F32Elements : FmaSteps {
+  static constexpr int64_t k_bytes = 4;
   static __m256 load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
   static float load1(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
 #ifdef __AVX512F__
@@ -41,6 +42,7 @@ struct F32Elements : FmaSteps {
 };
 
 struct F16Elements : FmaSteps {
+  static constexpr int64_t k_bytes = 2;
   static __m256 load(const uint8_t* row, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
   }
@@ -64,6 +66,7 @@ struct BF16Pairs {
 
 struct BF16Elements {
   static constexpr int64_t k_step = 16;
+  static constexpr int64_t k_bytes = 2;
   static BF16Pairs load(const uint8_t* row, int64_t i) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i));
     return {_mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int32_t(0xffff0000u)))),
@@ -83,6 +86,7 @@ struct BF16Elements {
 // them), so decode and prefill both run this where it runs at all.
 struct BF16DotElements {
   static constexpr int64_t k_step = BF16Elements::k_step;
+  static constexpr int64_t k_bytes = BF16Elements::k_bytes;
   static __m512bh load_wide(const uint8_t* row, int64_t i) {
     return reinterpret_cast<__m512bh>(_mm512_loadu_si512(reinterpret_cast<const uint16_t*>(row) + i));
   }

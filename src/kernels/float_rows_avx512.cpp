@@ -37,14 +37,20 @@ namespace {
 
 constexpr int k_tile_rows = 4, k_tile_tokens = 6;
 
+// `next`, when not null, is the next tile's first row: each wide step
+// fetches the next tile's rows at its columns into L2 (decode: four more
+// streams ahead of the four the tile reads).
 template <typename Elements, int R, int T>
 void tile(const uint8_t* w, int64_t w_row_bytes, int64_t n, const uint8_t* x, int64_t x_row_bytes, float* y,
-          int64_t y_stride) {
+          int64_t y_stride, const uint8_t* next) {
   constexpr int64_t step_cols = Elements::k_step;
   __m512 acc[R][T];
   for (auto& row : acc) for (auto& v : row) v = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 2 * step_cols <= n; i += 2 * step_cols) {
+    if (next) {
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * w_row_bytes + i * Elements::k_bytes), _MM_HINT_T1);
+    }
     decltype(Elements::load_wide(x, 0)) a[T];
     for (int t = 0; t < T; ++t) a[t] = Elements::load_wide(x + t * x_row_bytes, i);
     for (int r = 0; r < R; ++r) {
@@ -70,7 +76,7 @@ void tile(const uint8_t* w, int64_t w_row_bytes, int64_t n, const uint8_t* x, in
   }
 }
 
-using TileFn = void (*)(const uint8_t*, int64_t, int64_t, const uint8_t*, int64_t, float*, int64_t);
+using TileFn = void (*)(const uint8_t*, int64_t, int64_t, const uint8_t*, int64_t, float*, int64_t, const uint8_t*);
 
 template <typename Elements, int R, int... T>
 constexpr std::array<TileFn, sizeof...(T)> tiles_of_rows(std::integer_sequence<int, T...>) {
@@ -93,15 +99,20 @@ constexpr auto k_tiles = tile_table<Elements>(std::make_integer_sequence<int, k_
 // at a time had been chosen for one sequential stream a thread, measured on
 // 4 KiB pages before weights were copied into huge pages at load, and even on
 // the file mapping's 4 KiB pages four rows now read faster: 7.9 -> 10.6).
+// With one tile of tokens or fewer (memory-bound: each row is read once) the
+// tile also fetches the next four rows ahead: F16 tg32 11.7 -> 12.8, BF16
+// 12.6 -> 13.8 on that Xeon.
 template <typename Elements>
 void float_rows(const uint8_t* w, int64_t w_row_bytes, int64_t n_cols, int64_t row_begin, int64_t row_end,
                 const uint8_t* x, int64_t x_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
+  const bool fetch_ahead = n_tokens <= k_tile_tokens;
   for (int64_t r = row_begin; r < row_end; r += k_tile_rows) {
     const int64_t rows = std::min<int64_t>(k_tile_rows, row_end - r);
+    const uint8_t* next = fetch_ahead ? w + (r + k_tile_rows) * w_row_bytes : nullptr;
     for (int64_t t = 0; t < n_tokens; t += k_tile_tokens) {
       const int64_t tokens = std::min<int64_t>(k_tile_tokens, n_tokens - t);
       k_tiles<Elements>[size_t(rows - 1)][size_t(tokens - 1)](w + r * w_row_bytes, w_row_bytes, n_cols, x + t * x_row_bytes,
-                                                              x_row_bytes, y + t * y_stride + r, y_stride);
+                                                              x_row_bytes, y + t * y_stride + r, y_stride, next);
     }
   }
 }
