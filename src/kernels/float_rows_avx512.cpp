@@ -108,7 +108,8 @@ void float_rows(const uint8_t* w, int64_t w_row_bytes, int64_t n_cols, int64_t r
   const bool fetch_ahead = n_tokens <= k_tile_tokens;
   for (int64_t r = row_begin; r < row_end; r += k_tile_rows) {
     const int64_t rows = std::min<int64_t>(k_tile_rows, row_end - r);
-    const uint8_t* next = fetch_ahead ? w + (r + k_tile_rows) * w_row_bytes : nullptr;
+    // Only a whole next tile within the range: no address past the rows given.
+    const uint8_t* next = fetch_ahead && r + 2 * k_tile_rows <= row_end ? w + (r + k_tile_rows) * w_row_bytes : nullptr;
     for (int64_t t = 0; t < n_tokens; t += k_tile_tokens) {
       const int64_t tokens = std::min<int64_t>(k_tile_tokens, n_tokens - t);
       k_tiles<Elements>[size_t(rows - 1)][size_t(tokens - 1)](w + r * w_row_bytes, w_row_bytes, n_cols, x + t * x_row_bytes,
