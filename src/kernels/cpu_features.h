@@ -26,7 +26,9 @@ const CpuFeatures& cpu_features();
 // kernels at one (the default: the best the CPU has).
 //   portable: plain C++;
 //   avx2:     AVX2, FMA and F16C tiles;
-//   avx512:   the int8 tiles on AVX-512 VNNI's dpbusd, the float tiles on
+//   avx512:   the int8 tiles on AVX-512 VNNI's dpbusd (steps of a few
+//             tokens or more two 8-row groups at a time in 512-bit
+//             registers, where AVX-512BW is present too), the float tiles on
 //             AVX-512F (BF16's on AVX512_BF16);
 //   amx:      the int8 tiles of 16 tokens or more on AMX's tdpbssd, BF16
 //             weights on its tdpbf16ps.

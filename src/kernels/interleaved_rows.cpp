@@ -162,6 +162,12 @@ InterleavedGroupFn interleaved_kernel(DType type) {
   return vnni ? vnni : interleaved_kernel_avx2(type);
 }
 
+InterleavedPairFn interleaved_pair_kernel(DType type) {
+  const CpuFeatures& f = cpu_features();
+  const bool eight_rows = interleaved_group_rows(type) == k_interleave;  // not Q8_0's 16 where AMX runs
+  return use_vnni_kernels() && f.avx512f && f.avx512bw && eight_rows ? interleaved_pair_kernel_avx512(type) : nullptr;
+}
+
 uint8_t* interleaved_scratch(size_t bytes) {
   thread_local std::vector<uint8_t> buffer;
   if (buffer.size() < bytes) buffer.resize(bytes);

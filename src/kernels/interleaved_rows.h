@@ -86,6 +86,35 @@ void deinterleaved_row(DType type, int64_t n_cols, const uint8_t* data, int64_t 
 using InterleavedGroupFn = void (*)(int64_t n_blocks, const uint8_t* group, const uint8_t* act, int64_t act_stride,
                                     const int32_t* block_sums, int64_t n_tokens, float* out, int64_t out_stride);
 
+// Two consecutive groups (16 rows, the second group_bytes after the first)
+// against n_tokens tokens, as InterleavedGroupFn twice, the outputs of both
+// side by side (out + j * out_stride: the first group's rows, then the
+// second's) and equal to the group kernel's bit for bit. Token j's
+// activations are at act.rows + j * act.row_stride, as the group kernel
+// reads them; Q4_0 reads act.block_sums as it does, and Q8_0 and Q4_0 block
+// b's activation scale as a float at act.block_scales[b * act.scale_stride + j].
+struct PairActivations {
+  const uint8_t* rows;
+  int64_t row_stride;
+  const int32_t* block_sums;
+  const float* block_scales;
+  int64_t scale_stride;
+};
+using InterleavedPairFn = void (*)(int64_t n_blocks, const uint8_t* groups, int64_t group_bytes, const PairActivations& act,
+                                   int64_t n_tokens, float* out, int64_t out_stride);
+
+// The pair kernel for a type in 8-row groups where the CPU has AVX-512F, BW
+// and VNNI (and the VNNI kernels run), else nullptr: 512-bit registers, for
+// steps of k_pair_min_tokens tokens or more (at fewer the weights' reads
+// bound the step, and the group kernels fetch them ahead). It reads the
+// activations as interleaved_kernel(type) does: the biased codes where
+// interleaved_activations_biased(type).
+InterleavedPairFn interleaved_pair_kernel(DType type);
+constexpr int64_t k_pair_min_tokens = 4;
+// For the tests, whatever the CPU: Q8_0 (8-row groups), Q4_0, I8 and the K types.
+InterleavedPairFn interleaved_pair_kernel_avx512(DType type);
+InterleavedPairFn interleaved_pair_kernel_avx512_k(DType type);  // the K types'
+
 // Whether interleaved_kernel(type) reads block_sums.
 inline bool interleaved_kernel_reads_block_sums(DType type) {
   return type == DType::q4_0 || type == DType::q5_0 || type == DType::mxfp4;

@@ -26,36 +26,6 @@ static_assert(sizeof(GroupQ8_0<8>) == 8 * sizeof(BlockQ8_0) && sizeof(GroupQ8_0<
 // 127, eight of them under 32767; 2 x 31 x 127 for Q5_K, four of them), times
 // the rows' 6-bit scales in int32; the mins through the activations' sums per
 // sub-block; then out += d_a * (d * sum - dmin * mins) in float, rows in lanes.
-
-// The rows' 6-bit scales and mins of one super-block, unpacked once for all
-// tokens: int16 lanes 2r and 2r + 1 belong to row r (its scale of a
-// sub-block; its mins of sub-blocks 2s and 2s + 1). The packed bytes are
-// stored transposed, so k_scales_mins' formula runs on all eight rows at once,
-// two of its bytes per 128-bit register.
-struct KScales {
-  __m256i scales[8];
-  __m256i mins[4];
-  explicit KScales(const uint8_t (&packed)[k_scale_bytes_k][k_interleave]) {
-    const auto bytes = [&](int j) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed[j])); };
-    const __m128i low6 = _mm_set1_epi8(0x3F), low4 = _mm_set1_epi8(0x0F), top2 = _mm_set1_epi8(0x30);
-    const __m128i q01 = bytes(0), q23 = bytes(2), q45 = bytes(4), q67 = bytes(6), q89 = bytes(8), q1011 = bytes(10);
-    // Bytes 0-7: sub-block 2k of rows 0..7, bytes 8-15: sub-block 2k + 1.
-    const __m128i scale_pairs[4] = {
-        _mm_and_si128(q01, low6), _mm_and_si128(q23, low6),
-        _mm_or_si128(_mm_and_si128(q89, low4), _mm_and_si128(_mm_srli_epi16(q01, 2), top2)),
-        _mm_or_si128(_mm_and_si128(q1011, low4), _mm_and_si128(_mm_srli_epi16(q23, 2), top2))};
-    const __m128i min_pairs[4] = {
-        _mm_and_si128(q45, low6), _mm_and_si128(q67, low6),
-        _mm_or_si128(_mm_and_si128(_mm_srli_epi16(q89, 4), low4), _mm_and_si128(_mm_srli_epi16(q45, 2), top2)),
-        _mm_or_si128(_mm_and_si128(_mm_srli_epi16(q1011, 4), low4), _mm_and_si128(_mm_srli_epi16(q67, 2), top2))};
-    for (int k = 0; k < 4; ++k) {
-      scales[2 * k] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(scale_pairs[k], scale_pairs[k]));
-      scales[2 * k + 1] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scale_pairs[k], scale_pairs[k]));
-      mins[k] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(min_pairs[k], _mm_srli_si128(min_pairs[k], 8)));
-    }
-  }
-};
-
 template <int T, typename Group>
 void superblock(const Group& w, const KScales& s, const uint8_t* act, int64_t act_stride, int64_t b, float* out,
                   int64_t out_stride) {
@@ -107,26 +77,6 @@ void superblock(const Group& w, const KScales& s, const uint8_t* act, int64_t ac
 // of at most 2 x 63 x 127, two of them under 32767), times the rows' 8-bit
 // sub-block scales in int32; the +32 taken out through the activations'
 // sums per sub-block; then out += d_a * (d * sum) in float, rows in lanes.
-
-// The rows' sub-block scales of one super-block, widened once for all tokens:
-// scales[s] has int16 lanes 2r and 2r + 1 = row r's scale of sub-block s;
-// pairs[p] has lane 2r = row r's scale of sub-block 2p, 2r + 1 of 2p + 1.
-struct Q6KScales {
-  __m256i scales[16];
-  __m256i pairs[8];
-  explicit Q6KScales(const GroupQ6_K& w) {
-    for (int s = 0; s < 16; ++s) {
-      const __m128i rows = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales[s]));
-      scales[s] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(rows, rows));
-    }
-    for (int p = 0; p < 8; ++p) {
-      const __m128i even = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales[2 * p]));
-      const __m128i odd = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales[2 * p + 1]));
-      pairs[p] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(even, odd));
-    }
-  }
-};
-
 template <int T>
 void superblock(const GroupQ6_K& w, const Q6KScales& s, const uint8_t* act, int64_t act_stride, int64_t b,
                      float* out, int64_t out_stride) {

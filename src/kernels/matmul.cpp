@@ -40,7 +40,7 @@ struct Activations {
   const uint8_t* data;
   int64_t token_stride, mat_stride;
   const int32_t* block_sums;  // [n_mats][n_tokens][n_blocks], or null
-  const float* block_scales;  // Q8_0 blocks' scales as floats for the AMX tiles: [n_mats][n_blocks][n_tokens], or null
+  const float* block_scales;  // Q8_0 blocks' scales as floats for the AMX tiles and pair kernels: [n_mats][n_blocks][n_tokens], or null
   const float* token_scales;  // I8: [n_mats][n_tokens], or null
   const int32_t* token_sums;  // I8 with zero points: [n_mats][n_tokens], or null
 };
@@ -264,9 +264,12 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   // The AMX tiles take the step's whole tiles of 16 tokens (from amx_min_tokens on); the interleaved kernel the rest.
   const InterleavedTilesFn amx_tiles = first.repacked && n_tokens >= amx_min_tokens(first.type) ? interleaved_tiles(first.type) : nullptr;
   const int64_t n_tiled = amx_tiles ? n_tokens / k_amx_tile_tokens * k_amx_tile_tokens : 0;
+  // Steps of a few tokens or more take two groups at a time where a pair kernel runs.
+  const InterleavedPairFn pair_kernel =
+      first.repacked && n_tokens - n_tiled >= k_pair_min_tokens ? interleaved_pair_kernel(first.type) : nullptr;
   const bool biased = first.repacked && interleaved_activations_biased(first.type);
   const Activations act = convert_activations(pool, kernel.activation_type, x, x_token_stride, x_mat_stride, n_mats, n_tokens,
-                                              first.n_cols, needs_block_sums, amx_tiles && kernel.activation_type == DType::q8_0,
+                                              first.n_cols, needs_block_sums, (amx_tiles || pair_kernel) && kernel.activation_type == DType::q8_0,
                                               first.input_scale,
                                               first.row_zero_points != nullptr, biased ? n_tiled : n_tokens, scratch);
   if (first.repacked && first.type == DType::bf16) {
@@ -292,11 +295,13 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
   }
   if (first.repacked) {
     // Each group of rows against every token (the AMX tiles: runs of
-    // k_amx_run_rows): the group's weights stay in L1/L2 while the tokens pass.
+    // k_amx_run_rows; a pair kernel: two groups): the group's weights stay in
+    // L1/L2 while the tokens pass.
     const int64_t n_blocks = first.n_cols / interleaved_block_elements(first.type), group_rows = interleaved_group_rows(first.type);
     const int64_t group_bytes = group_rows * first.row_stride_bytes(), groups = first.n_rows / group_rows;
     const InterleavedGroupFn group_kernel = interleaved_kernel(first.type);
-    const int64_t groups_per_item = amx_tiles ? k_amx_run_rows / group_rows : 1, items = (groups + groups_per_item - 1) / groups_per_item;
+    const int64_t groups_per_item = amx_tiles ? k_amx_run_rows / group_rows : pair_kernel ? 2 : 1;
+    const int64_t items = (groups + groups_per_item - 1) / groups_per_item;
     const int8_t* tile_codes = n_tiled > 0 ? pack_tile_codes(pool, kernel.activation_type, amx_tile_depth(first.type), act, n_mats,
                                                              n_tiled, first.n_cols, scratch)
                                            : nullptr;
@@ -312,10 +317,20 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
                                       k_rows ? m_act : nullptr, act.token_stride};
           amx_tiles(g1 - g0, n_blocks, w[m].data + g0 * group_bytes, tiles, n_tiled, y_m + g0 * group_rows, y_token_stride);
         }
-        for (int64_t g = g0; g < g1 && n_tiled < n_tokens; ++g) {
-          const int32_t* block_sums = act.block_sums ? act.block_sums + (m * n_tokens + n_tiled) * n_blocks : nullptr;
-          group_kernel(n_blocks, w[m].data + g * group_bytes, m_act + n_tiled * act.token_stride, act.token_stride, block_sums,
-                       n_tokens - n_tiled, y_m + n_tiled * y_token_stride + g * group_rows, y_token_stride);
+        const int32_t* block_sums = act.block_sums ? act.block_sums + (m * n_tokens + n_tiled) * n_blocks : nullptr;
+        for (int64_t g = g0; g < g1 && n_tiled < n_tokens;) {
+          const int64_t together = pair_kernel && g + 1 < g1 ? 2 : 1;
+          const uint8_t* groups_at = w[m].data + g * group_bytes;
+          const uint8_t* g_act = m_act + n_tiled * act.token_stride;
+          float* g_out = y_m + n_tiled * y_token_stride + g * group_rows;
+          if (together == 2) {
+            const PairActivations pair_act{g_act, act.token_stride, block_sums,
+                                           act.block_scales ? act.block_scales + m * n_blocks * n_tokens + n_tiled : nullptr, n_tokens};
+            pair_kernel(n_blocks, groups_at, group_bytes, pair_act, n_tokens - n_tiled, g_out, y_token_stride);
+          } else {
+            group_kernel(n_blocks, groups_at, g_act, act.token_stride, block_sums, n_tokens - n_tiled, g_out, y_token_stride);
+          }
+          g += together;
         }
         if (act.token_scales) {
           scale_w8a8_outputs(w[m], act.token_scales + m * n_tokens, act.token_sums ? act.token_sums + m * n_tokens : nullptr, 0,

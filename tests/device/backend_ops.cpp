@@ -229,22 +229,28 @@ class MatmulCase : public OpCase {
   float *x_dev_ = nullptr, *y_dev_ = nullptr;
 };
 
-// The AMX tiles against the VNNI ones (AVX2's for the K types), bit for bit:
-// a step's whole tiles of 16 tokens run on AMX and a token alone on the
-// VNNI (AVX2) tiles, so every token's outputs in the step must equal its
-// outputs alone (the matmul's batch invariance), besides meeting the
-// reference's bound. BF16 runs on AMX-BF16 at every token count, padded to
-// whole tiles: a token's outputs must not depend on the step's other tokens. Run on the CPU backend with AMX only; elsewhere it says
-// "not run: no AMX".
-class AmxTilesCase : public MatmulCase {
+// A step's tokens against each token alone, bit for bit, besides meeting the
+// reference's bound (the matmul's batch invariance across kernels):
+//   amx_tiles:    a step's whole tiles of 16 tokens run on AMX, a token alone
+//                 on the VNNI tiles (AVX2's for the K types); BF16 runs on
+//                 AMX-BF16 at every token count, padded to whole tiles: a
+//                 token's outputs must not depend on the step's other tokens.
+//                 Run on the CPU backend with AMX only; elsewhere "not run: no AMX".
+//   pair_kernels: a step of k_pair_min_tokens or more runs two 8-row groups
+//                 at a time in 512-bit registers, a token alone on the group
+//                 kernels. Run where the CPU has them; elsewhere "not run: no
+//                 AVX-512 pair kernels".
+class StepEqualsAloneCase : public MatmulCase {
  public:
-  AmxTilesCase(DType type, int64_t rows, int64_t cols, int64_t tokens) : MatmulCase(type, rows, cols, tokens, true) {
-    op = "amx_tiles";
+  StepEqualsAloneCase(const char* kernels, DType type, int64_t rows, int64_t cols, int64_t tokens)
+      : MatmulCase(type, rows, cols, tokens, true), amx_(std::string(kernels) == "amx_tiles") {
+    op = kernels;
   }
   bool supported(const Backend& b) const override {
-    return (type_ == DType::bf16 ? use_amx_bf16_kernels() : use_amx_kernels()) && b.name().rfind("cpu", 0) == 0 && b.supports(type_);
+    const bool cpu_has = amx_ ? (type_ == DType::bf16 ? use_amx_bf16_kernels() : use_amx_kernels()) : interleaved_pair_kernel(type_) != nullptr;
+    return cpu_has && b.name().rfind("cpu", 0) == 0 && b.supports(type_);
   }
-  const char* not_run_reason() const override { return "not run: no AMX"; }
+  const char* not_run_reason() const override { return amx_ ? "not run: no AMX" : "not run: no AVX-512 pair kernels"; }
   void setup(Backend& b, DeviceData& data) override {
     MatmulCase::setup(b, data);
     alone_dev_ = data.zeros(size_t(rows_ * tokens_));
@@ -257,11 +263,12 @@ class AmxTilesCase : public MatmulCase {
     Outcome outcome = MatmulCase::check(b, data);
     const std::vector<float> step = data.read(y_dev_, size_t(rows_ * tokens_)), alone = data.read(alone_dev_, step.size());
     if (std::memcmp(step.data(), alone.data(), step.size() * sizeof(float)) != 0) outcome.note = "the step's outputs differ from each token's alone";
-    if (!w_[0].repacked) outcome.note = "the matrix was not laid out for the tiles: rows off its groups";
+    if (!w_[0].repacked) outcome.note = "the matrix was not laid out for the kernels: rows off its groups";
     return outcome;
   }
 
  private:
+  bool amx_;
   float* alone_dev_ = nullptr;
 };
 
@@ -1880,11 +1887,17 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
     const int64_t group_rows = interleaved_group_rows(type);
     for (auto [groups, tokens] : {std::pair{3, 16}, {5, 33}, {7, 50}}) {
       const int64_t rows = group_rows == 16 ? (groups - 2) * 16 : groups * 8;
-      add(new AmxTilesCase(type, rows, dtype_traits(type).block_elements == 256 ? 3 * 256 : 7 * 32, tokens));
+      add(new StepEqualsAloneCase("amx_tiles", type, rows, dtype_traits(type).block_elements == 256 ? 3 * 256 : 7 * 32, tokens));
     }
   }
   for (auto [rows, tokens] : {std::pair{16, 1}, {48, 16}, {64, 33}, {32, 50}}) {  // BF16: groups of 16 rows, every token count
-    add(new AmxTilesCase(DType::bf16, rows, 7 * 32, tokens));
+    add(new StepEqualsAloneCase("amx_tiles", DType::bf16, rows, 7 * 32, tokens));
+  }
+  for (DType type : {DType::q8_0, DType::q4_0, DType::i8, DType::q4_k, DType::q5_k, DType::q6_k}) {
+    // Pairs of 8-row groups and an odd one left; the fewest tokens, tiles of eight and a tail.
+    for (auto [groups, tokens] : {std::pair{3, k_pair_min_tokens}, {5, 9}, {2, 17}}) {
+      add(new StepEqualsAloneCase("pair_kernels", type, groups * 8, dtype_traits(type).block_elements == 256 ? 3 * 256 : 7 * 32, tokens));
+    }
   }
   for (DType type : {DType::f32, DType::f16, DType::bf16, DType::q8_0}) {
     for (int64_t tokens : {1, 9}) add(new MatmulBatchedCase(type, 4, 64, 64, tokens));

@@ -228,6 +228,79 @@ TEST(InterleavedRows, VnniTilesEqualAvx2TilesBitForBit) {
   }
 }
 
+// The pair kernels (two 8-row groups in 512-bit registers, dpbusd; vpmulld
+// for the K types' scales) add the same exact block and sub-block sums as
+// the group kernels (VNNI's for Q8_0 and Q4_0, AVX2's maddubs and madd for
+// the K types) and scale them in their float operations, so both groups'
+// outputs agree bit for bit: every tile remainder (tiles of eight tokens),
+// block counts of one and several, random blocks and blocks of the extremes
+// (a Q8_0 block of -128; every code its largest; the K types' scales and
+// mins at their largest, Q6_K's scales at -128 and 127) against activations
+// of ±127.
+TEST(InterleavedRows, PairKernelsEqualGroupKernelsBitForBit) {
+  const CpuFeatures& f = cpu_features();
+  if (!use_avx2_kernels() || !f.avx512f || !f.avx512bw || !f.avx512vnni || !f.avx512vl) {
+    GTEST_SKIP() << "no AVX-512F/BW/VL with AVX512_VNNI on this CPU: no pair kernels to run";
+  }
+  std::mt19937 rng(29);
+  for (DType type : {DType::q8_0, DType::q4_0, DType::i8, DType::q4_k, DType::q5_k, DType::q6_k}) {
+    if (interleaved_group_rows(type) != k_interleave) continue;  // Q8_0 where AMX runs: 16-row groups, no pair kernel
+    const DType act_type = activation_type_for(type);
+    const bool k_type = act_type == DType::q8_k;
+    const InterleavedGroupFn group_kernel = k_type ? interleaved_kernel_avx2(type) : interleaved_kernel_vnni(type);
+    for (int64_t n_blocks : {1, 3, 5}) {
+      const int64_t n_rows = 2 * k_interleave, n_cols = interleaved_block_elements(type) * n_blocks;
+      const int64_t act_stride = row_bytes(act_type, n_cols) + 4, block_bytes = dtype_traits(type).block_bytes;
+      std::vector<uint8_t> rows = random_weights(rng, type, n_rows, n_cols);
+      // Row 3's and row 12's first block: the extremes.
+      for (int64_t r : {3, 12}) {
+        uint8_t* block = rows.data() + r * row_bytes(type, n_cols);
+        if (type == DType::q8_0 || type == DType::i8) {
+          std::memset(type == DType::i8 ? block : reinterpret_cast<uint8_t*>(reinterpret_cast<BlockQ8_0*>(block)->qs), 0x80, k_qk);
+        } else if (type == DType::q6_k) {
+          auto& q6 = *reinterpret_cast<BlockQ6_K*>(block);
+          std::memset(q6.ql, 0xFF, sizeof(q6.ql));
+          std::memset(q6.qh, 0xFF, sizeof(q6.qh));
+          for (int s = 0; s < 16; ++s) q6.scales[s] = int8_t(s % 2 ? 127 : -128);
+        } else {
+          const size_t past = type == DType::q4_0 ? 2 : 4;  // past d (and dmin): scales, mins (63), fifth bits and codes
+          std::memset(block + past, 0xFF, size_t(block_bytes) - past);
+        }
+      }
+      std::vector<uint8_t> groups(rows.size());
+      interleave_rows(type, n_rows, n_cols, rows.data(), groups.data());
+      const int64_t group_bytes = int64_t(groups.size()) / 2;
+      for (int64_t n_tokens = 1; n_tokens <= 17; ++n_tokens) {
+        std::vector<float> x = random_floats(rng, n_tokens * n_cols, 2.0f);
+        for (int64_t i = 0; i < n_cols; ++i) x[size_t(i)] = i % 3 ? 127.0f : -127.0f;  // token 0: codes of ±127
+        std::vector<uint8_t> act(size_t(act_stride * n_tokens));
+        std::vector<int32_t> block_sums(size_t(n_tokens * n_blocks));  // sum(a) per block, for Q4_0
+        std::vector<float> block_scales(size_t(n_tokens * n_blocks));  // Q8_0 blocks' scales, block-major
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          uint8_t* row = act.data() + t * act_stride;
+          if (type == DType::i8) quantize_int8_activations(x.data() + t * n_cols, reinterpret_cast<int8_t*>(row), n_cols);
+          else quantize_row(act_type, x.data() + t * n_cols, row, n_cols);
+          for (int64_t b = 0; !k_type && type != DType::i8 && b < n_blocks; ++b) {
+            const BlockQ8_0& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
+            for (int8_t q : block.qs) block_sums[size_t(t * n_blocks + b)] += q;
+            block_scales[size_t(b * n_tokens + t)] = fp16_to_fp32(block.d);
+          }
+          if (interleaved_kernel_vnni_biased(type)) bias_activation_codes(act_type, row, n_cols);
+        }
+        std::vector<float> want(size_t(n_rows * n_tokens)), pair(want.size());
+        for (int64_t g = 0; g < 2; ++g) {
+          group_kernel(n_blocks, groups.data() + g * group_bytes, act.data(), act_stride, block_sums.data(), n_tokens,
+                       want.data() + g * k_interleave, n_rows);
+        }
+        const PairActivations pair_act{act.data(), act_stride, block_sums.data(), block_scales.data(), n_tokens};
+        interleaved_pair_kernel_avx512(type)(n_blocks, groups.data(), group_bytes, pair_act, n_tokens, pair.data(), n_rows);
+        ASSERT_EQ(0, std::memcmp(want.data(), pair.data(), want.size() * sizeof(float)))
+            << dtype_name(type) << " " << n_blocks << " blocks, " << n_tokens << " tokens";
+      }
+    }
+  }
+}
+
 // The AMX tiles (tdpbssd, 16 tokens by 16 rows) add each block's (each
 // sub-block's) exact sum and scale it as the interleaved kernel does (VNNI's;
 // AVX2's for the K types), so every output agrees bit for bit: runs of one,
