@@ -11,10 +11,11 @@ experts in Q5_0 and Q8_0, as llama.cpp's quantizer makes them). llama.cpp runs t
 file; it cannot read W8A8, whose rows are compared with llama.cpp's Q8_0.
 
 --baseline-isa ISA adds dsinfer again with DSINFER_ISA=ISA (avx512 on a CPU with AMX: the VNNI path beside
-the AMX one). llama.cpp is llama-cpp-python's library; LLAMA_CPP_LIB_PATH=DIR (llama-cpp-python's own
+the AMX one); --baseline BINARY adds another dsinfer build (the previous commit's, built beside this one).
+llama.cpp is llama-cpp-python's library; LLAMA_CPP_LIB_PATH=DIR (llama-cpp-python's own
 override) runs another build of it, e.g. one for AVX-512: the header names the features it was built with.
 
-Usage: python3 bench/weight_types_speed.py [--models DIR] [--types Q8_0,W8A8,...] [--baseline-isa ISA] [-r 3] [-t 2]
+Usage: python3 bench/weight_types_speed.py [--models DIR] [--types Q8_0,W8A8,...] [--baseline-isa ISA] [--baseline BINARY] [-r 3] [-t 2]
 """
 
 import argparse
@@ -73,11 +74,11 @@ def isa_env(isa):
     return dict(os.environ, DSINFER_ISA=isa) if isa else None
 
 
-def dsinfer_run(model, threads, isa):
-    tests = json.loads(subprocess.run([DSINFER, "bench", "-m", model, "-p", "512", "-n", "128", "-r", "1", "-t", str(threads),
+def dsinfer_run(binary, model, threads, isa):
+    tests = json.loads(subprocess.run([binary, "bench", "-m", model, "-p", "512", "-n", "128", "-r", "1", "-t", str(threads),
                                        "-o", "json"], capture_output=True, text=True, check=True, env=isa_env(isa)).stdout)
     result = {("pp" if t["n_prompt"] else "tg"): t["avg_ts"] for t in tests}
-    out = subprocess.run([DSINFER, "bench", "-m", model, "--concurrency", str(STREAMS), "--requests", str(STREAMS),
+    out = subprocess.run([binary, "bench", "-m", model, "--concurrency", str(STREAMS), "--requests", str(STREAMS),
                           "--prompt-len", str(PROMPT), "--gen-len", str(GEN), "-t", str(threads)],
                          capture_output=True, text=True, check=True, env=isa_env(isa)).stdout
     result["batched"] = float(re.search(r"decode-only steps: \d+ at ([0-9.]+) tokens/s", out).group(1))
@@ -98,6 +99,7 @@ def main():
     parser.add_argument("--models", default=os.path.join(ROOT, "models", "bench"))
     parser.add_argument("--types", default="Q8_0,W8A8,W8A8_ALL", help=f"comma-separated, among {','.join(TYPES)}")
     parser.add_argument("--baseline-isa", help="dsinfer's rows again with DSINFER_ISA set to this (avx512, avx2)")
+    parser.add_argument("--baseline", help="another dsinfer build's rows (the previous commit, built beside this one)")
     parser.add_argument("-r", type=int, default=3)
     parser.add_argument("-t", type=int, default=2)
     args = parser.parse_args()
@@ -107,14 +109,17 @@ def main():
         parser.error(f"--types: {', '.join(unknown)} not among {', '.join(TYPES)}")
     files = ensure_type_models(args.models, types)
     baseline = f"dsinfer DSINFER_ISA={args.baseline_isa}" if args.baseline_isa else None
-    engines = ["dsinfer", *([baseline] if baseline else []), "llama.cpp"]
+    other_build = "dsinfer baseline" if args.baseline else None
+    engines = ["dsinfer", *([baseline] if baseline else []), *([other_build] if other_build else []), "llama.cpp"]
     # llama.cpp runs each file once, however many types it stands beside.
     runs = {}
     for t in types:
         own, peer = files[t]
-        runs[(t, "dsinfer")] = lambda own=own: dsinfer_run(own, args.t, None)
+        runs[(t, "dsinfer")] = lambda own=own: dsinfer_run(DSINFER, own, args.t, None)
         if baseline:
-            runs[(t, baseline)] = lambda own=own: dsinfer_run(own, args.t, args.baseline_isa)
+            runs[(t, baseline)] = lambda own=own: dsinfer_run(DSINFER, own, args.t, args.baseline_isa)
+        if other_build:
+            runs[(t, other_build)] = lambda own=own: dsinfer_run(args.baseline, own, args.t, None)
         runs.setdefault((peer, "llama.cpp"), lambda peer=peer: llama_run(peer, args.t))
     results = {key: [] for key in runs}
     for _ in range(args.r):

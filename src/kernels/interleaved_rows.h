@@ -91,8 +91,9 @@ using InterleavedGroupFn = void (*)(int64_t n_blocks, const uint8_t* group, cons
 // side by side (out + j * out_stride: the first group's rows, then the
 // second's) and equal to the group kernel's bit for bit. Token j's
 // activations are at act.rows + j * act.row_stride, as the group kernel
-// reads them; Q4_0 reads act.block_sums as it does, and Q8_0 and Q4_0 block
-// b's activation scale as a float at act.block_scales[b * act.scale_stride + j].
+// reads them; Q4_0, Q5_0 and MXFP4 read act.block_sums as it does, and the
+// types with Q8_0 activations block b's activation scale as a float at
+// act.block_scales[b * act.scale_stride + j].
 struct PairActivations {
   const uint8_t* rows;
   int64_t row_stride;
@@ -111,7 +112,7 @@ using InterleavedPairFn = void (*)(int64_t n_blocks, const uint8_t* groups, int6
 // interleaved_activations_biased(type).
 InterleavedPairFn interleaved_pair_kernel(DType type);
 constexpr int64_t k_pair_min_tokens = 4;
-// For the tests, whatever the CPU: Q8_0 (8-row groups), Q4_0, I8 and the K types.
+// For the tests, whatever the CPU: every type with interleaved kernels (Q8_0 in 8-row groups).
 InterleavedPairFn interleaved_pair_kernel_avx512(DType type);
 InterleavedPairFn interleaved_pair_kernel_avx512_k(DType type);  // the K types'
 

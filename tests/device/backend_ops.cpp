@@ -1893,7 +1893,8 @@ std::vector<std::unique_ptr<OpCase>> test_cases() {
   for (auto [rows, tokens] : {std::pair{16, 1}, {48, 16}, {64, 33}, {32, 50}}) {  // BF16: groups of 16 rows, every token count
     add(new StepEqualsAloneCase("amx_tiles", DType::bf16, rows, 7 * 32, tokens));
   }
-  for (DType type : {DType::q8_0, DType::q4_0, DType::i8, DType::q4_k, DType::q5_k, DType::q6_k}) {
+  for (DType type : {DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_1, DType::q5_1, DType::mxfp4, DType::i8, DType::q4_k, DType::q5_k,
+                     DType::q6_k}) {
     // Pairs of 8-row groups and an odd one left; the fewest tokens, tiles of eight and a tail.
     for (auto [groups, tokens] : {std::pair{3, k_pair_min_tokens}, {5, 9}, {2, 17}}) {
       add(new StepEqualsAloneCase("pair_kernels", type, groups * 8, dtype_traits(type).block_elements == 256 ? 3 * 256 : 7 * 32, tokens));

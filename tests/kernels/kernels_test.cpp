@@ -243,7 +243,8 @@ TEST(InterleavedRows, PairKernelsEqualGroupKernelsBitForBit) {
     GTEST_SKIP() << "no AVX-512F/BW/VL with AVX512_VNNI on this CPU: no pair kernels to run";
   }
   std::mt19937 rng(29);
-  for (DType type : {DType::q8_0, DType::q4_0, DType::i8, DType::q4_k, DType::q5_k, DType::q6_k}) {
+  for (DType type : {DType::q8_0, DType::q4_0, DType::q5_0, DType::q4_1, DType::q5_1, DType::mxfp4, DType::i8, DType::q4_k, DType::q5_k,
+                     DType::q6_k}) {
     if (interleaved_group_rows(type) != k_interleave) continue;  // Q8_0 where AMX runs: 16-row groups, no pair kernel
     const DType act_type = activation_type_for(type);
     const bool k_type = act_type == DType::q8_k;
@@ -263,7 +264,9 @@ TEST(InterleavedRows, PairKernelsEqualGroupKernelsBitForBit) {
           std::memset(q6.qh, 0xFF, sizeof(q6.qh));
           for (int s = 0; s < 16; ++s) q6.scales[s] = int8_t(s % 2 ? 127 : -128);
         } else {
-          const size_t past = type == DType::q4_0 ? 2 : 4;  // past d (and dmin): scales, mins (63), fifth bits and codes
+          // Past the scale (and the min): every code its largest (MXFP4: -6 x its scale), fifth bits set; the K types'
+          // scales and mins 63.
+          const size_t past = type == DType::mxfp4 ? 1 : type == DType::q4_0 || type == DType::q5_0 ? 2 : 4;
           std::memset(block + past, 0xFF, size_t(block_bytes) - past);
         }
       }
@@ -274,13 +277,13 @@ TEST(InterleavedRows, PairKernelsEqualGroupKernelsBitForBit) {
         std::vector<float> x = random_floats(rng, n_tokens * n_cols, 2.0f);
         for (int64_t i = 0; i < n_cols; ++i) x[size_t(i)] = i % 3 ? 127.0f : -127.0f;  // token 0: codes of ±127
         std::vector<uint8_t> act(size_t(act_stride * n_tokens));
-        std::vector<int32_t> block_sums(size_t(n_tokens * n_blocks));  // sum(a) per block, for Q4_0
+        std::vector<int32_t> block_sums(size_t(n_tokens * n_blocks));  // sum(a) per block, for Q4_0, Q5_0 and MXFP4
         std::vector<float> block_scales(size_t(n_tokens * n_blocks));  // Q8_0 blocks' scales, block-major
         for (int64_t t = 0; t < n_tokens; ++t) {
           uint8_t* row = act.data() + t * act_stride;
           if (type == DType::i8) quantize_int8_activations(x.data() + t * n_cols, reinterpret_cast<int8_t*>(row), n_cols);
           else quantize_row(act_type, x.data() + t * n_cols, row, n_cols);
-          for (int64_t b = 0; !k_type && type != DType::i8 && b < n_blocks; ++b) {
+          for (int64_t b = 0; act_type == DType::q8_0 && b < n_blocks; ++b) {
             const BlockQ8_0& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
             for (int8_t q : block.qs) block_sums[size_t(t * n_blocks + b)] += q;
             block_scales[size_t(b * n_tokens + t)] = fp16_to_fp32(block.d);
