@@ -17,6 +17,8 @@ namespace {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return f;
+  f.intel = ebx == 0x756e6547 && edx == 0x49656e69 && ecx == 0x6c65746e;  // "Genu" "ineI" "ntel"
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
   const bool osxsave = ecx & (1u << 27);
   f.fma = ecx & (1u << 12);
@@ -90,7 +92,7 @@ bool use_vnni_kernels() {
 }
 
 bool use_bf16_dot_kernels() {
-  static const bool enabled = use_vnni_kernels() && cpu_features().avx512bf16;
+  static const bool enabled = use_vnni_kernels() && cpu_features().avx512bf16 && !cpu_features().intel;
   return enabled;
 }
 
@@ -109,7 +111,7 @@ bool use_amx_kernels() {
 }
 
 bool use_amx_bf16_kernels() {
-  static const bool enabled = use_amx_kernels() && use_bf16_dot_kernels() && cpu_features().amx_bf16;
+  static const bool enabled = use_amx_kernels() && cpu_features().avx512bf16 && cpu_features().amx_bf16;
   return enabled;
 }
 

@@ -64,6 +64,12 @@ struct BF16Pairs {
   __m256 odd, even;
 };
 
+#ifdef __AVX512F__
+struct BF16WidePairs {
+  __m512 odd, even;
+};
+#endif
+
 struct BF16Elements {
   static constexpr int64_t k_step = 16;
   static constexpr int64_t k_bytes = 2;
@@ -78,6 +84,24 @@ struct BF16Elements {
   static float load1(const uint8_t* row, int64_t i) {
     return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(int32_t(reinterpret_cast<const uint16_t*>(row)[i]) << 16)));
   }
+#ifdef __AVX512F__
+  // Two steps: the even one's pairs in the low lanes, the odd one's in the high.
+  static BF16WidePairs load_wide(const uint8_t* row, int64_t i) {
+    return pairs_of(_mm512_loadu_si512(reinterpret_cast<const uint16_t*>(row) + i));
+  }
+  static BF16WidePairs load_low(const uint8_t* row, int64_t i) {
+    return pairs_of(_mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i))));
+  }
+  static __m512 madd_wide(BF16WidePairs w, BF16WidePairs x, __m512 acc) {
+    return _mm512_fmadd_ps(w.even, x.even, _mm512_fmadd_ps(w.odd, x.odd, acc));
+  }
+  static __m512 madd_low(BF16WidePairs w, BF16WidePairs x, __m512 acc) {
+    return _mm512_mask3_fmadd_ps(w.even, x.even, _mm512_mask3_fmadd_ps(w.odd, x.odd, acc, 0x00ff), 0x00ff);
+  }
+  static BF16WidePairs pairs_of(__m512i v) {
+    return {_mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xffff0000u)))), _mm512_castsi512_ps(_mm512_slli_epi32(v, 16))};
+  }
+#endif
 };
 
 #ifdef __AVX512BF16__

@@ -36,10 +36,12 @@ using FloatRowsFn = void (*)(const uint8_t* w, int64_t w_row_bytes, int64_t n_co
 // The AVX2 kernel for F32, F16 or BF16 weights; nullptr for other types.
 FloatRowsFn float_rows_avx2(DType weight_type);
 
-// The AVX-512 kernel (four rows by six tokens, or a row at a time for up to
-// six tokens; the same order as the AVX2 kernel): F32 and F16 with the AVX2
-// kernel's bits; BF16 with vdpbf16ps, only where the CPU has AVX512_BF16
-// (denormals flushed); nullptr for other types.
+// The AVX-512 kernel (four rows by six tokens, BF16 by four; the same order
+// as the AVX2 kernel): F32, F16 and BF16 (two FMAs a pair) with the AVX2
+// kernel's bits; nullptr for other types.
 FloatRowsFn float_rows_avx512(DType weight_type);
+// BF16 with vdpbf16ps (AVX512_BF16; denormals flushed), where
+// use_bf16_dot_kernels(): the same order on normal numbers.
+FloatRowsFn float_rows_avx512_bf16_dot();
 
 }  // namespace ds

@@ -10,9 +10,11 @@
 //
 // Decode runs here too, with half the AVX2 kernel's instructions for the same
 // products.
-// BF16 runs here where the CPU has AVX512_BF16: vdpbf16ps takes 32 columns of raw BF16 with no
-// conversion at all (twice the FMA tile's rate, measured) and flushes
-// denormals, which the AVX2 tiles' FMAs keep, so decode must run it too.
+// BF16 runs here with vdpbf16ps where use_bf16_dot_kernels(): 32 columns of
+// raw BF16 with no conversion at all (twice the FMA tile's rate on Zen 4,
+// measured) and flushes denormals, which the AVX2 tiles' FMAs keep, so decode
+// must run it too. Elsewhere (Intel, where it is slow) BF16 runs the FMA
+// tiles here, with the AVX2 tiles' bits.
 // Compiled with -mavx512f -mavx512bf16 and only called when the VNNI kernels
 // are enabled (every CPU with AVX-512 VNNI has AVX-512F), BF16 only when the
 // CPU has AVX512_BF16.
@@ -28,6 +30,7 @@
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/float_elements_x86.h"
@@ -35,7 +38,12 @@
 namespace ds {
 namespace {
 
-constexpr int k_tile_rows = 4, k_tile_tokens = 6;
+constexpr int k_tile_rows = 4;
+// Six tokens, or four for BF16 on FMAs, whose activations take two
+// registers each (their pairs' odd and even halves): 4 x 6 accumulators
+// and 12 such registers would not fit the 32.
+template <typename Elements>
+constexpr int k_tile_tokens = std::is_same_v<Elements, BF16Elements> ? 4 : 6;
 
 // `next`, when not null, is the next tile's first row: each wide step
 // fetches the next tile's rows at its columns into L2 (decode: four more
@@ -85,8 +93,8 @@ constexpr std::array<TileFn, sizeof...(T)> tiles_of_rows(std::integer_sequence<i
 
 // k_tiles<E>[rows - 1][tokens - 1]
 template <typename Elements, int... R>
-constexpr std::array<std::array<TileFn, k_tile_tokens>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
-  return {tiles_of_rows<Elements, R + 1>(std::make_integer_sequence<int, k_tile_tokens>())...};
+constexpr std::array<std::array<TileFn, k_tile_tokens<Elements>>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
+  return {tiles_of_rows<Elements, R + 1>(std::make_integer_sequence<int, k_tile_tokens<Elements>>())...};
 }
 
 template <typename Elements>
@@ -105,13 +113,14 @@ constexpr auto k_tiles = tile_table<Elements>(std::make_integer_sequence<int, k_
 template <typename Elements>
 void float_rows(const uint8_t* w, int64_t w_row_bytes, int64_t n_cols, int64_t row_begin, int64_t row_end,
                 const uint8_t* x, int64_t x_row_bytes, int64_t n_tokens, float* y, int64_t y_stride) {
-  const bool fetch_ahead = n_tokens <= k_tile_tokens;
+  constexpr int64_t tile_tokens = k_tile_tokens<Elements>;
+  const bool fetch_ahead = n_tokens <= tile_tokens;
   for (int64_t r = row_begin; r < row_end; r += k_tile_rows) {
     const int64_t rows = std::min<int64_t>(k_tile_rows, row_end - r);
     // Only a whole next tile within the range: no address past the rows given.
     const uint8_t* next = fetch_ahead && r + 2 * k_tile_rows <= row_end ? w + (r + k_tile_rows) * w_row_bytes : nullptr;
-    for (int64_t t = 0; t < n_tokens; t += k_tile_tokens) {
-      const int64_t tokens = std::min<int64_t>(k_tile_tokens, n_tokens - t);
+    for (int64_t t = 0; t < n_tokens; t += tile_tokens) {
+      const int64_t tokens = std::min<int64_t>(tile_tokens, n_tokens - t);
       k_tiles<Elements>[size_t(rows - 1)][size_t(tokens - 1)](w + r * w_row_bytes, w_row_bytes, n_cols, x + t * x_row_bytes,
                                                               x_row_bytes, y + t * y_stride + r, y_stride, next);
     }
@@ -121,7 +130,9 @@ void float_rows(const uint8_t* w, int64_t w_row_bytes, int64_t n_cols, int64_t r
 }  // namespace
 
 FloatRowsFn float_rows_avx512(DType weight_type) {
-  return for_float_elements<BF16DotElements>(weight_type, [](auto elements) -> FloatRowsFn { return float_rows<decltype(elements)>; });
+  return for_float_elements<BF16Elements>(weight_type, [](auto elements) -> FloatRowsFn { return float_rows<decltype(elements)>; });
 }
+
+FloatRowsFn float_rows_avx512_bf16_dot() { return float_rows<BF16DotElements>; }
 
 }  // namespace ds

@@ -126,15 +126,15 @@ const int8_t* pack_tile_codes(ThreadPool& pool, DType act_type, int64_t depth, c
 constexpr int64_t k_max_streaming_tokens = 6;
 constexpr int64_t k_tiles_per_run = 4;
 
-// Float weights' tiles: AVX-512's where the CPU has them (BF16's need
-// AVX512_BF16), for decode as well as prefill (the zmm tile's half as many
-// instructions decoded F16 faster in nine of eleven alternating rounds);
-// AVX2's otherwise. One kernel for every batch, since vdpbf16ps flushes the
-// denormals that the AVX2 BF16 tiles keep.
+// Float weights' tiles: AVX-512's where the CPU has them (BF16's on
+// vdpbf16ps where use_bf16_dot_kernels()), for decode as well as prefill (the
+// zmm tile's half as many instructions decoded F16 faster in nine of eleven
+// alternating rounds); AVX2's otherwise. One kernel for every batch, since
+// vdpbf16ps flushes the denormals that the FMA tiles keep.
 FloatRowsFn float_rows_kernel(DType weight_type) {
   if (!use_avx2_kernels()) return nullptr;
-  const bool avx512 = weight_type == DType::bf16 ? use_bf16_dot_kernels() : use_vnni_kernels();
-  return avx512 ? float_rows_avx512(weight_type) : float_rows_avx2(weight_type);
+  if (weight_type == DType::bf16 && use_bf16_dot_kernels()) return float_rows_avx512_bf16_dot();
+  return use_vnni_kernels() ? float_rows_avx512(weight_type) : float_rows_avx2(weight_type);
 }
 
 void for_row_tiles(ThreadPool& pool, int64_t n_tiles, int64_t n_tokens, FunctionRef<void(int64_t, int64_t)> tiles) {

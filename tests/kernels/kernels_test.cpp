@@ -615,16 +615,18 @@ TEST(FloatTiles, Bf16SubnormalsGiveTheSameBitsInDecodeAndPrefill) {
   }
 }
 
-// The AVX-512 tiles add in the AVX2 tiles' order: F32 and F16 with the same
-// FMAs on twice the width, BF16's vdpbf16ps in the FMA tiles' pair order (on
-// normal numbers): the same bits, tile shape by tile shape (each remainder of
-// rows), decode and prefill.
+// The AVX-512 tiles add in the AVX2 tiles' order: F32, F16 and BF16 with the
+// same FMAs on twice the width, BF16's vdpbf16ps (where the CPU has it) in
+// the FMA tiles' pair order (random weights: normal numbers): the same bits,
+// tile shape by tile shape (each remainder of rows and tokens), decode and
+// prefill.
 TEST(FloatTiles, Avx512TilesGiveTheAvx2TilesBits) {
   if (!use_vnni_kernels()) GTEST_SKIP() << "the CPU lacks AVX-512 VNNI (or DSINFER_ISA turns it off)";
   std::mt19937 rng(14);
-  for (DType type : {DType::f32, DType::f16, DType::bf16}) {
-    if (type == DType::bf16 && !use_bf16_dot_kernels()) continue;  // no vdpbf16ps tiles to compare
-    const FloatRowsFn wide = float_rows_avx512(type), narrow = float_rows_avx2(type);
+  for (int kernel = 0; kernel < 4; ++kernel) {
+    const DType type = kernel < 3 ? std::array{DType::f32, DType::f16, DType::bf16}[size_t(kernel)] : DType::bf16;
+    if (kernel == 3 && !cpu_features().avx512bf16) continue;  // no vdpbf16ps tiles to compare
+    const FloatRowsFn wide = kernel == 3 ? float_rows_avx512_bf16_dot() : float_rows_avx512(type), narrow = float_rows_avx2(type);
     for (int64_t n_cols : {13, 16, 31, 32, 45, 48, 2048}) {
       for (const auto& [n_rows, n_tokens] : {std::pair<int64_t, int64_t>{9, 1}, {10, 2}, {11, 3}, {9, 6}, {10, 7}, {11, 11}}) {
         const int64_t stride = row_bytes(type, n_cols);
@@ -635,7 +637,7 @@ TEST(FloatTiles, Avx512TilesGiveTheAvx2TilesBits) {
         narrow(w.data(), stride, n_cols, 0, n_rows, x.data(), stride, n_tokens, y_narrow.data(), n_rows);
         for (size_t i = 0; i < y_wide.size(); ++i) {
           ASSERT_EQ(fp32_to_bits(y_wide[i]), fp32_to_bits(y_narrow[i]))
-              << dtype_name(type) << " cols " << n_cols << " tokens " << n_tokens << " at " << i;
+              << dtype_name(type) << (kernel == 3 ? " (vdpbf16ps)" : "") << " cols " << n_cols << " tokens " << n_tokens << " at " << i;
         }
       }
     }
