@@ -91,6 +91,7 @@ inline void superblock_sums(const PairCodes& w, const __m512i* scales, const uin
 // int16 lanes 2r, 2r + 1 = row r's mins of sub-blocks 2k, 2k + 1 (KScales'
 // lanes, the scales' duplicate int16 halves cut to one).
 struct PairKScales {
+  static constexpr int k_sub_chunks = 8;
   __m512i scales[8], mins[4];
   __m512 d, dmin;
   template <typename Group>
@@ -100,15 +101,8 @@ struct PairKScales {
     for (int s = 0; s < 8; ++s) scales[s] = _mm512_and_si512(join(sa.scales[s], sb.scales[s]), low16);
     for (int k = 0; k < 4; ++k) mins[k] = join(sa.mins[k], sb.mins[k]);
   }
-};
-
-template <int T>
-void pair_superblock(const PairCodes& w, const PairKScales& s, const uint8_t* act, int64_t act_stride, int64_t b, float* out,
-                     int64_t out_stride) {
-  __m512i sums[T];
-  superblock_sums<T, 8>(w, s.scales, act, act_stride, b, sums);
-  for (int j = 0; j < T; ++j) {
-    const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b];
+  // d x sum - dmin x the mins' sum, for token a's super-block sum.
+  __m512 inner(const BlockQ8_K& a, __m512i sum) const {
     // The activation sums of sub-blocks 2k and 2k + 1 as int16 pairs (dword k):
     // neighbouring bsums added, wrapping as the AVX2 kernel's int16 sums do.
     const __m128i pair_sums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsums)),
@@ -116,16 +110,16 @@ void pair_superblock(const PairCodes& w, const PairKScales& s, const uint8_t* ac
     alignas(16) int32_t pairs[4];
     _mm_store_si128(reinterpret_cast<__m128i*>(pairs), pair_sums);
     __m512i min_sums = _mm512_setzero_si512();
-    for (int k = 0; k < 4; ++k) min_sums = _mm512_add_epi32(min_sums, _mm512_madd_epi16(s.mins[k], _mm512_set1_epi32(pairs[k])));
-    const __m512 inner = _mm512_sub_ps(_mm512_mul_ps(s.d, _mm512_cvtepi32_ps(sums[j])), _mm512_mul_ps(s.dmin, _mm512_cvtepi32_ps(min_sums)));
-    add_to_output(out + j * out_stride, a.d, inner);
+    for (int k = 0; k < 4; ++k) min_sums = _mm512_add_epi32(min_sums, _mm512_madd_epi16(mins[k], _mm512_set1_epi32(pairs[k])));
+    return _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(min_sums)));
   }
-}
+};
 
 // Q6_K: scales[s]: int32 lane r = row r's (signed) scale of sub-block s;
 // pairs[p]: int16 lanes 2r, 2r + 1 = row r's scales of sub-blocks 2p, 2p + 1
 // (Q6KScales' lanes for both groups).
 struct PairQ6KScales {
+  static constexpr int k_sub_chunks = 4;
   __m512i scales[16], pairs[8];
   __m512 d;
   PairQ6KScales(const GroupQ6_K& a, const GroupQ6_K& b) : d(join_f16(a.d, b.d)) {
@@ -137,23 +131,27 @@ struct PairQ6KScales {
     }
     for (int p = 0; p < 8; ++p) pairs[p] = join(sa.pairs[p], sb.pairs[p]);
   }
-};
-
-template <int T>
-void pair_superblock(const PairCodes& w, const PairQ6KScales& s, const uint8_t* act, int64_t act_stride, int64_t b, float* out,
-                     int64_t out_stride) {
-  __m512i sums[T];
-  superblock_sums<T, 4>(w, s.scales, act, act_stride, b, sums);
-  for (int j = 0; j < T; ++j) {
-    const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b];
+  // d x (sum - 32 x the scales' sum over the activations' sub-block sums): the codes' +32 taken back out.
+  __m512 inner(const BlockQ8_K& a, __m512i sum) const {
     __m512i offsets = _mm512_setzero_si512();
     for (int p = 0; p < 8; ++p) {
       int32_t pair_sums;  // bsums 2p and 2p + 1, an int16 pair
       std::memcpy(&pair_sums, a.bsums + 2 * p, 4);
-      offsets = _mm512_add_epi32(offsets, _mm512_madd_epi16(s.pairs[p], _mm512_set1_epi32(pair_sums)));
+      offsets = _mm512_add_epi32(offsets, _mm512_madd_epi16(pairs[p], _mm512_set1_epi32(pair_sums)));
     }
-    const __m512i total = _mm512_sub_epi32(sums[j], _mm512_slli_epi32(offsets, 5));
-    add_to_output(out + j * out_stride, a.d, _mm512_mul_ps(s.d, _mm512_cvtepi32_ps(total)));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(sum, _mm512_slli_epi32(offsets, 5))));
+  }
+};
+
+// The super-block's sums, then each token's float part added to its outputs.
+template <int T, typename Scales>
+void pair_superblock(const PairCodes& w, const Scales& s, const uint8_t* act, int64_t act_stride, int64_t b, float* out,
+                     int64_t out_stride) {
+  __m512i sums[T];
+  superblock_sums<T, Scales::k_sub_chunks>(w, s.scales, act, act_stride, b, sums);
+  for (int j = 0; j < T; ++j) {
+    const BlockQ8_K& a = reinterpret_cast<const BlockQ8_K*>(act + j * act_stride)[b];
+    add_to_output(out + j * out_stride, a.d, s.inner(a, sums[j]));
   }
 }
 
