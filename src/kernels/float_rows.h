@@ -11,11 +11,12 @@
 // lane adding its odd column's product and then its even one's
 // (AVX512_BF16's vdpbf16ps order).
 //
-// F16 activations stay f16, each tile converting its tokens' steps again:
-// f32 copies rounded to f16 (the same products, no conversions of
-// activations in the tiles) ran the 2048 x 2048 GEMM at 128 tokens 5% faster
-// but the 1.1B model's pp512 11% slower (93 -> 83 tok/s on a Sapphire
-// Rapids-class Xeon): twice the bytes of token rows streamed from L2.
+// F16 activations come as f16: f32 copies rounded to f16 (the same products)
+// ran the 2048 x 2048 GEMM at 128 tokens 5% faster but the 1.1B model's pp512
+// 11% slower (93 -> 83 tok/s on a Sapphire Rapids-class Xeon): twice the
+// bytes of token rows streamed from L2. The AVX-512 prefill converts a tile
+// of tokens to f32 a part of the columns at a time instead, in L1, once for
+// all the rows of the call (float_rows_avx512.cpp): hand it runs of rows.
 //
 // Batch invariance: every tile adds a (row, token) pair's products in the same
 // order (the two accumulators over the columns, added, their lanes summed by

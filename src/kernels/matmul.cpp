@@ -276,14 +276,18 @@ void matmul_batched(ThreadPool& pool, const WeightMatrix* w, int64_t n_mats, con
     bf16_tiles(pool, w, n_mats, act, n_tokens, y, y_token_stride, y_mat_stride, scratch);
     return;
   }
-  // F32, F16 and BF16 weights: their own tiles (float_rows.h), 16 rows by 30
-  // tokens at a time (a multiple of both kernels' three and six tokens).
+  // F32, F16 and BF16 weights: their own tiles (float_rows.h), a thread's
+  // run of 16-row tiles of a matrix by 30 tokens at a time (a multiple of both
+  // kernels' three and six tokens); a run in one call, so that the AVX-512
+  // prefill converts a tile of tokens once for all its rows.
   if (const FloatRowsFn float_rows = float_rows_kernel(first.type)) {
     constexpr int64_t k_float_token_tile = 30;
     const int64_t tiles = (first.n_rows + k_row_tile - 1) / k_row_tile;
     for_row_tiles(pool, n_mats * tiles, n_tokens, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t m = i / tiles, r0 = (i - m * tiles) * k_row_tile, r1 = std::min(first.n_rows, r0 + k_row_tile);
+      for (int64_t i = begin, next = 0; i < end; i = next) {
+        const int64_t m = i / tiles;
+        next = std::min(end, (m + 1) * tiles);
+        const int64_t r0 = (i - m * tiles) * k_row_tile, r1 = std::min(first.n_rows, (next - m * tiles) * k_row_tile);
         for (int64_t t0 = 0; t0 < n_tokens; t0 += k_float_token_tile) {
           float_rows(w[m].data, w[m].row_stride_bytes(), first.n_cols, r0, r1, act.data + m * act.mat_stride + t0 * act.token_stride,
                      act.token_stride, std::min(k_float_token_tile, n_tokens - t0), y + m * y_mat_stride + t0 * y_token_stride,

@@ -619,7 +619,8 @@ TEST(FloatTiles, Bf16SubnormalsGiveTheSameBitsInDecodeAndPrefill) {
 // same FMAs on twice the width, BF16's vdpbf16ps (where the CPU has it) in
 // the FMA tiles' pair order (random weights: normal numbers): the same bits,
 // tile shape by tile shape (each remainder of rows and tokens), decode and
-// prefill.
+// prefill (F16 and BF16: tokens converted in parts of 1,024 columns for up to
+// 64 rows, so 1,100 and 2,048 columns and 70 rows take several).
 TEST(FloatTiles, Avx512TilesGiveTheAvx2TilesBits) {
   if (!use_vnni_kernels()) GTEST_SKIP() << "the CPU lacks AVX-512 VNNI (or DSINFER_ISA turns it off)";
   std::mt19937 rng(14);
@@ -627,8 +628,8 @@ TEST(FloatTiles, Avx512TilesGiveTheAvx2TilesBits) {
     const DType type = kernel < 3 ? std::array{DType::f32, DType::f16, DType::bf16}[size_t(kernel)] : DType::bf16;
     if (kernel == 3 && !cpu_features().avx512bf16) continue;  // no vdpbf16ps tiles to compare
     const FloatRowsFn wide = kernel == 3 ? float_rows_avx512_bf16_dot() : float_rows_avx512(type), narrow = float_rows_avx2(type);
-    for (int64_t n_cols : {13, 16, 31, 32, 45, 48, 2048}) {
-      for (const auto& [n_rows, n_tokens] : {std::pair<int64_t, int64_t>{9, 1}, {10, 2}, {11, 3}, {9, 6}, {10, 7}, {11, 11}}) {
+    for (int64_t n_cols : {13, 16, 31, 32, 45, 48, 1100, 2048}) {
+      for (const auto& [n_rows, n_tokens] : {std::pair<int64_t, int64_t>{9, 1}, {10, 2}, {11, 3}, {9, 6}, {10, 7}, {11, 11}, {70, 13}}) {
         const int64_t stride = row_bytes(type, n_cols);
         const std::vector<uint8_t> w = random_weights(rng, type, n_rows, n_cols);
         const std::vector<uint8_t> x = random_weights(rng, type, n_tokens, n_cols);
