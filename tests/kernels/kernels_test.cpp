@@ -619,7 +619,7 @@ TEST(FloatTiles, Bf16SubnormalsGiveTheSameBitsInDecodeAndPrefill) {
 // same FMAs on twice the width, BF16's vdpbf16ps (where the CPU has it) in
 // the FMA tiles' pair order (random weights: normal numbers): the same bits,
 // tile shape by tile shape (each remainder of rows and tokens), decode and
-// prefill (F16 and BF16: tokens converted in parts of 1,024 columns for up to
+// prefill (F16 prefill: tokens converted in parts of 1,024 columns for up to
 // 64 rows, so 1,100 and 2,048 columns and 70 rows take several).
 TEST(FloatTiles, Avx512TilesGiveTheAvx2TilesBits) {
   if (!use_vnni_kernels()) GTEST_SKIP() << "the CPU lacks AVX-512 VNNI (or DSINFER_ISA turns it off)";
